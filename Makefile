@@ -1,0 +1,41 @@
+# costplatform — `make run` starts the product on embedded defaults, `make test` runs the suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# The test suite runs against real servers; these are the local defaults.
+TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: install run test lint bench services demo-data clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(PY) -m costplatform.run
+
+services:
+	bash .ci/services.sh
+
+test: install services
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+bench: install services
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench} \
+	  $(PY) bench/ingest.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "apps.accounts"
+    label = "accounts"
+    verbose_name = "Accounts and collector keys"

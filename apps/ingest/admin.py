@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from apps.ingest.models import DimSet, Rejection, ServedModel
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Rejection)
+class RejectionAdmin(ReadOnlyAdmin):
+    list_display = ["id", "source", "received_at", "index", "record_id", "errors"]
+    list_filter = ["source"]
+    search_fields = ["record_id"]
+    date_hierarchy = "received_at"
+
+
+@admin.register(ServedModel)
+class ServedModelAdmin(ReadOnlyAdmin):
+    list_display = ["name", "version"]
+    search_fields = ["name"]
+
+
+@admin.register(DimSet)
+class DimSetAdmin(ReadOnlyAdmin):
+    list_display = ["id", "business_line", "__str__"]
+    search_fields = ["business_line"]
+    exclude = ["digest"]

@@ -1,0 +1,360 @@
+"""HTTP surface of ingest: POST/GET /api/v1/records, GET /api/v1/usage, GET /api/v1/rejections."""
+
+from __future__ import annotations
+
+import zlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.authentication import CollectorKeyAuthentication
+from apps.accounts.models import CollectorKey
+from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
+from apps.ingest.selectors import (
+    GRANULARITIES,
+    USAGE_GROUPS,
+    InvalidCursor,
+    RecordFilter,
+    records_list,
+    rejections_list,
+    usage_series,
+)
+from apps.ingest.services import batch_ingest
+
+JSON_TYPES = {"application/json"}
+NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body too large."
+    default_code = "payload_too_large"
+
+
+class IsCollector(BasePermission):
+    message = "Sending records needs a collector key: Authorization: Bearer <key>."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, CollectorKey)
+
+
+class IsPerson(BasePermission):
+    """A logged-in user (roles and business-line scopes are enforced by later layers)."""
+
+    message = "Reading needs a user login (session or basic auth), not a collector key."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return bool(
+            request.user and request.user.is_authenticated and not isinstance(request.auth, CollectorKey)
+        )
+
+
+def _read_body(request: Request) -> bytes:
+    """The decompressed body, refusing anything over the size limit without reading it all."""
+    limit = settings.INGEST_MAX_BYTES
+    django_request = request._request
+    declared = int(django_request.META.get("CONTENT_LENGTH") or 0)
+    if declared > limit:
+        raise PayloadTooLarge(f"Body is {declared} bytes; the limit is {limit} bytes.")
+    body = django_request.read(limit + 1)
+    if len(body) > limit:
+        raise PayloadTooLarge(f"Body exceeds the limit of {limit} bytes.")
+    encoding = django_request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding == "gzip":
+        return _gunzip(body, limit)
+    if encoding not in {"", "identity"}:
+        raise exceptions.UnsupportedMediaType(
+            encoding, f"Content-Encoding {encoding!r}: only gzip is accepted."
+        )
+    return body
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise exceptions.ParseError(f"Body is not valid gzip: {exc}") from exc
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"Decompressed body exceeds the limit of {limit} bytes.")
+    if not inflater.eof:
+        raise exceptions.ParseError("Body is truncated gzip.")
+    return data
+
+
+def _parse_time(request: Request, name: str, default: datetime) -> datetime:
+    raw = request.query_params.get(name)
+    if not raw:
+        return default
+    value = parse_datetime(raw) if "T" in raw or " " in raw else parse_datetime(f"{raw}T00:00:00+00:00")
+    if value is None:
+        raise exceptions.ValidationError({name: [f"{raw!r} is not an RFC 3339 time or a date."]})
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _limit(request: Request, default: int = 100, maximum: int = 1000) -> int:
+    raw = request.query_params.get("limit", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise exceptions.ValidationError({"limit": [f"must be an integer 1..{maximum}"]})
+    return int(raw)
+
+
+def _dim_filters(request: Request) -> dict[str, str]:
+    return {
+        key[5:]: value for key, value in request.query_params.items() if key.startswith("dims.") and key[5:]
+    }
+
+
+class TokensOut(serializers.Serializer):
+    prompt = serializers.IntegerField()
+    prompt_cached = serializers.IntegerField()
+    completion = serializers.IntegerField()
+    system = serializers.IntegerField()
+    tool = serializers.IntegerField()
+    structural = serializers.IntegerField()
+    padding = serializers.IntegerField()
+    draft = serializers.IntegerField()
+    draft_accepted = serializers.IntegerField()
+    recomputed = serializers.IntegerField()
+
+
+class RecordOut(serializers.Serializer):
+    record_id = serializers.CharField()
+    ts = serializers.DateTimeField()
+    source = serializers.CharField(source="source.name")
+    model = serializers.CharField(source="model.name")
+    model_version = serializers.CharField(source="model.version")
+    endpoint = serializers.CharField(source="get_endpoint_display", allow_null=True)
+    dims = serializers.DictField(source="dims.dims", child=serializers.CharField())
+    tokens = serializers.SerializerMethodField()
+    outcome = serializers.SerializerMethodField()
+    timing = serializers.SerializerMethodField()
+    attempt = serializers.IntegerField()
+    retry_of = serializers.CharField(allow_null=True)
+    prompt_hash = serializers.SerializerMethodField()
+    quality_tier = serializers.CharField(source="get_quality_tier_display", allow_null=True)
+
+    def get_tokens(self, record: Any) -> dict[str, int]:
+        return TokensOut(record).data
+
+    def get_outcome(self, record: Any) -> dict[str, str | None]:
+        finish = record.get_finish_reason_display() if record.finish_reason is not None else None
+        return {"status": record.get_status_display(), "finish_reason": finish}
+
+    def get_timing(self, record: Any) -> dict[str, int | None]:
+        return {name: getattr(record, name) for name in ("queued", "ttft", "prefill", "decode", "e2e")}
+
+    def get_prompt_hash(self, record: Any) -> str | None:
+        return bytes(record.prompt_hash).hex() if record.prompt_hash is not None else None
+
+
+class RecordsView(APIView):
+    """POST: collectors send records (collector key). GET: people list records (login)."""
+
+    authentication_classes = [CollectorKeyAuthentication, SessionAuthentication, BasicAuthentication]
+
+    class IngestOut(serializers.Serializer):
+        accepted = serializers.IntegerField()
+        duplicates = serializers.IntegerField()
+        rejected = serializers.ListField(
+            child=inline_serializer(
+                "RejectedRecord",
+                {
+                    "index": serializers.IntegerField(),
+                    "record_id": serializers.CharField(),
+                    "errors": serializers.DictField(
+                        child=serializers.ListField(child=serializers.CharField())
+                    ),
+                },
+            )
+        )
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [IsCollector()] if self.request.method == "POST" else [IsPerson()]
+
+    @extend_schema(
+        operation_id="records_ingest",
+        summary="Send token records",
+        description=(
+            'A batch of token records v1 (docs/record-v1.schema.json) as `{"records": [...]}` '
+            "(application/json) or one record per line (application/x-ndjson), optionally "
+            "`Content-Encoding: gzip`. `tokens.prompt` counts ALL prompt tokens, cached ones included "
+            "(inclusive convention); `tokens.prompt_cached` is the cached part. Valid records are stored "
+            "even when others are rejected; a record already stored (same source, record_id and ts) "
+            "counts as a duplicate and changes nothing. 413 over the size limit, 415 for other content "
+            "types, 400 when the body cannot be read as a batch."
+        ),
+        request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
+        responses={200: IngestOut},
+    )
+    def post(self, request: Request) -> Response:
+        media = request.content_type.split(";")[0].strip().lower()
+        if media not in JSON_TYPES | NDJSON_TYPES:
+            raise exceptions.UnsupportedMediaType(
+                media, f"Content-Type {media!r}: send application/json or application/x-ndjson."
+            )
+        body = _read_body(request)
+        try:
+            result = batch_ingest(source_id=request.auth.pk, body=body, ndjson=media in NDJSON_TYPES)
+        except BodyError as exc:
+            raise exceptions.ParseError(str(exc)) from exc
+        except TooManyRecords as exc:
+            raise PayloadTooLarge(str(exc)) from exc
+        rejected = [{"index": r.index, "record_id": r.record_id, "errors": r.errors} for r in result.rejected]
+        return Response({"accepted": result.accepted, "duplicates": result.duplicates, "rejected": rejected})
+
+    @extend_schema(
+        operation_id="records_list",
+        summary="List token records, newest first",
+        parameters=[
+            OpenApiParameter(
+                "from", OpenApiTypes.DATETIME, description="Start (inclusive); default 24 h ago."
+            ),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="End (exclusive); default now."),
+            OpenApiParameter("model", str),
+            OpenApiParameter("status", str, enum=list(STATUSES)),
+            OpenApiParameter("source", str, description="Collector key name."),
+            OpenApiParameter("dims.<name>", str, description="Any dim, e.g. dims.business_line=support."),
+            OpenApiParameter("limit", int, description="Page size, 1..1000 (default 100)."),
+            OpenApiParameter("cursor", str, description="The `next` value of the previous page."),
+        ],
+        responses={
+            200: inline_serializer(
+                "RecordPage",
+                {"results": RecordOut(many=True), "next": serializers.CharField(allow_null=True)},
+            )
+        },
+    )
+    def get(self, request: Request) -> Response:
+        now = datetime.now(UTC)
+        flt = RecordFilter(
+            start=_parse_time(request, "from", now - timedelta(hours=24)),
+            end=_parse_time(request, "to", now + timedelta(seconds=1)),
+            model=request.query_params.get("model") or None,
+            status=_status_code(request.query_params.get("status")),
+            source_id=_source_id(request.query_params.get("source")),
+            dims=_dim_filters(request),
+        )
+        try:
+            rows, nxt = records_list(flt=flt, limit=_limit(request), after=request.query_params.get("cursor"))
+        except InvalidCursor as exc:
+            raise exceptions.ValidationError({"cursor": [str(exc)]}) from exc
+        return Response({"results": RecordOut(rows, many=True).data, "next": nxt})
+
+
+def _status_code(raw: str | None) -> int | None:
+    if not raw:
+        return None
+    if raw not in STATUSES:
+        raise exceptions.ValidationError({"status": [f"must be one of {', '.join(STATUSES)}"]})
+    return STATUSES.index(raw)
+
+
+def _source_id(name: str | None) -> int | None:
+    if not name:
+        return None
+    key = CollectorKey.objects.filter(name=name).first()
+    if key is None:
+        raise exceptions.ValidationError({"source": [f"no collector key named {name!r}"]})
+    return key.pk
+
+
+class UsageView(APIView):
+    permission_classes = [IsPerson]
+
+    @extend_schema(
+        operation_id="usage",
+        summary="Token sums per period and group, from the hourly rollups",
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.DATETIME, required=True),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, required=True),
+            OpenApiParameter("granularity", str, enum=list(GRANULARITIES), description="Default day."),
+            OpenApiParameter(
+                "group_by",
+                str,
+                description="Comma-separated: model, model_version, source, endpoint, status, or a rollup dim "
+                "(business_line, team, project, feature, step, env by default).",
+            ),
+            OpenApiParameter("dims.<name>", str, description="Filter on a rollup dim."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        for required in ("from", "to"):
+            if not request.query_params.get(required):
+                raise exceptions.ValidationError({required: ["required"]})
+        start = _parse_time(request, "from", datetime.now(UTC))
+        end = _parse_time(request, "to", datetime.now(UTC))
+        granularity = request.query_params.get("granularity", "day")
+        if granularity not in GRANULARITIES:
+            raise exceptions.ValidationError({"granularity": [f"must be one of {', '.join(GRANULARITIES)}"]})
+        group_by = [g.strip() for g in request.query_params.get("group_by", "").split(",") if g.strip()]
+        unknown = [g for g in group_by if g not in USAGE_GROUPS and g not in settings.ROLLUP_DIMS]
+        if unknown or len(set(group_by)) != len(group_by):
+            allowed = ", ".join((*USAGE_GROUPS, *settings.ROLLUP_DIMS))
+            raise exceptions.ValidationError(
+                {"group_by": [f"unknown or repeated {unknown}; allowed: {allowed}"]}
+            )
+        dims = _dim_filters(request)
+        bad_dims = [d for d in dims if d not in settings.ROLLUP_DIMS]
+        if bad_dims:
+            raise exceptions.ValidationError({"dims": [f"{bad_dims} are not kept in rollups"]})
+        rows = usage_series(start=start, end=end, granularity=granularity, group_by=group_by, dims=dims)
+        for row in rows:
+            if "status" in row:
+                row["status"] = STATUSES[row["status"]]
+        return Response({"granularity": granularity, "group_by": group_by, "rows": rows})
+
+
+class RejectionsView(APIView):
+    permission_classes = [IsPerson]
+
+    class RejectionOut(serializers.Serializer):
+        id = serializers.IntegerField()
+        source = serializers.CharField(source="source.name")
+        received_at = serializers.DateTimeField()
+        index = serializers.IntegerField(allow_null=True)
+        record_id = serializers.CharField()
+        errors = serializers.JSONField()
+        raw = serializers.CharField()
+
+    @extend_schema(
+        operation_id="rejections_list",
+        summary="Refused records (dead letters), newest first",
+        parameters=[
+            OpenApiParameter("source", str),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("cursor", str),
+        ],
+        responses={
+            200: inline_serializer(
+                "RejectionPage",
+                {"results": RejectionOut(many=True), "next": serializers.CharField(allow_null=True)},
+            )
+        },
+    )
+    def get(self, request: Request) -> Response:
+        cursor = request.query_params.get("cursor")
+        if cursor is not None and not cursor.isdigit():
+            raise exceptions.ValidationError({"cursor": ["cursor is not one this API returned"]})
+        rows, nxt = rejections_list(
+            source_id=_source_id(request.query_params.get("source")),
+            limit=_limit(request),
+            after=int(cursor) if cursor else None,
+        )
+        return Response(
+            {
+                "results": self.RejectionOut(rows, many=True).data,
+                "next": str(nxt) if nxt is not None else None,
+            }
+        )

@@ -1,0 +1,243 @@
+"""The token record v1: its types, its decoding and its validation.
+
+msgspec validates a whole batch in one call (about a microsecond a record); only when that
+fails are the items decoded one by one, to say which records are wrong and why. The same
+types publish docs/record-v1.schema.json.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+MAX_COUNT = 10**9
+Count = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="A token count, 0..10^9.")]
+Millis = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="Milliseconds.")]
+DimKey = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+DimValue = Annotated[str, Meta(max_length=256)]
+RecordId = Annotated[str, Meta(min_length=1, max_length=128)]
+
+ENDPOINTS = ("chat.completions", "completions", "responses", "embeddings")
+STATUSES = ("ok", "error", "timeout", "aborted", "rejected")
+FINISH_REASONS = ("stop", "length", "tool_calls", "abort", "error", "repetition")
+QUALITY_TIERS = ("high", "mid", "low")
+
+
+class Tokens(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    prompt: Annotated[Count, Meta(description="All prompt tokens, cached ones INCLUDED (inclusive).")]
+    completion: Annotated[Count, Meta(description="Tokens generated, also those before an abort.")]
+    prompt_cached: Annotated[Count, Meta(description="Part of `prompt` served from the prefix cache.")] = 0
+    system: Annotated[Count, Meta(description="Part of `prompt` from system messages.")] = 0
+    tool: Annotated[Count, Meta(description="Part of `prompt` from tool results / retrieved context.")] = 0
+    structural: Annotated[Count, Meta(description="Part of `completion` that is format scaffolding.")] = 0
+    padding: Annotated[Count, Meta(description="Padding tokens charged to this request.")] = 0
+    draft: Annotated[Count, Meta(description="Speculative-decoding tokens proposed.")] = 0
+    draft_accepted: Annotated[Count, Meta(description="Part of `draft` accepted.")] = 0
+    recomputed: Annotated[Count, Meta(description="Prompt tokens recomputed after preemption.")] = 0
+
+
+class Outcome(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    status: Literal["ok", "error", "timeout", "aborted", "rejected"]
+    finish_reason: Literal["stop", "length", "tool_calls", "abort", "error", "repetition"] | None = None
+
+
+class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    queued: Millis | None = None
+    ttft: Millis | None = None
+    prefill: Millis | None = None
+    decode: Millis | None = None
+    e2e: Millis | None = None
+
+
+class RecordV1(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One inference request."""
+
+    record_id: Annotated[RecordId, Meta(description="Unique per source; the idempotency key (with ts).")]
+    ts: Annotated[datetime, Meta(tz=True, description="Request arrival time, RFC 3339 with offset.")]
+    model: Annotated[str, Meta(min_length=1, max_length=200)]
+    tokens: Tokens
+    outcome: Outcome
+    model_version: Annotated[str, Meta(max_length=100)] | None = None
+    endpoint: Literal["chat.completions", "completions", "responses", "embeddings"] | None = None
+    dims: Annotated[
+        dict[DimKey, DimValue],
+        Meta(max_length=32, description="Attribution: business_line, team, project, feature, step, …"),
+    ] = msgspec.field(default_factory=dict)
+    timing: Timing | None = None
+    attempt: Annotated[int, Meta(ge=1, le=1000)] = 1
+    retry_of: RecordId | None = None
+    prompt_hash: (
+        Annotated[str, Meta(pattern=r"^[0-9a-f]{16,128}$", description="Hex hash of the normalised prompt.")]
+        | None
+    ) = None
+    quality_tier: Literal["high", "mid", "low"] | None = None
+
+
+class _Batch(msgspec.Struct, forbid_unknown_fields=True):
+    records: list[RecordV1]
+
+
+class _RawBatch(msgspec.Struct, forbid_unknown_fields=True):
+    records: list[msgspec.Raw]
+
+
+class BodyError(ValueError):
+    """The body as a whole cannot be read as a batch of records."""
+
+
+class TooManyRecords(ValueError):
+    pass
+
+
+Errors = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    index: int
+    record_id: str
+    errors: Errors
+    raw: str
+
+
+@dataclass
+class DecodedBatch:
+    records: list[RecordV1] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    duplicates: int = 0
+
+
+_ERROR_AT = re.compile(r"^(?P<message>.*?)(?: - at `(?P<path>[^`]*)`)?$", re.S)
+_FIELD_IN_MESSAGE = re.compile(r"^Object (?:contains unknown|missing required) field `(?P<name>[^`]+)`")
+
+
+def error_field(message: str) -> Errors:
+    """Turn a msgspec message ("Expected `int` >= 0 - at `$.tokens.prompt`") into
+    {"tokens.prompt": ["Expected `int` >= 0"]}."""
+    match = _ERROR_AT.match(message)
+    text, path = (match["message"], match["path"] or "$") if match else (message, "$")
+    path = re.sub(r"^\$(\[\d+\])?\.?", "", path)
+    named = _FIELD_IN_MESSAGE.match(text)
+    if named:
+        path = f"{path}.{named['name']}" if path else named["name"]
+    return {path or "record": [text]}
+
+
+def record_problems(record: RecordV1, *, now: datetime, max_age: timedelta) -> Errors:
+    """Rules that involve more than one field, or the clock."""
+    errors: Errors = {}
+    t = record.tokens
+    if t.prompt_cached > t.prompt:
+        errors["tokens.prompt_cached"] = ["must be <= tokens.prompt (prompt includes cached tokens)"]
+    if t.system + t.tool > t.prompt:
+        errors["tokens.system"] = ["tokens.system + tokens.tool must be <= tokens.prompt"]
+    if t.structural > t.completion:
+        errors["tokens.structural"] = ["must be <= tokens.completion"]
+    if t.draft_accepted > t.draft:
+        errors["tokens.draft_accepted"] = ["must be <= tokens.draft"]
+    if record.ts > now + timedelta(hours=24):
+        errors["ts"] = ["must be at most 24 h in the future"]
+    elif record.ts < now - max_age:
+        errors["ts"] = [f"must be within the last {max_age.days} days"]
+    return errors
+
+
+def _record_id_of(raw: bytes) -> str:
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return ""
+    rid = value.get("record_id") if isinstance(value, dict) else None
+    return rid[:128] if isinstance(rid, str) else ""
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _decode_items(items: list[bytes]) -> tuple[list[tuple[int, RecordV1]], list[Rejected]]:
+    good: list[tuple[int, RecordV1]] = []
+    bad: list[Rejected] = []
+    for index, raw in enumerate(items):
+        try:
+            good.append((index, msgspec.json.decode(raw, type=RecordV1)))
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            bad.append(Rejected(index, _record_id_of(raw), error_field(str(exc)), _text(raw)))
+    return good, bad
+
+
+def _split_ndjson(body: bytes) -> list[bytes]:
+    return [line for line in body.split(b"\n") if line.strip()]
+
+
+def _typed_items(body: bytes, *, ndjson: bool) -> tuple[list[tuple[int, RecordV1]], list[Rejected], int]:
+    """Decode a body into (index, record) pairs and rejections; the fast path decodes all at once."""
+    if ndjson:
+        lines = _split_ndjson(body)
+        try:
+            decoded = msgspec.json.decode(b"[" + b",".join(lines) + b"]", type=list[RecordV1])
+            return list(enumerate(decoded)), [], len(lines)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            good, bad = _decode_items(lines)
+            return good, bad, len(lines)
+    try:
+        batch = msgspec.json.decode(body, type=_Batch)
+        return list(enumerate(batch.records)), [], len(batch.records)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    try:
+        raw_batch = msgspec.json.decode(body, type=_RawBatch)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise BodyError(f'Body must be a JSON object {{"records": [...]}}: {exc}') from exc
+    good, bad = _decode_items([bytes(item) for item in raw_batch.records])
+    return good, bad, len(raw_batch.records)
+
+
+def decode_batch(
+    body: bytes, *, ndjson: bool, max_records: int, max_age: timedelta, now: datetime | None = None
+) -> DecodedBatch:
+    """Decode and validate a request body. Valid records come back in order, without repeats
+    of the same (record_id, ts) inside the batch; invalid ones come back as Rejected."""
+    if not body.strip():
+        raise BodyError('Body is empty; send {"records": [...]} or NDJSON.')
+    items, rejected, total = _typed_items(body, ndjson=ndjson)
+    if total > max_records:
+        raise TooManyRecords(f"A batch holds at most {max_records} records; this one has {total}.")
+    now = now or datetime.now(UTC)
+    result = DecodedBatch(rejected=rejected)
+    seen: dict[str, datetime] = {}
+    for index, record in items:
+        problems = record_problems(record, now=now, max_age=max_age)
+        first_ts = seen.get(record.record_id)
+        if first_ts is not None and first_ts != record.ts:
+            problems["record_id"] = ["repeated in this batch with a different ts"]
+        if problems:
+            raw = msgspec.json.encode(record).decode()
+            result.rejected.append(Rejected(index, record.record_id, problems, raw))
+        elif first_ts is not None:
+            result.duplicates += 1
+        else:
+            seen[record.record_id] = record.ts
+            result.records.append(record)
+    result.rejected.sort(key=lambda r: r.index)
+    return result
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the token record v1 (docs/record-v1.schema.json)."""
+    schema = msgspec.json.schema(RecordV1)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://costplatform.dev/schemas/record-v1.schema.json"
+    schema["title"] = "costplatform token record v1"
+    schema["description"] = (
+        "One record per inference request. Besides the types below: tokens.prompt_cached <= tokens.prompt; "
+        "tokens.system + tokens.tool <= tokens.prompt; tokens.structural <= tokens.completion; "
+        "tokens.draft_accepted <= tokens.draft; ts at most 24 h in the future. Unknown fields are "
+        "rejected. A source re-sending the same (record_id, ts) is counted once."
+    )
+    return schema

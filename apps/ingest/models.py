@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+
+from apps.accounts.models import CollectorKey
+
+
+class Endpoint(models.IntegerChoices):
+    CHAT_COMPLETIONS = 1, "chat.completions"
+    COMPLETIONS = 2, "completions"
+    RESPONSES = 3, "responses"
+    EMBEDDINGS = 4, "embeddings"
+
+
+class Status(models.IntegerChoices):
+    OK = 0, "ok"
+    ERROR = 1, "error"
+    TIMEOUT = 2, "timeout"
+    ABORTED = 3, "aborted"
+    REJECTED = 4, "rejected"
+
+
+class FinishReason(models.IntegerChoices):
+    STOP = 1, "stop"
+    LENGTH = 2, "length"
+    TOOL_CALLS = 3, "tool_calls"
+    ABORT = 4, "abort"
+    ERROR = 5, "error"
+    REPETITION = 6, "repetition"
+
+
+class QualityTier(models.IntegerChoices):
+    HIGH = 1, "high"
+    MID = 2, "mid"
+    LOW = 3, "low"
+
+
+# Token count fields of the record, in storage order; rollups carry the same columns.
+TOKEN_FIELDS = (
+    "prompt",
+    "prompt_cached",
+    "completion",
+    "system",
+    "tool",
+    "structural",
+    "padding",
+    "draft",
+    "draft_accepted",
+    "recomputed",
+)
+TIMING_FIELDS = ("queued", "ttft", "prefill", "decode", "e2e")
+
+
+class ServedModel(models.Model):
+    """A served model name and version; records hold its small id."""
+
+    id = models.AutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    version = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="ingest_model_name_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+
+class DimSet(models.Model):
+    """A distinct set of attribution dims, stored once. `rollup` is the same set cut down to
+    the dims kept in the hourly rollups (settings.ROLLUP_DIMS)."""
+
+    id = models.AutoField(primary_key=True)
+    digest = models.BinaryField(max_length=16, unique=True)
+    dims = models.JSONField(default=dict)
+    business_line = models.CharField(max_length=256, blank=True, default="", db_index=True)
+    rollup = models.ForeignKey("self", on_delete=models.PROTECT, null=True, related_name="+")
+
+    class Meta:
+        indexes = [GinIndex(fields=["dims"], name="ingest_dimset_dims_gin")]
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.dims.items())) or "(no dims)"
+
+
+class Record(models.Model):
+    """One token record. The table is range-partitioned by month on ts (created in SQL)."""
+
+    pk = models.CompositePrimaryKey("ts", "source_id", "record_key")
+    ts = models.DateTimeField()
+    record_key = models.BigIntegerField(help_text="64-bit hash of record_id, the compact unique key.")
+    source = models.ForeignKey(CollectorKey, on_delete=models.DO_NOTHING, db_constraint=False)
+    model = models.ForeignKey(ServedModel, on_delete=models.DO_NOTHING, db_constraint=False)
+    dims = models.ForeignKey(DimSet, on_delete=models.DO_NOTHING, db_constraint=False)
+    prompt = models.IntegerField()
+    prompt_cached = models.IntegerField()
+    completion = models.IntegerField()
+    system = models.IntegerField()
+    tool = models.IntegerField()
+    structural = models.IntegerField()
+    padding = models.IntegerField()
+    draft = models.IntegerField()
+    draft_accepted = models.IntegerField()
+    recomputed = models.IntegerField()
+    queued = models.IntegerField(null=True)
+    ttft = models.IntegerField(null=True)
+    prefill = models.IntegerField(null=True)
+    decode = models.IntegerField(null=True)
+    e2e = models.IntegerField(null=True)
+    endpoint = models.SmallIntegerField(choices=Endpoint.choices, null=True)
+    status = models.SmallIntegerField(choices=Status.choices)
+    finish_reason = models.SmallIntegerField(choices=FinishReason.choices, null=True)
+    quality_tier = models.SmallIntegerField(choices=QualityTier.choices, null=True)
+    attempt = models.SmallIntegerField()
+    record_id = models.TextField()
+    retry_of = models.TextField(null=True)
+    prompt_hash = models.BinaryField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = "ingest_record"
+
+
+class HourlyUsage(models.Model):
+    """Hourly rollup of records, maintained in the same transaction as the insert."""
+
+    hour = models.DateTimeField()
+    source = models.ForeignKey(CollectorKey, on_delete=models.PROTECT, related_name="+")
+    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="+")
+    dims = models.ForeignKey(DimSet, on_delete=models.PROTECT, related_name="+")
+    endpoint = models.SmallIntegerField(choices=Endpoint.choices, null=True)
+    status = models.SmallIntegerField(choices=Status.choices)
+    records = models.BigIntegerField(default=0)
+    prompt = models.BigIntegerField(default=0)
+    prompt_cached = models.BigIntegerField(default=0)
+    completion = models.BigIntegerField(default=0)
+    system = models.BigIntegerField(default=0)
+    tool = models.BigIntegerField(default=0)
+    structural = models.BigIntegerField(default=0)
+    padding = models.BigIntegerField(default=0)
+    draft = models.BigIntegerField(default=0)
+    draft_accepted = models.BigIntegerField(default=0)
+    recomputed = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "source", "model", "dims", "endpoint", "status"],
+                name="ingest_hourlyusage_key",
+                nulls_distinct=False,
+            )
+        ]
+
+
+class Rejection(models.Model):
+    """A record (or a whole body) that was refused, kept as received with the reasons."""
+
+    source = models.ForeignKey(CollectorKey, on_delete=models.PROTECT, related_name="rejections")
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    index = models.IntegerField(null=True, help_text="Position in the batch; empty for a whole body.")
+    record_id = models.TextField(blank=True, default="")
+    raw = models.TextField()
+    errors = models.JSONField()
+
+    class Meta:
+        ordering = ["-id"]

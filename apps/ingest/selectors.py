@@ -1,0 +1,135 @@
+"""Reads of the ingest app: records (keyset-paginated) and usage from the hourly rollups."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
+
+from apps.ingest.models import TOKEN_FIELDS, HourlyUsage, Record, Rejection
+
+USAGE_GROUPS = ("model", "model_version", "source", "endpoint", "status")
+GRANULARITIES = ("hour", "day", "month")
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+def cursor_encode(values: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+def cursor_decode(cursor: str) -> list[Any]:
+    try:
+        return json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except ValueError as exc:
+        raise InvalidCursor("cursor is not one this API returned") from exc
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    start: datetime
+    end: datetime
+    model: str | None = None
+    status: int | None = None
+    source_id: int | None = None
+    dims: dict[str, str] | None = None
+
+
+def records_list(
+    *, flt: RecordFilter, limit: int, after: str | None = None
+) -> tuple[list[Record], str | None]:
+    """Newest first; `after` is the cursor of the previous page."""
+    qs: QuerySet[Record] = Record.objects.filter(ts__gte=flt.start, ts__lt=flt.end).select_related(
+        "model", "dims", "source"
+    )
+    if flt.model:
+        qs = qs.filter(model__name=flt.model)
+    if flt.status is not None:
+        qs = qs.filter(status=flt.status)
+    if flt.source_id is not None:
+        qs = qs.filter(source_id=flt.source_id)
+    if flt.dims:
+        qs = qs.filter(dims__dims__contains=flt.dims)
+    if after:
+        ts, source_id, key = cursor_decode(after)
+        qs = qs.filter(
+            RawSQL(
+                "(ingest_record.ts, ingest_record.source_id, ingest_record.record_key) < (%s::timestamptz, %s, %s)",
+                [ts, source_id, key],
+                output_field=BooleanField(),
+            )
+        )
+    rows = list(qs.order_by("-ts", "-source_id", "-record_key")[: limit + 1])
+    nxt = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        last = rows[-1]
+        nxt = cursor_encode([last.ts.isoformat(), last.source_id, last.record_key])
+    return rows, nxt
+
+
+def usage_series(
+    *,
+    start: datetime,
+    end: datetime,
+    granularity: str,
+    group_by: list[str],
+    dims: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Token sums from the hourly rollups, per period and the requested groups.
+
+    `group_by` items are USAGE_GROUPS or names of rollup dims (settings.ROLLUP_DIMS).
+    """
+    columns = {
+        "model": "m.name",
+        "model_version": "m.version",
+        "source": "k.name",
+        "endpoint": "u.endpoint",
+        "status": "u.status",
+    }
+    select = [f"date_trunc('{granularity}', u.hour, 'UTC') AS period"]
+    params: list[Any] = []
+    for name in group_by:
+        if name in columns:
+            select.append(f'{columns[name]} AS "{name}"')
+        else:
+            select.append(f"coalesce(d.dims ->> %s, '') AS \"{name}\"")
+            params.append(name)
+    sums = ", ".join(f"sum(u.{f})::bigint AS {f}" for f in ("records", *TOKEN_FIELDS))
+    where = "u.hour >= %s AND u.hour < %s"
+    where_params: list[Any] = [start, end]
+    if dims:
+        where += " AND d.dims @> %s::jsonb"
+        where_params.append(json.dumps(dims))
+    sql = (
+        f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
+        "JOIN ingest_servedmodel m ON m.id = u.model_id JOIN accounts_collectorkey k ON k.id = u.source_id "
+        f"JOIN ingest_dimset d ON d.id = u.dims_id WHERE {where} "
+        f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))} ORDER BY 1, {len(select) + 1} DESC"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params + where_params)
+        names = [col.name for col in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def rejections_list(
+    *, source_id: int | None, limit: int, after: int | None
+) -> tuple[list[Rejection], int | None]:
+    qs = Rejection.objects.select_related("source").order_by("-id")
+    if source_id is not None:
+        qs = qs.filter(source_id=source_id)
+    if after is not None:
+        qs = qs.filter(id__lt=after)
+    rows = list(qs[: limit + 1])
+    if len(rows) > limit:
+        return rows[:limit], rows[limit - 1].id
+    return rows, None

@@ -1,0 +1,161 @@
+"""Settings, all from the environment (see README "Settings")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from costplatform.env import database_from_url, env, envbool, envint, envlist
+from costplatform.schedules import BEAT_SCHEDULE
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env("COSTPLATFORM_DATA_DIR", str(BASE_DIR / ".data"))).resolve()
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = env("SECRET_KEY") or ("insecure-development-key" if DEBUG else "")
+if not SECRET_KEY:
+    # A stable per-installation key for the embedded set-up; production sets SECRET_KEY.
+    _key_file = DATA_DIR / "secret_key"
+    if not _key_file.exists():
+        import secrets
+
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        _key_file.write_text(secrets.token_urlsafe(50))
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "apps.accounts",
+    "apps.ingest",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "costplatform.urls"
+WSGI_APPLICATION = "costplatform.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env("DATABASE_URL")
+if not DATABASE_URL:
+    from costplatform.embedded import embedded_database_url
+
+    DATABASE_URL = embedded_database_url(DATA_DIR)
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+MIGRATION_MODULES = {
+    "accounts": "migrations.accounts",
+    "ingest": "migrations.ingest",
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG and envbool("HTTPS", False))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "costplatform API",
+    "DESCRIPTION": (
+        "Token records in, usage out. Token counts follow the inclusive convention: "
+        "`tokens.prompt` counts all prompt tokens, the cached ones included; "
+        "`tokens.prompt_cached` is the cached part of it."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Celery: a real broker when CELERY_BROKER_URL is set, else a filesystem queue under the data dir.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+if not CELERY_BROKER_URL:
+    from costplatform.embedded import filesystem_broker
+
+    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker(DATA_DIR)
+CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
+
+# Ingest limits (see docs/ingest.md).
+INGEST_MAX_BYTES = envint("COSTPLATFORM_INGEST_MAX_BYTES", 10 * 1024 * 1024)
+INGEST_MAX_RECORDS = envint("COSTPLATFORM_INGEST_MAX_RECORDS", 50_000)
+INGEST_MAX_AGE_DAYS = envint("COSTPLATFORM_INGEST_MAX_AGE_DAYS", 3 * 366)
+# Dims kept in the hourly rollups; per-user or per-conversation dims stay on the records only.
+ROLLUP_DIMS = envlist(
+    "COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "project", "feature", "step", "env"]
+)
+PARTITIONS_AHEAD_MONTHS = envint("COSTPLATFORM_PARTITIONS_AHEAD_MONTHS", 2)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+}
