@@ -147,9 +147,7 @@ INGEST_MAX_BYTES = envint("COSTPLATFORM_INGEST_MAX_BYTES", 10 * 1024 * 1024)
 INGEST_MAX_RECORDS = envint("COSTPLATFORM_INGEST_MAX_RECORDS", 50_000)
 INGEST_MAX_AGE_DAYS = envint("COSTPLATFORM_INGEST_MAX_AGE_DAYS", 3 * 366)
 # Dims kept in the hourly rollups; per-user or per-conversation dims stay on the records only.
-ROLLUP_DIMS = envlist(
-    "COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "project", "feature", "step", "env"]
-)
+ROLLUP_DIMS = envlist("COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "project", "feature", "step", "env"])
 PARTITIONS_AHEAD_MONTHS = envint("COSTPLATFORM_PARTITIONS_AHEAD_MONTHS", 2)
 
 LOGGING = {

@@ -72,8 +72,7 @@ class RecordV1(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     attempt: Annotated[int, Meta(ge=1, le=1000)] = 1
     retry_of: RecordId | None = None
     prompt_hash: (
-        Annotated[str, Meta(pattern=r"^[0-9a-f]{16,128}$", description="Hex hash of the normalised prompt.")]
-        | None
+        Annotated[str, Meta(pattern=r"^[0-9a-f]{16,128}$", description="Hex hash of the normalised prompt.")] | None
     ) = None
     quality_tier: Literal["high", "mid", "low"] | None = None
 

@@ -49,17 +49,13 @@ def partitions_ensure(months: Iterable[date]) -> list[str]:
         missing = sorted(set(wanted) - {row[0] for row in cursor.fetchall()})
         for name in missing:
             month = wanted[name]
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, month.year * 12 + month.month]
-            )
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, month.year * 12 + month.month])
             cursor.execute("SELECT to_regclass(%s)", [name])
             if cursor.fetchone()[0] is not None:
                 continue
             lower = datetime(month.year, month.month, 1, tzinfo=UTC).isoformat()
             upper = datetime.combine(next_month(month), datetime.min.time(), UTC).isoformat()
-            cursor.execute(
-                f"CREATE TABLE {name} PARTITION OF {PARENT} FOR VALUES FROM ('{lower}') TO ('{upper}')"
-            )
+            cursor.execute(f"CREATE TABLE {name} PARTITION OF {PARENT} FOR VALUES FROM ('{lower}') TO ('{upper}')")
             created.append(name)
     return created
 

@@ -43,9 +43,7 @@ class RecordFilter:
     dims: dict[str, str] | None = None
 
 
-def records_list(
-    *, flt: RecordFilter, limit: int, after: str | None = None
-) -> tuple[list[Record], str | None]:
+def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> tuple[list[Record], str | None]:
     """Newest first; `after` is the cursor of the previous page."""
     qs: QuerySet[Record] = Record.objects.filter(ts__gte=flt.start, ts__lt=flt.end).select_related(
         "model", "dims", "source"
@@ -121,9 +119,7 @@ def usage_series(
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def rejections_list(
-    *, source_id: int | None, limit: int, after: int | None
-) -> tuple[list[Rejection], int | None]:
+def rejections_list(*, source_id: int | None, limit: int, after: int | None) -> tuple[list[Rejection], int | None]:
     qs = Rejection.objects.select_related("source").order_by("-id")
     if source_id is not None:
         qs = qs.filter(source_id=source_id)

@@ -240,9 +240,7 @@ def records_store(*, source_id: int, records: Sequence[RecordV1]) -> StoreResult
         partitions_ensure(months)
         cursor.execute(_STAGE_SQL)
         cursor.execute("TRUNCATE ingest_record_stage")
-        with cursor.cursor.copy(
-            f"COPY ingest_record_stage ({_COLUMN_NAMES}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
+        with cursor.cursor.copy(f"COPY ingest_record_stage ({_COLUMN_NAMES}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_COLUMN_TYPES)
             for row in rows:
                 copy.write_row(row)

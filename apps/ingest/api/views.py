@@ -54,9 +54,7 @@ class IsPerson(BasePermission):
     message = "Reading needs a user login (session or basic auth), not a collector key."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        return bool(
-            request.user and request.user.is_authenticated and not isinstance(request.auth, CollectorKey)
-        )
+        return bool(request.user and request.user.is_authenticated and not isinstance(request.auth, CollectorKey))
 
 
 def _read_body(request: Request) -> bytes:
@@ -73,9 +71,7 @@ def _read_body(request: Request) -> bytes:
     if encoding == "gzip":
         return _gunzip(body, limit)
     if encoding not in {"", "identity"}:
-        raise exceptions.UnsupportedMediaType(
-            encoding, f"Content-Encoding {encoding!r}: only gzip is accepted."
-        )
+        raise exceptions.UnsupportedMediaType(encoding, f"Content-Encoding {encoding!r}: only gzip is accepted.")
     return body
 
 
@@ -110,9 +106,7 @@ def _limit(request: Request, default: int = 100, maximum: int = 1000) -> int:
 
 
 def _dim_filters(request: Request) -> dict[str, str]:
-    return {
-        key[5:]: value for key, value in request.query_params.items() if key.startswith("dims.") and key[5:]
-    }
+    return {key[5:]: value for key, value in request.query_params.items() if key.startswith("dims.") and key[5:]}
 
 
 class TokensOut(serializers.Serializer):
@@ -172,9 +166,7 @@ class RecordsView(APIView):
                 {
                     "index": serializers.IntegerField(),
                     "record_id": serializers.CharField(),
-                    "errors": serializers.DictField(
-                        child=serializers.ListField(child=serializers.CharField())
-                    ),
+                    "errors": serializers.DictField(child=serializers.ListField(child=serializers.CharField())),
                 },
             )
         )
@@ -217,9 +209,7 @@ class RecordsView(APIView):
         operation_id="records_list",
         summary="List token records, newest first",
         parameters=[
-            OpenApiParameter(
-                "from", OpenApiTypes.DATETIME, description="Start (inclusive); default 24 h ago."
-            ),
+            OpenApiParameter("from", OpenApiTypes.DATETIME, description="Start (inclusive); default 24 h ago."),
             OpenApiParameter("to", OpenApiTypes.DATETIME, description="End (exclusive); default now."),
             OpenApiParameter("model", str),
             OpenApiParameter("status", str, enum=list(STATUSES)),
@@ -302,9 +292,7 @@ class UsageView(APIView):
         unknown = [g for g in group_by if g not in USAGE_GROUPS and g not in settings.ROLLUP_DIMS]
         if unknown or len(set(group_by)) != len(group_by):
             allowed = ", ".join((*USAGE_GROUPS, *settings.ROLLUP_DIMS))
-            raise exceptions.ValidationError(
-                {"group_by": [f"unknown or repeated {unknown}; allowed: {allowed}"]}
-            )
+            raise exceptions.ValidationError({"group_by": [f"unknown or repeated {unknown}; allowed: {allowed}"]})
         dims = _dim_filters(request)
         bad_dims = [d for d in dims if d not in settings.ROLLUP_DIMS]
         if bad_dims:
