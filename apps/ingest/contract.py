@@ -111,7 +111,7 @@ class DecodedBatch:
     duplicates: int = 0
 
 
-_ERROR_AT = re.compile(r"^(?P<message>.*?)(?: - at `(?P<path>[^`]*)`)?$", re.S)
+_ERROR_AT = re.compile(r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`(?P<path>[^`]*)`)?$", re.S)
 _FIELD_IN_MESSAGE = re.compile(r"^Object (?:contains unknown|missing required) field `(?P<name>[^`]+)`")
 
 
@@ -120,7 +120,10 @@ def error_field(message: str) -> Errors:
     {"tokens.prompt": ["Expected `int` >= 0"]}."""
     match = _ERROR_AT.match(message)
     text, path = (match["message"], match["path"] or "$") if match else (message, "$")
+    if match and match["key"]:
+        text = f"key: {text}"
     path = re.sub(r"^\$(\[\d+\])?\.?", "", path)
+    path = path.split("[...]")[0]  # msgspec does not name the dict key at fault: report the dict
     named = _FIELD_IN_MESSAGE.match(text)
     if named:
         path = f"{path}.{named['name']}" if path else named["name"]
