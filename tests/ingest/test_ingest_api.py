@@ -25,8 +25,18 @@ def test_it_stores_a_json_batch(collector):
 
 
 def test_it_stores_every_field_as_sent(collector, reader):
-    sent = record(**{"tokens.padding": 7, "tokens.draft": 40, "tokens.draft_accepted": 31, "tokens.recomputed": 64,
-                     "tokens.structural": 20, "attempt": 2, "retry_of": "chatcmpl-first", "quality_tier": "mid"})
+    sent = record(
+        **{
+            "tokens.padding": 7,
+            "tokens.draft": 40,
+            "tokens.draft_accepted": 31,
+            "tokens.recomputed": 64,
+            "tokens.structural": 20,
+            "attempt": 2,
+            "retry_of": "chatcmpl-first",
+            "quality_tier": "mid",
+        }
+    )
     collector.send([sent])
 
     got = reader.get("/api/v1/records").json()["results"][0]
@@ -145,7 +155,9 @@ def test_it_needs_a_collector_key(client, db):
 
 def test_it_refuses_an_unknown_key(client, db):
     response = client.post(
-        "/api/v1/records", json.dumps({"records": [record()]}), content_type="application/json",
+        "/api/v1/records",
+        json.dumps({"records": [record()]}),
+        content_type="application/json",
         HTTP_AUTHORIZATION="Bearer cpk_not-a-real-key",
     )
 

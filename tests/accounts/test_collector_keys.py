@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pytest
+from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
+
+from apps.accounts.models import CollectorKey
+
+
+def create(name: str) -> str:
+    out = io.StringIO()
+    call_command("create_collector_key", name=name, stdout=out, stderr=io.StringIO())
+    return out.getvalue().strip()
+
+
+def test_create_prints_a_secret_once_and_stores_only_its_hash(db):
+    secret = create("vllm-prod-1")
+
+    key = CollectorKey.objects.get(name="vllm-prod-1")
+    assert secret.startswith("cpk_") and len(secret) > 40
+    assert bytes(key.key_hash) == hashlib.sha256(secret.encode()).digest()
+    stored_text = " ".join(str(getattr(key, f.attname)) for f in CollectorKey._meta.fields)
+    assert secret not in stored_text
+    assert secret[10:] not in stored_text
+
+
+def test_create_refuses_a_taken_name(db):
+    create("dup")
+
+    with pytest.raises(CommandError, match="already exists"):
+        create("dup")
+
+
+def test_revoke_marks_the_key_and_unknown_names_fail(db):
+    create("old")
+
+    call_command("revoke_collector_key", name="old", stdout=io.StringIO())
+
+    assert CollectorKey.objects.get(name="old").revoked_at is not None
+    with pytest.raises(CommandError, match="No collector key"):
+        call_command("revoke_collector_key", name="nope", stdout=io.StringIO())
+
+
+def test_admin_can_revoke_keys(admin_client):
+    create("via-admin")
+    key = CollectorKey.objects.get(name="via-admin")
+
+    response = admin_client.post(
+        "/admin/accounts/collectorkey/", {"action": "revoke", "_selected_action": [key.pk]}, follow=True
+    )
+
+    assert response.status_code == 200
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+
+
+def test_the_four_roles_exist(db):
+    assert set(Group.objects.values_list("name", flat=True)) >= {"admin", "finance", "engineer", "viewer"}
