@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
+from typing import Generic, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -79,6 +80,8 @@ SELECT coalesce(sum(records), 0)::bigint FROM agg
 """
 
 DimsKey = tuple[tuple[str, str], ...]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -96,15 +99,15 @@ def dims_digest(key: DimsKey) -> bytes:
     return hashlib.blake2b(json.dumps(key, separators=(",", ":")).encode(), digest_size=16).digest()
 
 
-class _RefCache:
+class _RefCache(Generic[K, V]):
     """Process-local map of reference rows (models, dim sets) to ids. Entries are added
     only after the transaction that made them visible commits; rows are never deleted."""
 
     def __init__(self, limit: int = 200_000) -> None:
-        self.ids: dict[object, int] = {}
+        self.ids: dict[K, V] = {}
         self.limit = limit
 
-    def remember(self, found: dict) -> None:
+    def remember(self, found: dict[K, V]) -> None:
         def store() -> None:
             if len(self.ids) > self.limit:
                 self.ids.clear()
@@ -113,8 +116,8 @@ class _RefCache:
         transaction.on_commit(store)
 
 
-_models = _RefCache()
-_dimsets = _RefCache()
+_models: _RefCache[tuple[str, str], int] = _RefCache()
+_dimsets: _RefCache[DimsKey, tuple[int, int]] = _RefCache()
 
 
 def served_models_resolve(*, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -169,7 +172,7 @@ def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]
     result = {key: _dimsets.ids[key] for key in keys if key in _dimsets.ids}
     missing = keys - result.keys()
     if not missing:
-        return result  # type: ignore[return-value]
+        return result
     parts = {key: _rollup_part(key) for key in missing}
     # Rollup parts first: a full set points at its part; a part is its own rollup (NULL).
     part_keys = sorted(set(parts.values()))
@@ -180,7 +183,7 @@ def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]
     found |= {k: (full_ids[k], part_ids[parts[k]]) for k in full_keys}
     _dimsets.remember(found)
     result.update({key: found[key] for key in missing})
-    return result  # type: ignore[return-value]
+    return result
 
 
 def _timing(record: RecordV1) -> tuple[int | None, ...]:
