@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-run: install
-	$(PY) -m costplatform.run
+run: install  ## RUN_ARGS=--once exits after loading the sample; see python -m costplatform.run --help
+	$(PY) -m costplatform.run $(RUN_ARGS)
 
 services:
 	bash .ci/services.sh

@@ -29,10 +29,14 @@ def filesystem_broker(data_dir: Path) -> tuple[str, dict[str, object]]:
     folder = data_dir / "broker"
     (folder / "queue").mkdir(parents=True, exist_ok=True)
     (folder / "processed").mkdir(parents=True, exist_ok=True)
+    (folder / "control").mkdir(parents=True, exist_ok=True)
     options = {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
         "processed_folder": str(folder / "processed"),
+        # Exchange tables (fanout: worker remote control). kombu's default is "control"
+        # relative to the working directory, so every process must be given the same one.
+        "control_folder": str(folder / "control"),
         "store_processed": False,
     }
     return "filesystem://", options

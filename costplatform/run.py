@@ -1,0 +1,632 @@
+"""`make run`: the whole product on one machine.
+
+    python -m costplatform.run [--port 8000] [--once] [--sample FILE | --no-sample]
+
+Prepares the database (migrations, static files, record partitions for this month and
+ahead, an `admin` superuser, a collector key `demo`), starts the web server (gunicorn), a
+Celery worker and Celery beat as child processes, checks that the worker runs a task,
+loads a sample file of token records through the HTTP API, prints the URL and the login,
+and runs until Ctrl-C or SIGTERM, then stops its children.
+
+With no DATABASE_URL the settings start an embedded PostgreSQL (pgserver) whose data lives
+in the data dir ($COSTPLATFORM_DATA_DIR, default .data/); with no CELERY_BROKER_URL the
+broker is a folder of files in the data dir. Set them to use real servers: the children
+inherit the environment. The admin password and the collector key's secret are kept in the
+data dir (mode 600) and reused, as is the time the sample was first loaded: its records are
+shifted to end at that time, so a rerun sends the same records and the API counts them as
+duplicates instead of twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SAMPLE = BASE_DIR / "docs" / "samples" / "records.ndjson"
+ADMIN_USER = "admin"
+DEMO_KEY = "demo"
+WORKER_CHECK_TASK = "apps.ingest.tasks.partitions_ensure_ahead"
+HEALTH_TIMEOUT_S = 120
+WORKER_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 20
+
+
+class RunError(Exception):
+    """A step failed; the message says which and what to do."""
+
+
+def say(message: str) -> None:
+    print(f"[run] {message}", flush=True)
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory when it is under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def redact(url: str) -> str:
+    """The URL without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def data_dir_from_env() -> Path:
+    """The data dir as settings compute it, known before settings are imported."""
+    from costplatform.env import env
+
+    return Path(env("COSTPLATFORM_DATA_DIR", str(BASE_DIR / ".data"))).resolve()
+
+
+def secret_file(path: Path, make: Callable[[], str]) -> tuple[str, bool]:
+    """The secret kept in `path` (mode 600), made on first use. Returns (secret, created)."""
+    if path.exists():
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+        return path.read_text().strip(), False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = make()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return value, True
+
+
+# --- embedded PostgreSQL -------------------------------------------------------------------
+
+
+def _pg_system_user() -> str | None:
+    # pgserver runs the server as the user `pgserver` when started by root (PostgreSQL refuses root).
+    return "pgserver" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+
+
+def embedded_running(pgdata: Path) -> bool:
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    from pgserver.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+    except (AssertionError, ValueError, OSError):
+        return False
+    return info is not None and info.is_running()
+
+
+def embedded_stop(pgdata: Path) -> None:
+    import pgserver
+
+    pg_ctl = pgserver.pg_ctl  # type: ignore[attr-defined]  # made at import, one function a binary
+    pg_ctl(["-m", "fast", "-w", "-t", "30", "stop"], pgdata=pgdata, user=_pg_system_user())
+
+
+# --- database preparation -------------------------------------------------------------------
+
+
+def check_database(embedded: bool) -> str:
+    """Connect, and refuse a PostgreSQL older than 15. Returns a description of the server."""
+    from django.conf import settings
+    from django.db import OperationalError, connection
+
+    try:
+        connection.ensure_connection()
+    except OperationalError as exc:
+        name = settings.DATABASES["default"]["NAME"]
+        hint = "" if embedded else f" (DATABASE_URL must name an existing database: `createdb {name}` makes it)"
+        raise RunError(f"cannot connect to the database{hint}: {str(exc).strip()}") from exc
+    version = connection.pg_version
+    if version < 150000:
+        raise RunError(f"PostgreSQL {version // 10000} is too old: costplatform needs PostgreSQL 15 or later")
+    major_minor = f"{version // 10000}.{version % 10000}"
+    if embedded:
+        return f"embedded PostgreSQL {major_minor} in {_shown(settings.DATA_DIR / 'postgres')} (DATABASE_URL not set)"
+    return f"PostgreSQL {major_minor} at {redact(settings.DATABASE_URL)} (DATABASE_URL)"
+
+
+def migrate() -> int:
+    from django.core.management import call_command
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    pending = len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+    call_command("migrate", interactive=False, verbosity=0)
+    return pending
+
+
+def collectstatic() -> int:
+    import io
+
+    from django.core.management import call_command
+
+    # Returns a message such as "0 static files copied to '…', 180 unmodified."
+    message = call_command("collectstatic", interactive=False, verbosity=1, stdout=io.StringIO()) or ""
+    return int(message.split()[0]) if message[:1].isdigit() else 0
+
+
+def ensure_partitions() -> list[str]:
+    from django.conf import settings
+    from django.db import transaction
+    from django.utils import timezone
+
+    from apps.ingest.partitions import partitions_ensure_ahead
+
+    with transaction.atomic():
+        return partitions_ensure_ahead(today=timezone.now().date(), months_ahead=settings.PARTITIONS_AHEAD_MONTHS)
+
+
+def ensure_admin(data_dir: Path) -> tuple[str | None, str]:
+    """The `admin` superuser, in the `admin` group. Returns (password if it still works, note)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    password_file = data_dir / "admin_password"
+    saved, _ = secret_file(password_file, lambda: secrets.token_urlsafe(12))
+    password: str | None = saved
+    user_model = get_user_model()
+    user = user_model.objects.filter(username=ADMIN_USER).first()
+    if user is None:
+        user = user_model.objects.create_superuser(ADMIN_USER, email="", password=saved)
+        note = f"created (password kept in {_shown(password_file)})"
+    elif user.check_password(saved):
+        note = f"exists (password from {_shown(password_file)})"
+    else:
+        note = (
+            f"exists with a password other than the one in {_shown(password_file)} (changed since?); "
+            f"left as it is: `python manage.py changepassword {ADMIN_USER}` sets a new one"
+        )
+        password = None
+    group = Group.objects.filter(name=ADMIN_USER).first()
+    if group is None:
+        raise RunError("the `admin` group is missing (it comes with the accounts migrations)")
+    user.groups.add(group)
+    return password, note
+
+
+def ensure_demo_key(data_dir: Path) -> tuple[str | None, str]:
+    """The collector key `demo`, its secret kept in the data dir. Returns (secret, note);
+    no secret when the key is revoked."""
+    from apps.accounts.models import CollectorKey
+    from apps.accounts.services import KEY_PREFIX, collector_key_create, key_digest
+
+    key_file = data_dir / "collector_key_demo"
+    key = CollectorKey.objects.filter(name=DEMO_KEY).first()
+    saved = key_file.read_text().strip() if key_file.exists() else None
+    if key is None:
+        new = collector_key_create(name=DEMO_KEY)
+        key_file.unlink(missing_ok=True)
+        secret, _ = secret_file(key_file, lambda: new.secret)
+        return secret, f"created (secret kept in {_shown(key_file)})"
+    if key.revoked_at is not None:
+        return None, "is revoked; not sending the sample (make a new key in the admin, or un-revoke it)"
+    if saved is not None and bytes(key.key_hash) == key_digest(saved):
+        return saved, f"exists (secret from {_shown(key_file)})"
+    # The key exists but its secret is not in this data dir (a new data dir on an old database):
+    # give the same key a new secret, so the records stay under one source.
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    CollectorKey.objects.filter(pk=key.pk).update(prefix=secret[:10], key_hash=key_digest(secret))
+    key_file.unlink(missing_ok=True)
+    secret_file(key_file, lambda: secret)
+    return secret, f"existed without its secret in this data dir: gave it a new one, kept in {_shown(key_file)}"
+
+
+def demo_record_count() -> int:
+    from apps.accounts.models import CollectorKey
+    from apps.ingest.models import Record
+
+    key = CollectorKey.objects.filter(name=DEMO_KEY).first()
+    return Record.objects.filter(source_id=key.pk).count() if key else 0
+
+
+# --- child processes --------------------------------------------------------------------------
+
+_libc: Any = None
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        _libc = None
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if run.py dies, so no server outlives it (Linux only)."""
+    if _libc is not None:
+        _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Child:
+    """A server process in its own process group; its output goes to a log file."""
+
+    def __init__(self, name: str, command: list[str], log: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.log = log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_handle: IO[bytes] = open(log, "wb")  # closed in close_log()
+        self.process = subprocess.Popen(
+            command,
+            cwd=BASE_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches run.py only; run.py stops the children in order
+            preexec_fn=_die_with_parent if _libc is not None else None,
+        )
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def terminate(self) -> None:
+        """Ask the main process to stop; gunicorn and Celery stop their own workers."""
+        if self.running():
+            self.process.send_signal(signal.SIGTERM)
+
+    def kill_group(self) -> None:
+        """SIGKILL whatever is left in the process group (the main process, or orphans of it)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join("    " + line for line in text.splitlines()[-lines:])
+
+    def close_log(self) -> None:
+        self._log_handle.close()
+
+
+def stop_children(children: list[Child]) -> None:
+    running = [child for child in children if child.running()]
+    if running:
+        say(f"stopping {', '.join(child.name for child in running)} …")
+    for child in running:
+        child.terminate()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    try:
+        for child in running:
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                say(f"{child.name} did not stop within {STOP_TIMEOUT_S} s; killing it")
+    except KeyboardInterrupt:
+        say("interrupted again; killing the children")
+    for child in children:
+        child.kill_group()
+        if child.process.poll() is None:
+            child.process.wait()
+        child.close_log()
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_healthy(base_url: str, web: Child) -> float:
+    started = time.monotonic()
+    last_error = ""
+    while time.monotonic() - started < HEALTH_TIMEOUT_S:
+        if not web.running():
+            raise RunError(f"the web server exited with status {web.process.returncode}:\n{web.tail()}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    return time.monotonic() - started
+        except (urllib.error.URLError, OSError) as exc:
+            last_error = str(exc)
+        time.sleep(0.3)
+    raise RunError(f"GET {base_url}/healthz did not answer 200 in {HEALTH_TIMEOUT_S} s ({last_error}):\n{web.tail()}")
+
+
+def enqueue_worker_check() -> str:
+    from apps.ingest.tasks import partitions_ensure_ahead
+
+    try:
+        result = partitions_ensure_ahead.apply_async(expires=WORKER_TIMEOUT_S * 5)
+    except Exception as exc:  # kombu raises OperationalError and friends from the transport
+        raise RunError(f"cannot send a task to the broker: {exc}") from exc
+    return str(result.id)
+
+
+def wait_worker_check(worker: Child, task_id: str) -> str:
+    """Wait until the worker's log says it ran the task; return that line."""
+    started = time.monotonic()
+    marker = f"[{task_id}]"
+    while time.monotonic() - started < WORKER_TIMEOUT_S:
+        text = worker.log.read_text(errors="replace") if worker.log.exists() else ""
+        for line in text.splitlines():
+            if marker in line and (" succeeded in " in line or " raised " in line or " retry: " in line):
+                if " succeeded in " not in line:
+                    raise RunError(f"the worker ran the check task, and it failed:\n    {line.strip()}")
+                return line.split("] ", 1)[-1].strip()
+        if not worker.running():
+            raise RunError(f"the Celery worker exited with status {worker.process.returncode}:\n{worker.tail()}")
+        time.sleep(0.5)
+    raise RunError(f"the Celery worker did not run task {task_id} within {WORKER_TIMEOUT_S} s:\n{worker.tail()}")
+
+
+# --- the sample -----------------------------------------------------------------------------
+
+
+def sample_anchor(data_dir: Path) -> tuple[datetime, bool]:
+    """When the sample should end: the time of the first load, kept in the data dir."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    value, created = secret_file(data_dir / "sample_anchor", now.isoformat)
+    return datetime.fromisoformat(value), created
+
+
+def load_sample(path: Path, *, base_url: str, key: str, batch: int, data_dir: Path) -> None:
+    from collectors.send import SendError, send_file
+
+    anchor, first = sample_anchor(data_dir)
+    when = anchor.strftime("%Y-%m-%d %H:%M:%S UTC")
+    anchor_file = _shown(data_dir / "sample_anchor")
+    if first:
+        say(f"loading {_shown(path)}, timestamps shifted so it ends now ({when}, kept in {anchor_file})")
+    else:
+        say(
+            f"loading {_shown(path)} again, shifted to end at {when} as on the first load, so its records "
+            f"count as duplicates, not twice (delete {anchor_file} for a fresh copy dated now)"
+        )
+    try:
+        summary = send_file(path, url=base_url, key=key, batch=batch, ts_end=anchor)
+    except (SendError, OSError) as exc:
+        raise RunError(f"loading the sample failed: {exc}") from exc
+    say(
+        f"loaded: {summary.accepted} accepted, {summary.duplicates} duplicates, {summary.rejected} rejected "
+        f"({summary.lines} lines in {summary.batches} requests)"
+    )
+    for rejection in summary.rejections[:10]:
+        say(f"  refused {rejection}")
+    if summary.rejected:
+        say(f"  (refused records are kept: {base_url}/api/v1/rejections, or the admin)")
+    say(f"database holds {demo_record_count()} token records from collector key '{DEMO_KEY}'")
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m costplatform.run",
+        description=(
+            "Start costplatform on one machine: migrate, create the admin user and a collector key, "
+            "start the web server (gunicorn), a Celery worker and Celery beat, load a sample of token "
+            "records through the API, print the URL and the login, and run until Ctrl-C. "
+            "Without DATABASE_URL an embedded PostgreSQL keeps its data in the data dir; without "
+            "CELERY_BROKER_URL the broker is a folder of files there."
+        ),
+        epilog=(
+            "Environment: DATABASE_URL, CELERY_BROKER_URL (real servers; otherwise embedded), "
+            "COSTPLATFORM_DATA_DIR (default .data/ in the checkout), PORT. Children's output goes to "
+            "DATA_DIR/logs/{web,worker,beat}.log. An embedded PostgreSQL that this command started is "
+            "stopped when it exits; one that was already running is left running. From make: "
+            "make run RUN_ARGS='--once --port 8001'. Exit status: 0 after a clean stop, 1 when a step or a "
+            "child failed, 2 on bad arguments or a port in use."
+        ),
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("PORT") or 8000),
+        help="web server port on 127.0.0.1 (default $PORT or 8000)",
+    )
+    parser.add_argument(
+        "--once",
+        "--exit-after-load",
+        dest="once",
+        action="store_true",
+        help="after the sample is loaded and the worker checked, stop everything and exit (for tests)",
+    )
+    parser.add_argument(
+        "--sample", type=Path, default=SAMPLE, metavar="FILE", help=f"NDJSON file to load (default {_shown(SAMPLE)})"
+    )
+    parser.add_argument("--no-sample", action="store_true", help="load nothing")
+    parser.add_argument("--batch", type=int, default=1000, help="records per ingest request (default 1000)")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    parser.add_argument("--worker-concurrency", type=int, default=2, help="Celery worker processes (default 2)")
+    parser.add_argument(
+        "--stop-db",
+        action="store_true",
+        help="only stop the embedded PostgreSQL of the data dir (if running) and exit",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")  # platformdirs, under pgserver
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costplatform.settings")
+    from costplatform.env import env
+
+    data_dir = data_dir_from_env()
+    pgdata = data_dir / "postgres"
+    embedded_db = not env("DATABASE_URL")
+
+    if args.stop_db:
+        if embedded_running(pgdata):
+            embedded_stop(pgdata)
+            say(f"stopped the embedded PostgreSQL in {_shown(pgdata)}")
+        else:
+            say(f"no embedded PostgreSQL running in {_shown(pgdata)}")
+        return 0
+    if not 1 <= args.port <= 65535:
+        say(f"--port {args.port} is not a port")
+        return 2
+    if not port_free(args.port):
+        say(f"port {args.port} on 127.0.0.1 is in use; pass --port N (or set PORT)")
+        return 2
+    if not args.no_sample and not args.sample.is_file():
+        say(f"sample file {args.sample} not found (pass --sample FILE or --no-sample)")
+        return 2
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    started_db = embedded_db and not embedded_running(pgdata)
+    children: list[Child] = []
+    status = 0
+    try:
+        status = _run(args, data_dir, embedded_db, children)
+    except RunError as exc:
+        say(f"error: {exc}")
+        status = 1
+    except KeyboardInterrupt:
+        print(flush=True)
+        say("interrupted")
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            stop_children(children)
+            _stop_db(embedded_db, started_db, pgdata)
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    say("stopped" if status == 0 else f"stopped (exit status {status})")
+    return status
+
+
+def _stop_db(embedded_db: bool, started_db: bool, pgdata: Path) -> None:
+    if not embedded_db:
+        return
+    if "django.db" in sys.modules:
+        from django.db import connections
+
+        connections.close_all()
+    if started_db and embedded_running(pgdata):
+        embedded_stop(pgdata)
+        say("stopped the embedded PostgreSQL (its data stays in the data dir)")
+    elif embedded_running(pgdata):
+        say("left the embedded PostgreSQL running, as it was before (python -m costplatform.run --stop-db stops it)")
+
+
+def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: list[Child]) -> int:
+    from costplatform.env import env
+
+    say(f"data dir {_shown(data_dir)}")
+    if embedded_db:
+        say("starting the embedded PostgreSQL (pgserver) …")
+    import logging
+
+    import django
+
+    django.setup()
+    # Quiet libraries that log routine steps at INFO/WARNING through the root logger.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    logging.getLogger("kombu.connection").setLevel(logging.ERROR)  # "No hostname was supplied" (filesystem://)
+    from django.conf import settings
+
+    if settings.DATA_DIR != data_dir:
+        raise RunError(f"settings use data dir {settings.DATA_DIR}, expected {data_dir}")
+    say(f"database: {check_database(embedded_db)}")
+    if env("CELERY_BROKER_URL"):
+        say(f"broker: {redact(settings.CELERY_BROKER_URL)} (CELERY_BROKER_URL)")
+    else:
+        say(f"broker: files in {_shown(data_dir / 'broker')} (kombu filesystem transport; CELERY_BROKER_URL not set)")
+
+    pending = migrate()
+    say(f"migrations: {pending} applied" if pending else "migrations: up to date")
+    copied = collectstatic()
+    say(f"static files: {copied} copied to {_shown(Path(settings.STATIC_ROOT))}" if copied else "static files: present")
+    created = ensure_partitions()
+    say(f"record partitions: created {', '.join(created)}" if created else "record partitions: present, months ahead")
+    password, admin_note = ensure_admin(data_dir)
+    say(f"user '{ADMIN_USER}': {admin_note}")
+    key_secret, key_note = ensure_demo_key(data_dir)
+    say(f"collector key '{DEMO_KEY}': {key_note}")
+
+    base_url = f"http://127.0.0.1:{args.port}"
+    child_env = dict(os.environ)
+    child_env.update(COSTPLATFORM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    child_env.setdefault("DJANGO_SETTINGS_MODULE", "costplatform.settings")
+    logs = data_dir / "logs"
+    celery = [sys.executable, "-m", "celery", "-A", "costplatform.celery:app"]
+    from django.db import connections
+
+    connections.close_all()  # the children open their own
+    children.append(Child("web", [
+        sys.executable, "-m", "gunicorn", "costplatform.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
+        "--workers", str(args.web_workers), "--timeout", "120", "--graceful-timeout", "10",
+        "--access-logfile", "-", "--error-logfile", "-",
+    ], logs / "web.log", child_env))  # fmt: skip
+    children.append(Child("worker", [
+        *celery, "worker", "--loglevel", "INFO", "--concurrency", str(args.worker_concurrency),
+        "--without-gossip", "--without-mingle", "--hostname", "costplatform@%h",
+    ], logs / "worker.log", child_env))  # fmt: skip
+    children.append(Child("beat", [
+        *celery, "beat", "--loglevel", "INFO",
+        "--schedule", str(data_dir / "celerybeat-schedule"), "--pidfile", str(data_dir / "celerybeat.pid"),
+    ], logs / "beat.log", child_env))  # fmt: skip
+    for child in children:
+        say(f"started {child.name} (pid {child.process.pid}, log {_shown(child.log)})")
+
+    task_id = enqueue_worker_check()
+    say(f"worker check: sent {WORKER_CHECK_TASK}[{task_id}]")
+    say(f"web: {base_url}/healthz answered after {wait_healthy(base_url, children[0]):.1f} s")
+
+    if args.no_sample:
+        say("sample: not loaded (--no-sample)")
+    elif key_secret is None:
+        say("sample: not loaded (no usable collector key)")
+    else:
+        load_sample(args.sample, base_url=base_url, key=key_secret, batch=args.batch, data_dir=data_dir)
+    say(f"worker ran it: {wait_worker_check(children[1], task_id)}")
+    for child in children:
+        if not child.running():
+            raise RunError(f"{child.name} exited with status {child.process.returncode}:\n{child.tail()}")
+
+    login = f"{ADMIN_USER} / {password}" if password else f"{ADMIN_USER} (password changed since the first run)"
+    print(flush=True)
+    print("  costplatform is running", flush=True)
+    print(f"  URL:       {base_url}/", flush=True)
+    print(f"  login:     {login}", flush=True)
+    print(f"  API docs:  {base_url}/api/docs/", flush=True)
+    print(f"  admin:     {base_url}/admin/", flush=True)
+    print(f"  logs:      {_shown(logs)}/{{web,worker,beat}}.log", flush=True)
+    print(flush=True)
+    if args.once:
+        say("--once: exiting after the load")
+        return 0
+    say("press Ctrl-C to stop")
+    while True:
+        for child in children:
+            if not child.running():
+                raise RunError(f"{child.name} exited with status {child.process.returncode}:\n{child.tail()}")
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
