@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "apps.accounts",
     "apps.ingest",
+    "apps.classification",
 ]
 
 MIDDLEWARE = [
@@ -79,6 +80,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 MIGRATION_MODULES = {
     "accounts": "migrations.accounts",
     "ingest": "migrations.ingest",
+    "classification": "migrations.classification",
 }
 
 AUTH_PASSWORD_VALIDATORS = [
