@@ -7,8 +7,10 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
+from operator import attrgetter
 from typing import Generic, TypeVar
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -23,7 +25,7 @@ from apps.ingest.contract import (
     decode_batch,
 )
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
-from apps.ingest.partitions import partitions_ensure
+from apps.ingest.partitions import month_start, partitions_ensure
 
 ENDPOINT_CODES = {name: code for code, name in enumerate(ENDPOINTS, start=1)}
 STATUS_CODES = {name: code for code, name in enumerate(STATUSES)}
@@ -69,7 +71,7 @@ WITH ins AS (
 ), agg AS (
     SELECT date_trunc('hour', ins.ts, 'UTC') AS hour, ins.source_id, ins.model_id, m.rollup_id AS dims_id,
            ins.endpoint, ins.status, count(*) AS records, {_TOKEN_SUMS}
-    FROM ins JOIN unnest(%s::int[], %s::int[]) AS m(dims_id, rollup_id) ON m.dims_id = ins.dims_id
+    FROM ins JOIN unnest(%b::int[], %b::int[]) AS m(dims_id, rollup_id) ON m.dims_id = ins.dims_id
     GROUP BY 1, 2, 3, 4, 5, 6
 ), up AS (
     INSERT INTO ingest_hourlyusage AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
@@ -90,13 +92,23 @@ class StoreResult:
     duplicates: int
 
 
+def _bound_cursor() -> psycopg.Cursor:
+    """A cursor on Django's connection (same transaction) that binds parameters server side,
+    so %b sends arrays in binary: Django's cursors quote every array element into the SQL."""
+    connection.ensure_connection()
+    return psycopg.Cursor(connection.connection)
+
+
 def record_key(record_id: str) -> int:
     """The 64-bit key that, with source and ts, identifies a stored record."""
     return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=8).digest(), "big", signed=True)
 
 
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=(",", ":"))
+
+
 def dims_digest(key: DimsKey) -> bytes:
-    return hashlib.blake2b(json.dumps(key, separators=(",", ":")).encode(), digest_size=16).digest()
+    return hashlib.blake2b(_compact_json(key).encode(), digest_size=16).digest()
 
 
 class _RefCache(Generic[K, V]):
@@ -148,81 +160,132 @@ def _rollup_part(key: DimsKey) -> DimsKey:
     return tuple(item for item in key if item[0] in kept)
 
 
-def _dimsets_create(keys: list[DimsKey], rollup_ids: dict[DimsKey, int | None]) -> dict[DimsKey, int]:
-    digests = [dims_digest(k) for k in keys]
-    with connection.cursor() as cursor:
+def _dimset_ids(digests: dict[DimsKey, bytes]) -> dict[DimsKey, int]:
+    """Ids of the dim sets with these digests that exist (committed)."""
+    with _bound_cursor() as cursor:
+        cursor.execute("SELECT digest, id FROM ingest_dimset WHERE digest = ANY(%b)", [list(digests.values())])
+        by_digest = {bytes(digest): pk for digest, pk in cursor.fetchall()}
+    return {key: by_digest[digest] for key, digest in digests.items() if digest in by_digest}
+
+
+def _dimsets_create(
+    keys: list[DimsKey], digests: dict[DimsKey, bytes], rollup_ids: dict[DimsKey, int | None]
+) -> dict[DimsKey, int]:
+    dicts = [dict(k) for k in keys]
+    with _bound_cursor() as cursor:
         cursor.execute(
             "INSERT INTO ingest_dimset (digest, dims, business_line, rollup_id) "
-            "SELECT * FROM unnest(%s::bytea[], %s::jsonb[], %s::text[], %s::int[]) ON CONFLICT (digest) DO NOTHING",
+            "SELECT * FROM unnest(%b::bytea[], %b::text[]::jsonb[], %b::text[], %b::int[]) "
+            "ON CONFLICT (digest) DO NOTHING",
             [
-                digests,
-                [json.dumps(dict(k)) for k in keys],
-                [dict(k).get("business_line", "") for k in keys],
+                [digests[k] for k in keys],
+                [json.dumps(d) for d in dicts],
+                [d.get("business_line", "") for d in dicts],
                 [rollup_ids.get(k) for k in keys],
             ],
         )
-        cursor.execute("SELECT digest, id FROM ingest_dimset WHERE digest = ANY(%s)", [digests])
-        by_digest = {bytes(digest): pk for digest, pk in cursor.fetchall()}
-    return {key: by_digest[digest] for key, digest in zip(keys, digests, strict=True)}
+    # Those another request created meanwhile are there too, committed: a new statement sees them.
+    return _dimset_ids({k: digests[k] for k in keys})
 
 
 def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]]:
     """For each dims set: (its id, the id of its rollup part), creating missing rows."""
     keys = set(keys)
-    result = {key: _dimsets.ids[key] for key in keys if key in _dimsets.ids}
+    cached = _dimsets.ids
+    result = {key: cached[key] for key in keys if key in cached}
     missing = keys - result.keys()
     if not missing:
         return result
     parts = {key: _rollup_part(key) for key in missing}
+    part_keys = set(parts.values())
+    digests = {key: dims_digest(key) for key in missing | part_keys}
+    # Most sets not in this process's cache exist already (made by another worker): look first.
+    ids = _dimset_ids(digests)
     # Rollup parts first: a full set points at its part; a part is its own rollup (NULL).
-    part_keys = sorted(set(parts.values()))
-    part_ids = _dimsets_create(part_keys, {})
-    full_keys = sorted(key for key in missing if parts[key] != key)
-    full_ids = _dimsets_create(full_keys, {k: part_ids[parts[k]] for k in full_keys}) if full_keys else {}
-    found = {k: (part_ids[k], part_ids[k]) for k in part_keys}
-    found |= {k: (full_ids[k], part_ids[parts[k]]) for k in full_keys}
+    new_parts = sorted(part_keys - ids.keys())
+    if new_parts:
+        ids |= _dimsets_create(new_parts, digests, {})
+    new_full = sorted(key for key in missing if key not in ids and parts[key] != key)
+    if new_full:
+        ids |= _dimsets_create(new_full, digests, {k: ids[parts[k]] for k in new_full})
+    found = {k: (ids[k], ids[k]) for k in part_keys}
+    found |= {k: (ids[k], ids[parts[k]]) for k in missing}
     _dimsets.remember(found)
     result.update({key: found[key] for key in missing})
     return result
 
 
-def _timing(record: RecordV1) -> tuple[int | None, ...]:
-    t = record.timing
-    if t is None:
-        return (None,) * len(TIMING_FIELDS)
-    return (t.queued, t.ttft, t.prefill, t.decode, t.e2e)
+@dataclass(frozen=True)
+class RecordRows:
+    """What records_store writes for a batch: the ingest_record tuples (RECORD_COLUMNS order),
+    the months (UTC) they fall in, and the (dims id, rollup dims id) pairs they use."""
+
+    rows: list[tuple]
+    months: set[date]
+    dims_pairs: set[tuple[int, int]]
+
+
+_ts = attrgetter("ts")
+
+
+def _months(records: Sequence[RecordV1]) -> set[date]:
+    """The months (UTC) of the records: from the first and last ts when those share one."""
+    first, last = (ts.astimezone(UTC) for ts in (min(map(_ts, records)), max(map(_ts, records))))
+    if (first.year, first.month) == (last.year, last.month):
+        return {month_start(first)}
+    return {month_start(r.ts.astimezone(UTC)) for r in records}
+
+
+def records_rows(*, source_id: int, records: Sequence[RecordV1]) -> RecordRows:
+    """Resolve the records' model and dim set ids (creating missing ones, which commit on
+    their own) and build their ingest_record rows."""
+    dims_keys = [tuple(sorted(r.dims.items())) for r in records]
+    model_ids = served_models_resolve(keys={(r.model, r.model_version or "") for r in records})
+    dims_ids = dimsets_resolve(keys=set(dims_keys))
+    rows = _rows(source_id, records, dims_keys, model_ids, {key: ids[0] for key, ids in dims_ids.items()})
+    return RecordRows(rows=rows, months=_months(records), dims_pairs=set(dims_ids.values()))
 
 
 def _rows(
-    source_id: int, records: Sequence[RecordV1], model_ids: dict, dims_ids: dict
-) -> tuple[list[tuple], set[date]]:
-    rows = []
-    months = set()
-    for r in records:
-        ts = r.ts.astimezone(UTC)
-        months.add(date(ts.year, ts.month, 1))
-        t = r.tokens
-        rows.append(
+    source_id: int,
+    records: Sequence[RecordV1],
+    dims_keys: list[DimsKey],
+    model_ids: dict[tuple[str, str], int],
+    dims_ids: dict[DimsKey, int],
+) -> list[tuple]:
+    # The hot loop of ingest (one pass a record): names bound locally, record_key inlined.
+    blake2b, from_bytes, fromhex = hashlib.blake2b, int.from_bytes, bytes.fromhex
+    endpoints, statuses, finishes, tiers = ENDPOINT_CODES, STATUS_CODES, FINISH_CODES, TIER_CODES
+    rows: list[tuple] = []
+    append = rows.append
+    for r, dims_key in zip(records, dims_keys, strict=True):
+        t, o, tm = r.tokens, r.outcome, r.timing
+        if tm is None:
+            queued = ttft = prefill = decode = e2e = None
+        else:
+            queued, ttft, prefill, decode, e2e = tm.queued, tm.ttft, tm.prefill, tm.decode, tm.e2e
+        rid, endpoint, finish, tier, phash = r.record_id, r.endpoint, o.finish_reason, r.quality_tier, r.prompt_hash
+        append(
             (
-                ts,
-                record_key(r.record_id),
+                r.ts,  # timestamptz: the instant is dumped, whatever the offset it came with
+                from_bytes(blake2b(rid.encode(), digest_size=8).digest(), "big", signed=True),  # record_key()
                 source_id,
                 model_ids[(r.model, r.model_version or "")],
-                dims_ids[tuple(sorted(r.dims.items()))][0],
+                dims_ids[dims_key],
                 t.prompt, t.prompt_cached, t.completion, t.system, t.tool,
                 t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed,
-                *_timing(r),
-                ENDPOINT_CODES.get(r.endpoint) if r.endpoint else None,
-                STATUS_CODES[r.outcome.status],
-                FINISH_CODES[r.outcome.finish_reason] if r.outcome.finish_reason else None,
-                TIER_CODES[r.quality_tier] if r.quality_tier else None,
+                queued, ttft, prefill, decode, e2e,
+                endpoints.get(endpoint) if endpoint else None,
+                statuses[o.status],
+                finishes[finish] if finish else None,
+                tiers[tier] if tier else None,
                 r.attempt,
-                r.record_id,
+                rid,
                 r.retry_of,
-                bytes.fromhex(r.prompt_hash) if r.prompt_hash else None,
+                fromhex(phash) if phash else None,
             )
         )  # fmt: skip
-    return rows, months
+    return rows
 
 
 def records_store(*, source_id: int, records: Sequence[RecordV1]) -> StoreResult:
@@ -235,20 +298,20 @@ def records_store(*, source_id: int, records: Sequence[RecordV1]) -> StoreResult
     if not records:
         return StoreResult(accepted=0, duplicates=0)
     # Reference rows commit on their own, before the batch transaction takes any lock.
-    model_ids = served_models_resolve(keys={(r.model, r.model_version or "") for r in records})
-    dims_ids = dimsets_resolve(keys={tuple(sorted(r.dims.items())) for r in records})
-    rows, months = _rows(source_id, records, model_ids, dims_ids)
-    pairs = {ids for ids in dims_ids.values()}
+    built = records_rows(source_id=source_id, records=records)
+    dims_ids, rollup_ids = zip(*built.dims_pairs, strict=True)
     with transaction.atomic(), connection.cursor() as cursor:
-        partitions_ensure(months)
+        partitions_ensure(built.months)
         cursor.execute(_STAGE_SQL)
         cursor.execute("TRUNCATE ingest_record_stage")
         with cursor.cursor.copy(f"COPY ingest_record_stage ({_COLUMN_NAMES}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_COLUMN_TYPES)
-            for row in rows:
-                copy.write_row(row)
-        cursor.execute(_INSERT_SQL, [[p[0] for p in pairs], [p[1] for p in pairs]])
-        accepted = cursor.fetchone()[0]
+            write = copy.write_row
+            for row in built.rows:
+                write(row)
+        with _bound_cursor() as bound:
+            bound.execute(_INSERT_SQL, [list(dims_ids), list(rollup_ids)])
+            accepted = bound.fetchone()[0]  # type: ignore[index]
     return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
 
 
