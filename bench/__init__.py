@@ -1,0 +1,1 @@
+"""The ingest benchmark (bench/ingest.py) and its comparison path (bench/naive)."""
