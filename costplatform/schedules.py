@@ -13,4 +13,10 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=7, hour="*/6"),
         "options": {"expires": 6 * HOUR},
     },
+    # Hours whose classified tokens changed, and pool-hours that ended, are priced within a minute.
+    "pricing-price-dirty-hours": {
+        "task": "apps.pricing.tasks.price_dirty_hours",
+        "schedule": 60.0,
+        "options": {"expires": 60},
+    },
 }

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.ingest",
     "apps.classification",
+    "apps.pricing",
 ]
 
 MIDDLEWARE = [
@@ -81,6 +82,7 @@ MIGRATION_MODULES = {
     "accounts": "migrations.accounts",
     "ingest": "migrations.ingest",
     "classification": "migrations.classification",
+    "pricing": "migrations.pricing",
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -151,6 +153,8 @@ INGEST_MAX_AGE_DAYS = envint("COSTPLATFORM_INGEST_MAX_AGE_DAYS", 3 * 366)
 # Dims kept in the hourly rollups; per-user or per-conversation dims stay on the records only.
 ROLLUP_DIMS = envlist("COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "project", "feature", "step", "env"])
 PARTITIONS_AHEAD_MONTHS = envint("COSTPLATFORM_PARTITIONS_AHEAD_MONTHS", 2)
+# Late records of an hour still arrive this long after it ends; pool costs are allocated after that.
+POOL_GRACE_MINUTES = envint("COSTPLATFORM_POOL_GRACE_MINUTES", 5)
 
 LOGGING = {
     "version": 1,

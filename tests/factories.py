@@ -43,3 +43,80 @@ def record(**overrides: Any) -> dict[str, Any]:
 
 _DELETE = object()
 DELETE = _DELETE
+
+
+def hourly_class(
+    *,
+    hour: datetime,
+    tokens: int,
+    component: str = "uncached_prompt",
+    model: str = "qwen2.5-7b-instruct",
+    reason: str = "effective.input",
+    source: str = "vllm-test",
+    dims: dict[str, str] | None = None,
+) -> Any:
+    """An HourlyClass row as classification writes it at ingest (under the active rule set)."""
+    import hashlib
+    import json
+
+    from apps.accounts.models import CollectorKey
+    from apps.classification.engine import COMPONENTS
+    from apps.classification.models import HourlyClass, Reason, RuleSet
+    from apps.ingest.models import DimSet, ServedModel
+
+    key = CollectorKey.objects.filter(name=source).first()
+    if key is None:
+        collector_key(source)
+        key = CollectorKey.objects.get(name=source)
+    dims = {"business_line": "customer-service"} if dims is None else dims
+    digest = hashlib.md5(json.dumps(dims, sort_keys=True).encode()).digest()
+    dimset, _ = DimSet.objects.get_or_create(digest=digest, defaults={"dims": dims})
+    return HourlyClass.objects.create(
+        hour=hour,
+        source=key,
+        model=ServedModel.objects.get_or_create(name=model, version="")[0],
+        dims=dimset,
+        ruleset=RuleSet.objects.get(status=RuleSet.Status.ACTIVE),
+        reason=Reason.objects.get(name=reason),
+        component=COMPONENTS.index(component),
+        tokens=tokens,
+    )
+
+
+def price_version(
+    *, effective_from: datetime, prices: dict[str, tuple[str, str, str]], currency: str = "CNY", name: str = ""
+) -> Any:
+    """A price version through the service: prices[pattern] = (input, cached_input, output) per million."""
+    from decimal import Decimal
+
+    from apps.pricing.services import price_version_create
+
+    return price_version_create(
+        effective_from=effective_from,
+        currency=currency,
+        name=name,
+        prices={
+            pattern: {"input": Decimal(i), "cached_input": Decimal(c), "output": Decimal(o)}
+            for pattern, (i, c, o) in prices.items()
+        },
+    )
+
+
+def cost_pool(**overrides: Any) -> Any:
+    """A cost pool through the service: 2 GPUs at 10.00 CNY an hour serving qwen2.5-* from 2025-03-01."""
+    from decimal import Decimal
+
+    from apps.pricing.services import cost_pool_create
+
+    fields: dict[str, Any] = {
+        "name": f"pool-{next(_ids)}",
+        "gpus": 2,
+        "cost_per_gpu_hour": Decimal("10.00"),
+        "model_patterns": ["qwen2.5-*"],
+        "capacity": 1_000_000,
+        "w_uncached_prompt": Decimal(1),
+        "w_cached_prompt": Decimal("0.1"),
+        "w_output": Decimal(4),
+        "effective_from": datetime(2025, 3, 1, tzinfo=UTC),
+    }
+    return cost_pool_create(**(fields | overrides))

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PricingConfig(AppConfig):
+    name = "apps.pricing"
+    label = "pricing"
+    verbose_name = "Pricing"
+
+    def ready(self) -> None:
+        from apps.pricing import checks  # noqa: F401  (registers the system checks)

@@ -1,0 +1,428 @@
+"""Writes of pricing: price versions, pools, and pricing hours of classified tokens.
+
+HourlyClass rows are priced into HourlyCost rows, a day at a time in one transaction that
+deletes the hours' cost rows and writes them anew, so a rerun gives the same result. Price
+book rows are one set-based INSERT ... SELECT; pool rows are allocated per pool-hour in
+Python (largest remainder) and inserted in one statement.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.classification.engine import COMPONENT_KIND
+from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
+from apps.pricing.models import CostPool, Currency, DirtyHour, Kind, Price, PriceVersion, RepriceRun
+from apps.pricing.selectors import price_book_load
+
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+# Advisory lock keys: (namespace, day ordinal) serialises the pricing of a day; (namespace, run id) a reprice run.
+_DAY_LOCK = 0x50524943
+_RUN_LOCK = 0x50525255
+NOT_WHOLE_HOURS = "start and end must be aware datetimes on whole hours, start before end"
+ONE_CURRENCY = "a price version has one currency: {base} holds {base_currency} prices; copy none or change them all"
+
+
+class PricingError(ValueError):
+    pass
+
+
+class RepriceBusy(RuntimeError):
+    pass
+
+
+def hour_floor(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _day_start(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def pool_ready_before(*, now: datetime | None = None) -> datetime:
+    """Hours before this one have ended (plus the grace period) and get their pool allocation."""
+    grace = timedelta(minutes=settings.POOL_GRACE_MINUTES)
+    return hour_floor((now or timezone.now()) - grace)
+
+
+# --- the price book ---------------------------------------------------------------------------
+
+
+def price_version_create(
+    *,
+    effective_from: datetime,
+    prices: Mapping[str, Mapping[str, Decimal]],
+    currency: str = Currency.CNY,
+    name: str = "",
+    note: str = "",
+) -> PriceVersion:
+    """A new complete price list: prices[model pattern][kind] per million tokens."""
+    with transaction.atomic():
+        version = PriceVersion(effective_from=effective_from, currency=currency, name=name, note=note)
+        version.full_clean()
+        version.save()
+        _prices_put(version=version, prices=prices)
+    return version
+
+
+def _prices_put(*, version: PriceVersion, prices: Mapping[str, Mapping[str, Decimal]]) -> None:
+    for pattern, by_kind in prices.items():
+        for kind, per_million in by_kind.items():
+            price = Price.objects.filter(version=version, model_pattern=pattern, kind=kind).first()
+            price = price or Price(version=version, model_pattern=pattern, kind=kind)
+            price.per_million = Decimal(per_million)
+            price.full_clean()
+            price.save()
+
+
+def price_set(
+    *, model_pattern: str, prices: Mapping[str, Decimal], effective_from: datetime, currency: str | None = None
+) -> PriceVersion:
+    """Change one model's prices from `effective_from`: the version starting then is updated,
+    or a new one is made as a copy of the version in force then, with these prices changed."""
+    unknown = set(prices) - set(Kind.values)
+    if unknown:
+        raise PricingError(f"unknown price kinds {sorted(unknown)}; use {', '.join(Kind.values)}")
+    with transaction.atomic():
+        version = PriceVersion.objects.select_for_update().filter(effective_from=effective_from).first()
+        if version is None:
+            base = PriceVersion.objects.filter(effective_from__lte=effective_from).first()  # newest first
+            version = _version_copy(base=base, effective_from=effective_from, currency=currency)
+        elif currency and currency != version.currency and version.prices.exclude(model_pattern=model_pattern).exists():
+            raise PricingError(ONE_CURRENCY.format(base=version, base_currency=version.currency))
+        elif currency and currency != version.currency:
+            version.currency = currency
+            version.save(update_fields=["currency"])
+        _prices_put(version=version, prices={model_pattern: prices})
+    return version
+
+
+def _version_copy(*, base: PriceVersion | None, effective_from: datetime, currency: str | None) -> PriceVersion:
+    currency = currency or (base.currency if base else Currency.CNY)
+    copied = list(base.prices.all()) if base else []
+    if base is not None and copied and base.currency != currency:
+        raise PricingError(ONE_CURRENCY.format(base=base, base_currency=base.currency))
+    version = PriceVersion(effective_from=effective_from, currency=currency, note=f"copy of {base}" if base else "")
+    version.full_clean()
+    version.save()
+    Price.objects.bulk_create(
+        Price(version=version, model_pattern=p.model_pattern, kind=p.kind, per_million=p.per_million) for p in copied
+    )
+    return version
+
+
+def cost_pool_create(**fields: Any) -> CostPool:
+    """A validated cost pool (fields as on CostPool)."""
+    pool = CostPool(**fields)
+    pool.full_clean()
+    pool.save()
+    return pool
+
+
+# --- pricing hours ----------------------------------------------------------------------------
+
+
+@dataclass
+class PricedHours:
+    hours: int = 0
+    book_rows: int = 0
+    pool_rows: int = 0
+    pool_hours: int = 0
+    pending_pool_hours: int = 0  # pool-priced tokens in hours not yet ended: priced later
+    unpriced_rows: int = 0
+
+    def add(self, other: PricedHours) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def hours_mark_dirty(*, hours: Iterable[datetime]) -> None:
+    """Note hours whose classified tokens changed; `price_dirty_hours` prices them within a
+    minute. Call it inside the transaction that writes HourlyClass: it only appends rows, so
+    concurrent callers never wait on each other."""
+    distinct = sorted({hour_floor(h) for h in hours})
+    if distinct:
+        DirtyHour.objects.bulk_create(DirtyHour(hour=h) for h in distinct)
+
+
+def hours_price(*, start: datetime, end: datetime, book: PriceBook | None = None) -> PricedHours:
+    """Recompute HourlyCost, PoolIdleHour and UnpricedHour for the hours in [start, end), one
+    transaction per day. Pool allocation happens only for hours that have ended (plus
+    POOL_GRACE_MINUTES); the pool rows of later hours are left out until then."""
+    if start.tzinfo is None or end.tzinfo is None or start >= end or hour_floor(start) != start:
+        raise PricingError(NOT_WHOLE_HOURS)
+    if hour_floor(end) != end:
+        raise PricingError(NOT_WHOLE_HOURS)
+    book = book or price_book_load()
+    result = PricedHours()
+    day = start.astimezone(UTC).date()
+    while _day_start(day) < end:
+        hours = [h for i in range(24) if start <= (h := _day_start(day) + i * HOUR) < end]
+        result.add(day_price(day=day, hours=hours, book=book))
+        day += DAY
+    return result
+
+
+def day_price(*, day: date, hours: list[datetime] | None = None, book: PriceBook) -> PricedHours:
+    """Price some hours of one day (all of them by default) in one transaction."""
+    hours = hours if hours is not None else [_day_start(day) + i * HOUR for i in range(24)]
+    with transaction.atomic(), connection.cursor() as cursor:
+        _day_lock(cursor, day)
+        cursor.execute("DELETE FROM pricing_dirtyhour WHERE hour = ANY(%s)", [hours])
+        return _hours_write(cursor, hours, book, pool_ready_before())
+
+
+def _day_lock(cursor: Any, day: date) -> None:
+    cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
+
+
+@dataclass
+class _Plan:
+    """How each (hour, model, component) of the hours is priced."""
+
+    book: list[tuple[datetime, int, int, Decimal, str, int]] = field(default_factory=list)
+    pools: dict[tuple[datetime, int], PoolTerms] = field(default_factory=dict)
+    unpriced: dict[tuple[datetime, int, str], int] = field(default_factory=lambda: defaultdict(int))
+    pending: set[tuple[datetime, int]] = field(default_factory=set)
+
+
+def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_before: datetime) -> PricedHours:
+    for table in ("pricing_hourlycost", "pricing_poolidlehour", "pricing_unpricedhour"):
+        cursor.execute(f"DELETE FROM {table} WHERE hour = ANY(%s)", [hours])
+    plan = _plan(cursor, hours, book, ready_before)
+    result = PricedHours(hours=len(hours), pending_pool_hours=len({h for h, _ in plan.pending}))
+    result.book_rows = _book_rows_insert(cursor, hours, plan)
+    result.pool_rows, result.pool_hours = _pool_rows_insert(cursor, hours, plan, book, ready_before)
+    result.unpriced_rows = _unpriced_insert(cursor, plan)
+    return result
+
+
+def _plan(cursor: Any, hours: list[datetime], book: PriceBook, ready_before: datetime) -> _Plan:
+    cursor.execute(
+        "SELECT hc.hour, hc.model_id, m.name, hc.component, SUM(hc.tokens) "
+        "FROM classification_hourlyclass hc JOIN ingest_servedmodel m ON m.id = hc.model_id "
+        "WHERE hc.hour = ANY(%s) GROUP BY hc.hour, hc.model_id, m.name, hc.component HAVING SUM(hc.tokens) > 0",
+        [hours],
+    )
+    plan = _Plan()
+    for hour, model_id, name, component, tokens in cursor.fetchall():
+        basis: Basis | None = book.basis(name, hour)
+        price = basis.price_of(component) if basis is not None and basis.version is not None else None
+        if basis is not None and basis.pool is not None:
+            plan.pools[(hour, model_id)] = basis.pool
+            if hour >= ready_before:
+                plan.pending.add((hour, model_id))
+        elif basis is not None and basis.version is not None and price is not None:
+            plan.book.append((hour, model_id, component, price, basis.version.currency, basis.version.id))
+        else:
+            plan.unpriced[(hour, model_id, COMPONENT_KIND[component])] += int(tokens)
+    return plan
+
+
+def _book_rows_insert(cursor: Any, hours: list[datetime], plan: _Plan) -> int:
+    if not plan.book:
+        return 0
+    columns = list(zip(*plan.book, strict=True))
+    # tokens x per_million x 0.000001 is exact (a division would round to the result's scale).
+    cursor.execute(
+        "INSERT INTO pricing_hourlycost (hour, source_id, model_id, dims_id, reason_id, component, tokens, cost, "
+        "currency, price_version_id, pool_id) "
+        "SELECT hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, SUM(hc.tokens), "
+        "SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
+        "FROM classification_hourlyclass hc "
+        "JOIN unnest(%s::timestamptz[], %s::int[], %s::smallint[], %s::numeric[], %s::text[], %s::bigint[]) "
+        "  AS b(hour, model_id, component, per_million, currency, version_id) "
+        "  ON hc.hour = b.hour AND hc.model_id = b.model_id AND hc.component = b.component "
+        "WHERE hc.hour = ANY(%s) "
+        "GROUP BY hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, "
+        "  b.per_million, b.currency, b.version_id "
+        "HAVING SUM(hc.tokens) > 0",
+        [*(list(c) for c in columns), hours],
+    )
+    return int(cursor.rowcount)
+
+
+def _pool_rows_insert(
+    cursor: Any, hours: list[datetime], plan: _Plan, book: PriceBook, ready_before: datetime
+) -> tuple[int, int]:
+    """Allocate each ended pool-hour's cost to its rows and record the idle remainder."""
+    ready = [h for h in hours if h < ready_before]
+    rows_by_pool_hour = _pool_rows(cursor, ready, plan)
+    costs: list[tuple[Any, ...]] = []
+    idle: list[tuple[Any, ...]] = []
+    for hour in ready:
+        for pool in (p for p in book.pools if p.active_at(hour)):
+            rows = rows_by_pool_hour.get((pool.id, hour), [])
+            split = allocate(
+                pool_cost=pool.hourly_cost,
+                weights=[tokens * pool.weight(key[5]) for key, tokens in rows],
+                capacity=pool.capacity,
+                places=pool.places,
+            )
+            for (key, tokens), cost in zip(rows, split.parts, strict=True):
+                costs.append((*key, tokens, cost, pool.currency, pool.id))
+            cost_of_hour = (pool.hourly_cost, split.allocated, split.idle, split.used, split.utilisation)
+            idle.append((pool.id, hour, pool.currency, *cost_of_hour))
+    _unnest_insert(cursor, "pricing_hourlycost", _POOL_COST_COLUMNS, costs)
+    _unnest_insert(cursor, "pricing_poolidlehour", _IDLE_COLUMNS, idle)
+    return len(costs), len(idle)
+
+
+_POOL_COST_COLUMNS = (
+    ("hour", "timestamptz"),
+    ("source_id", "bigint"),
+    ("model_id", "int"),
+    ("dims_id", "int"),
+    ("reason_id", "smallint"),
+    ("component", "smallint"),
+    ("tokens", "bigint"),
+    ("cost", "numeric"),
+    ("currency", "text"),
+    ("pool_id", "bigint"),
+)
+_IDLE_COLUMNS = (
+    ("pool_id", "bigint"),
+    ("hour", "timestamptz"),
+    ("currency", "text"),
+    ("pool_cost", "numeric"),
+    ("allocated", "numeric"),
+    ("idle", "numeric"),
+    ("weighted_tokens", "numeric"),
+    ("utilisation", "numeric"),
+)
+_UNPRICED_COLUMNS = (("hour", "timestamptz"), ("model_id", "int"), ("kind", "text"), ("tokens", "bigint"))
+
+
+def _unnest_insert(cursor: Any, table: str, columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]) -> None:
+    """Insert rows in one statement: a column array per column, unnested."""
+    if not rows:
+        return
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"%s::{sql_type}[]" for _, sql_type in columns)
+    cursor.execute(
+        f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})", [list(c) for c in zip(*rows, strict=True)]
+    )
+
+
+def _pool_rows(
+    cursor: Any, ready: list[datetime], plan: _Plan
+) -> dict[tuple[int, datetime], list[tuple[tuple[Any, ...], int]]]:
+    """The HourlyClass rows (summed over rule sets) of each ended pool-hour, in key order."""
+    wanted = {(h, m): pool for (h, m), pool in plan.pools.items() if (h, m) not in plan.pending}
+    grouped: dict[tuple[int, datetime], list[tuple[tuple[Any, ...], int]]] = defaultdict(list)
+    if not wanted:
+        return grouped
+    cursor.execute(
+        "SELECT hour, source_id, model_id, dims_id, reason_id, component, SUM(tokens) "
+        "FROM classification_hourlyclass WHERE hour = ANY(%s) AND model_id = ANY(%s) "
+        "GROUP BY hour, source_id, model_id, dims_id, reason_id, component HAVING SUM(tokens) > 0 "
+        "ORDER BY hour, source_id, model_id, dims_id, reason_id, component",
+        [ready, sorted({m for _, m in wanted})],
+    )
+    for row in cursor.fetchall():
+        pool = wanted.get((row[0], row[2]))
+        if pool is not None:
+            grouped[(pool.id, row[0])].append((tuple(row[:6]), int(row[6])))
+    return grouped
+
+
+def _unpriced_insert(cursor: Any, plan: _Plan) -> int:
+    rows = [(*key, tokens) for key, tokens in sorted(plan.unpriced.items())]
+    _unnest_insert(cursor, "pricing_unpricedhour", _UNPRICED_COLUMNS, rows)
+    return len(rows)
+
+
+# --- fresh data: dirty hours and ended pool hours ---------------------------------------------
+
+
+def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
+    """Price the hours marked dirty and the ended pool-hours not allocated yet, oldest days
+    first, at most `max_days` days per call (the rest on the next call)."""
+    ready_before = pool_ready_before()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT hour FROM pricing_dirtyhour")
+        dirty_days = {h.astimezone(UTC).date() for (h,) in cursor.fetchall()}
+    pending = _pool_hours_pending(ready_before)
+    days = sorted(dirty_days | {h.date() for h in pending})[:max_days]
+    book = price_book_load() if days else None
+    result = PricedHours()
+    for day in days:
+        assert book is not None
+        extra = [h for h in pending if h.date() == day]
+        with transaction.atomic(), connection.cursor() as cursor:
+            _day_lock(cursor, day)
+            cursor.execute(
+                "DELETE FROM pricing_dirtyhour WHERE hour >= %s AND hour < %s RETURNING hour",
+                [_day_start(day), _day_start(day) + DAY],
+            )
+            hours = sorted({h for (h,) in cursor.fetchall()} | set(extra))
+            result.add(_hours_write(cursor, hours, book, ready_before))
+    return result
+
+
+def _pool_hours_pending(ready_before: datetime) -> list[datetime]:
+    """Ended hours in some pool's range that have no allocation yet (PoolIdleHour row)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT h FROM pricing_costpool p CROSS JOIN LATERAL generate_series("
+            "  p.effective_from, LEAST(COALESCE(p.effective_to, %(ready)s), %(ready)s) - interval '1 hour',"
+            "  interval '1 hour') AS h "
+            "WHERE NOT EXISTS (SELECT 1 FROM pricing_poolidlehour i WHERE i.pool_id = p.id AND i.hour = h)",
+            {"ready": ready_before},
+        )
+        return sorted(h.astimezone(UTC) for (h,) in cursor.fetchall())
+
+
+# --- reprice ----------------------------------------------------------------------------------
+
+Progress = Callable[[date, int, int], None]
+
+
+def reprice_run(*, start: date, end: date, progress: Progress | None = None) -> RepriceRun:
+    """Recompute the days in [start, end), a day per transaction, recording the progress in a
+    RepriceRun row: after a crash the same call resumes at the first day not done; once a run
+    is done, the same call starts a new one (and gives the same result)."""
+    if end <= start:
+        raise PricingError("end must be after start")
+    run = RepriceRun.objects.filter(start=start, end=end).exclude(status=RepriceRun.Status.DONE).first()
+    run = run or RepriceRun.objects.create(start=start, end=end, next_day=start)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
+        if not cursor.fetchone()[0]:
+            raise RepriceBusy(f"{run} is being run by another process")
+    try:
+        _run_days(run, progress)
+    except BaseException as exc:
+        RepriceRun.objects.filter(pk=run.pk).update(status=RepriceRun.Status.FAILED, error=repr(exc)[:2000])
+        raise
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
+    run.refresh_from_db()
+    return run
+
+
+def _run_days(run: RepriceRun, progress: Progress | None) -> None:
+    book = price_book_load()
+    total = (run.end - run.start).days
+    day = run.next_day
+    while day < run.end:
+        with transaction.atomic():
+            day_price(day=day, book=book)
+            RepriceRun.objects.filter(pk=run.pk).update(
+                next_day=day + DAY, status=RepriceRun.Status.RUNNING, error="", updated_at=timezone.now()
+            )
+        if progress is not None:
+            progress(day, (day - run.start).days + 1, total)
+        day += DAY
+    RepriceRun.objects.filter(pk=run.pk).update(status=RepriceRun.Status.DONE, finished_at=timezone.now())

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
+def reprice_range(start: str, end: str) -> int:
+    """Recompute costs of the days in [start, end) (ISO dates); resumes a run that stopped."""
+    from datetime import date
+
+    from apps.pricing.services import reprice_run
+
+    run = reprice_run(start=date.fromisoformat(start), end=date.fromisoformat(end))
+    return run.pk
+
+
+@shared_task
+def price_dirty_hours() -> int:
+    """Price the hours whose tokens changed and the pool-hours that have ended."""
+    from apps.pricing.services import dirty_hours_price
+
+    return dirty_hours_price().hours
