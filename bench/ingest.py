@@ -353,15 +353,18 @@ def wait_quiet(limit: float, idle_cores: float = 0.3) -> None:
     second, so a timed phase does not start while something else is busy."""
     deadline = time.monotonic() + limit
     while True:
-        before = _machine_cpu()[0]
+        before, procs = _machine_cpu()[0], _processes()
         time.sleep(1.0)
         busy = _machine_cpu()[0] - before
         if busy < idle_cores:
             return
+        now = _processes()
+        used = {p.name: p.cpu - procs[pid].cpu for pid, p in now.items() if pid in procs and p.name == procs[pid].name}
+        top = ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(used.items(), key=lambda x: -x[1])[:2] if cpu)
         if time.monotonic() >= deadline:
-            print(f"  (the machine is still busy, {busy:.1f} cores in use; going ahead)", flush=True)
+            print(f"  (the machine is still busy, {busy:.1f} cores in use: {top}; going ahead)", flush=True)
             return
-        print(f"  (waiting for the machine to be idle: {busy:.1f} cores in use)", flush=True)
+        print(f"  (waiting for the machine to be idle: {busy:.1f} cores in use: {top})", flush=True)
 
 
 # --------------------------------------------------------------------------------------------
