@@ -125,7 +125,7 @@ class Rule(models.Model):
     def component_ids(self) -> tuple[int, ...]:
         ids: list[int] = []
         for part in (p.strip() for p in self.components.split(",") if p.strip()):
-            ids.extend(COMPONENT_GROUPS.get(part, (COMPONENTS.index(part),)))
+            ids.extend(COMPONENT_GROUPS[part] if part in COMPONENT_GROUPS else (COMPONENTS.index(part),))
         return tuple(sorted(set(ids)))
 
 
@@ -149,3 +149,14 @@ class HourlyClass(models.Model):
                 name="classification_hourlyclass_key",
             )
         ]
+
+
+class DirtyDay(models.Model):
+    """A day whose classification may be stale: a late record arrived before stored ones that
+    it may turn into duplicates. The reclassify job consumes these."""
+
+    day = models.DateField(primary_key=True)
+    marked_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.day.isoformat()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -12,14 +12,16 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.accounts.models import CollectorKey
 from apps.classification.engine import (
+    BUILTIN_REASONS,
     DUPLICATE_WINDOW_SECONDS,
     FIRST_CUSTOM_REASON,
     Classifier,
     Move,
     Reasons,
 )
-from apps.classification.models import Reason, Rule, RuleSet
+from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
 from apps.classification.rules import attribute_accessor, compile_predicate, parse_rule
 
 ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the active one."
@@ -130,7 +132,26 @@ def classifier_build(*, ruleset: RuleSet, source_name: str) -> Classifier:
 
 
 def active_ruleset() -> RuleSet:
-    return RuleSet.objects.get(status=RuleSet.Status.ACTIVE)
+    """The active rule set; the built-in one (version 1) when none exists yet."""
+    found = RuleSet.objects.filter(status=RuleSet.Status.ACTIVE).first()
+    return found if found is not None else builtins_ensure()
+
+
+def builtins_ensure() -> RuleSet:
+    """The built-in reasons and, when no rule set is active, an active built-in set. The
+    migrations seed the same; this keeps a database emptied by hand (or by tests) usable."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("LOCK TABLE classification_ruleset IN SHARE ROW EXCLUSIVE MODE")
+        for pk, name in BUILTIN_REASONS.items():
+            Reason.objects.get_or_create(pk=pk, defaults={"name": name, "builtin": True})
+        active = RuleSet.objects.filter(status=RuleSet.Status.ACTIVE).first()
+        if active is None:
+            last = RuleSet.objects.order_by("-version").values_list("version", flat=True).first() or 0
+            active = RuleSet.objects.create(
+                version=last + 1, name="built-in rules", status=RuleSet.Status.ACTIVE, activated_at=timezone.now()
+            )
+    return active
 
 
 @dataclass(frozen=True)
@@ -163,13 +184,13 @@ def duplicates_find(*, source_id: int, batch: Sequence[Candidate | None]) -> Dup
     for values in times.values():
         values.sort()
     flags = []
-    for c in batch:
-        if c is None:
+    for candidate in batch:
+        if candidate is None:
             flags.append(False)
             continue
-        values = times[c.key]
-        i = bisect.bisect_left(values, c.ts)  # the first ts not before this one
-        flags.append(i > 0 and values[i - 1] >= c.ts - window)
+        values = times[candidate.key]
+        i = bisect.bisect_left(values, candidate.ts)  # the first ts not before this one
+        flags.append(i > 0 and values[i - 1] >= candidate.ts - window)
     return DuplicateScan(flags, _days_made_dirty(present, stored, window))
 
 
@@ -194,20 +215,42 @@ def _stored_candidates(source_id: int, present: list[Candidate], window: timedel
     hashes = sorted({c.key[0] for c in present})
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT r.prompt_hash, r.model_id, d.business_line, r.ts FROM ingest_record r "
-            "JOIN ingest_dimset d ON d.id = r.dims_id "
+            "SELECT r.prompt_hash, m.name, d.business_line, r.ts FROM ingest_record r "
+            "JOIN ingest_dimset d ON d.id = r.dims_id JOIN ingest_servedmodel m ON m.id = r.model_id "
             "WHERE r.prompt_hash = ANY(%s) AND r.status = 0 AND r.source_id = %s AND r.ts >= %s AND r.ts <= %s",
             [hashes, source_id, min(c.ts for c in present) - window, max(c.ts for c in present) + window],
         )
-        return [Candidate((bytes(h), m, bl), ts) for h, m, bl, ts in cursor.fetchall()]
+        return [Candidate((bytes(h), name, bl), ts) for h, name, bl, ts in cursor.fetchall()]
 
 
-def batch_classify(
-    *, source_id: int, source_name: str, records: Sequence[Any], candidates: Sequence[Candidate | None]
-) -> tuple[int, list[Reasons], set[date]]:
-    """(rule set id, the reasons of each record's components, days to reclassify)."""
+def _candidate(record: Any) -> Candidate | None:
+    if record.outcome.status != "ok" or not record.prompt_hash:
+        return None
+    key = (bytes.fromhex(record.prompt_hash), record.model, record.dims.get("business_line", ""))
+    return Candidate(key, record.ts)
+
+
+@dataclass(frozen=True)
+class BatchClasses:
+    ruleset_id: int
+    reasons: list[Reasons]  # per record, the reason id of each token component
+    dirty_days: set[date]
+
+
+def batch_classify(*, source_id: int, records: Sequence[Any]) -> BatchClasses:
+    """Classify a batch of records of one source with the active rule set."""
+    source_name = CollectorKey.objects.values_list("name", flat=True).get(pk=source_id)
     classifier = classifier_build(ruleset=active_ruleset(), source_name=source_name)
-    scan = duplicates_find(source_id=source_id, batch=candidates)
+    scan = duplicates_find(source_id=source_id, batch=[_candidate(r) for r in records])
     classify = classifier.classify
     reasons = [classify(r, duplicate=dup) for r, dup in zip(records, scan.flags, strict=True)]
-    return classifier.ruleset_id, reasons, scan.dirty_days
+    return BatchClasses(classifier.ruleset_id, reasons, scan.dirty_days)
+
+
+def dirty_days_mark(*, days: Iterable[date]) -> None:
+    DirtyDay.objects.bulk_create(
+        [DirtyDay(day=day) for day in sorted(days)],
+        update_conflicts=True,
+        unique_fields=["day"],
+        update_fields=["marked_at"],
+    )

@@ -14,6 +14,8 @@ import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
+from apps.classification.engine import COMPONENTS
+from apps.classification.services import batch_classify, dirty_days_mark
 from apps.ingest.contract import (
     ENDPOINTS,
     FINISH_REASONS,
@@ -26,6 +28,7 @@ from apps.ingest.contract import (
 )
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
 from apps.ingest.partitions import month_start, partitions_ensure
+from apps.pricing.services import hours_mark_dirty
 
 ENDPOINT_CODES = {name: code for code, name in enumerate(ENDPOINTS, start=1)}
 STATUS_CODES = {name: code for code, name in enumerate(STATUSES)}
@@ -57,28 +60,65 @@ _TOKEN_LIST = ", ".join(TOKEN_FIELDS)
 _TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
 _ROLLUP_KEY = "hour, source_id, model_id, dims_id, endpoint, status"
 
+# The staging table holds the rows plus the class.reason id of each of their 7 token components.
+_REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
+_STAGE = "ingest_record_stage_v2"
 _STAGE_SQL = f"""
-CREATE TEMP TABLE IF NOT EXISTS ingest_record_stage AS SELECT {_COLUMN_NAMES} FROM ingest_record WITH NO DATA
+CREATE TEMP TABLE IF NOT EXISTS {_STAGE} AS
+SELECT {_COLUMN_NAMES}, {", ".join(f"0::smallint AS {c}" for c in _REASON_COLUMNS)} FROM ingest_record WITH NO DATA
 """
-# Insert what is new, and add exactly those rows to the hourly rollups, in one statement.
-# Rollup rows are upserted in key order so concurrent batches lock them in the same order.
+_STAGE_COLUMNS = f"{_COLUMN_NAMES}, {', '.join(_REASON_COLUMNS)}"
+_STAGE_TYPES = [*_COLUMN_TYPES, *(["int2"] * len(_REASON_COLUMNS))]
+# The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
+_COMPONENT_SQL = (
+    "s.prompt_cached",
+    "s.prompt - s.prompt_cached",
+    "s.structural",
+    "s.completion - s.structural",
+    "s.padding",
+    "s.draft - s.draft_accepted",
+    "s.recomputed",
+)
+_COMPONENT_VALUES = ", ".join(
+    f"(s.{column}, {i}, {tokens})"
+    for i, (column, tokens) in enumerate(zip(_REASON_COLUMNS, _COMPONENT_SQL, strict=True))
+)
+_CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
+# Insert what is new, and add exactly those rows to the hourly usage and class rollups, in
+# one statement. Rollup rows are upserted in key order so concurrent batches lock them in the
+# same order.
 _INSERT_SQL = f"""
 WITH ins AS (
     INSERT INTO ingest_record ({_COLUMN_NAMES})
-    SELECT {_COLUMN_NAMES} FROM ingest_record_stage
+    SELECT {_COLUMN_NAMES} FROM {_STAGE}
     ON CONFLICT DO NOTHING
-    RETURNING ts, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}
+    RETURNING ts, record_key, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}
+), dims AS (
+    SELECT * FROM unnest(%b::int[], %b::int[]) AS m(dims_id, rollup_id)
 ), agg AS (
     SELECT date_trunc('hour', ins.ts, 'UTC') AS hour, ins.source_id, ins.model_id, m.rollup_id AS dims_id,
            ins.endpoint, ins.status, count(*) AS records, {_TOKEN_SUMS}
-    FROM ins JOIN unnest(%b::int[], %b::int[]) AS m(dims_id, rollup_id) ON m.dims_id = ins.dims_id
+    FROM ins JOIN dims m ON m.dims_id = ins.dims_id
     GROUP BY 1, 2, 3, 4, 5, 6
 ), up AS (
     INSERT INTO ingest_hourlyusage AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
     SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
     ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
+), cls AS (
+    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id AS dims_id,
+           %b::int AS ruleset_id, x.reason_id, x.component, sum(x.tokens)::bigint AS tokens
+    FROM ins
+    JOIN {_STAGE} s ON s.ts = ins.ts AND s.source_id = ins.source_id AND s.record_key = ins.record_key
+    JOIN dims m ON m.dims_id = s.dims_id
+    CROSS JOIN LATERAL (VALUES {_COMPONENT_VALUES}) AS x(reason_id, component, tokens)
+    WHERE x.tokens > 0
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
+), upc AS (
+    INSERT INTO classification_hourlyclass AS c ({_CLASS_KEY}, tokens)
+    SELECT * FROM cls ORDER BY {_CLASS_KEY}
+    ON CONFLICT ({_CLASS_KEY}) DO UPDATE SET tokens = c.tokens + excluded.tokens
 )
-SELECT coalesce(sum(records), 0)::bigint FROM agg
+SELECT coalesce(sum(records), 0)::bigint, coalesce(array_agg(DISTINCT hour), '{{}}') FROM agg
 """
 
 DimsKey = tuple[tuple[str, str], ...]
@@ -300,18 +340,22 @@ def records_store(*, source_id: int, records: Sequence[RecordV1]) -> StoreResult
     # Reference rows commit on their own, before the batch transaction takes any lock.
     built = records_rows(source_id=source_id, records=records)
     dims_ids, rollup_ids = zip(*built.dims_pairs, strict=True)
+    classified = batch_classify(source_id=source_id, records=records)
     with transaction.atomic(), connection.cursor() as cursor:
         partitions_ensure(built.months)
         cursor.execute(_STAGE_SQL)
-        cursor.execute("TRUNCATE ingest_record_stage")
-        with cursor.cursor.copy(f"COPY ingest_record_stage ({_COLUMN_NAMES}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_COLUMN_TYPES)
+        cursor.execute(f"TRUNCATE {_STAGE}")
+        with cursor.cursor.copy(f"COPY {_STAGE} ({_STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_STAGE_TYPES)
             write = copy.write_row
-            for row in built.rows:
-                write(row)
+            for row, reasons in zip(built.rows, classified.reasons, strict=True):
+                write(row + reasons)
         with _bound_cursor() as bound:
-            bound.execute(_INSERT_SQL, [list(dims_ids), list(rollup_ids)])
-            accepted = bound.fetchone()[0]  # type: ignore[index]
+            bound.execute(_INSERT_SQL, [list(dims_ids), list(rollup_ids), classified.ruleset_id])
+            accepted, hours = bound.fetchone()  # type: ignore[misc]
+        hours_mark_dirty(hours=hours)  # priced within a minute by pricing's beat job
+        if classified.dirty_days:
+            dirty_days_mark(days=classified.dirty_days)
     return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
 
 
