@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
@@ -19,6 +18,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
+from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
 from apps.ingest.selectors import (
     GRANULARITIES,
@@ -86,27 +86,6 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     if not inflater.eof:
         raise exceptions.ParseError("Body is truncated gzip.")
     return data
-
-
-def _parse_time(request: Request, name: str, default: datetime) -> datetime:
-    raw = request.query_params.get(name)
-    if not raw:
-        return default
-    value = parse_datetime(raw) if "T" in raw or " " in raw else parse_datetime(f"{raw}T00:00:00+00:00")
-    if value is None:
-        raise exceptions.ValidationError({name: [f"{raw!r} is not an RFC 3339 time or a date."]})
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _limit(request: Request, default: int = 100, maximum: int = 1000) -> int:
-    raw = request.query_params.get("limit", str(default))
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise exceptions.ValidationError({"limit": [f"must be an integer 1..{maximum}"]})
-    return int(raw)
-
-
-def _dim_filters(request: Request) -> dict[str, str]:
-    return {key[5:]: value for key, value in request.query_params.items() if key.startswith("dims.") and key[5:]}
 
 
 class TokensOut(serializers.Serializer):
@@ -228,15 +207,15 @@ class RecordsView(APIView):
     def get(self, request: Request) -> Response:
         now = datetime.now(UTC)
         flt = RecordFilter(
-            start=_parse_time(request, "from", now - timedelta(hours=24)),
-            end=_parse_time(request, "to", now + timedelta(seconds=1)),
+            start=parse_time(request, "from", now - timedelta(hours=24)),
+            end=parse_time(request, "to", now + timedelta(seconds=1)),
             model=request.query_params.get("model") or None,
             status=_status_code(request.query_params.get("status")),
             source_id=_source_id(request.query_params.get("source")),
-            dims=_dim_filters(request),
+            dims=dim_filters(request),
         )
         try:
-            rows, nxt = records_list(flt=flt, limit=_limit(request), after=request.query_params.get("cursor"))
+            rows, nxt = records_list(flt=flt, limit=page_limit(request), after=request.query_params.get("cursor"))
         except InvalidCursor as exc:
             raise exceptions.ValidationError({"cursor": [str(exc)]}) from exc
         return Response({"results": RecordOut(rows, many=True).data, "next": nxt})
@@ -280,28 +259,18 @@ class UsageView(APIView):
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:
-        for required in ("from", "to"):
-            if not request.query_params.get(required):
-                raise exceptions.ValidationError({required: ["required"]})
-        start = _parse_time(request, "from", datetime.now(UTC))
-        end = _parse_time(request, "to", datetime.now(UTC))
-        granularity = request.query_params.get("granularity", "day")
-        if granularity not in GRANULARITIES:
-            raise exceptions.ValidationError({"granularity": [f"must be one of {', '.join(GRANULARITIES)}"]})
-        group_by = [g.strip() for g in request.query_params.get("group_by", "").split(",") if g.strip()]
-        unknown = [g for g in group_by if g not in USAGE_GROUPS and g not in settings.ROLLUP_DIMS]
-        if unknown or len(set(group_by)) != len(group_by):
-            allowed = ", ".join((*USAGE_GROUPS, *settings.ROLLUP_DIMS))
-            raise exceptions.ValidationError({"group_by": [f"unknown or repeated {unknown}; allowed: {allowed}"]})
-        dims = _dim_filters(request)
-        bad_dims = [d for d in dims if d not in settings.ROLLUP_DIMS]
-        if bad_dims:
-            raise exceptions.ValidationError({"dims": [f"{bad_dims} are not kept in rollups"]})
-        rows = usage_series(start=start, end=end, granularity=granularity, group_by=group_by, dims=dims)
+        window = usage_window(request, groups=USAGE_GROUPS)
+        rows = usage_series(
+            start=window.start,
+            end=window.end,
+            granularity=window.granularity,
+            group_by=window.group_by,
+            dims=window.dims,
+        )
         for row in rows:
             if "status" in row:
                 row["status"] = STATUSES[row["status"]]
-        return Response({"granularity": granularity, "group_by": group_by, "rows": rows})
+        return Response({"granularity": window.granularity, "group_by": window.group_by, "rows": rows})
 
 
 class RejectionsView(APIView):
@@ -337,7 +306,7 @@ class RejectionsView(APIView):
             raise exceptions.ValidationError({"cursor": ["cursor is not one this API returned"]})
         rows, nxt = rejections_list(
             source_id=_source_id(request.query_params.get("source")),
-            limit=_limit(request),
+            limit=page_limit(request),
             after=int(cursor) if cursor else None,
         )
         return Response(

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.classification.api import views
+
+urlpatterns = [
+    path("usage/classes", views.ClassUsageView.as_view(), name="usage-classes"),
+    path("rulesets", views.RuleSetsView.as_view(), name="rulesets"),
+    path("rulesets/<int:version>/rules", views.RulesView.as_view(), name="ruleset-rules"),
+    path("rulesets/<int:version>/activate", views.RuleSetActivateView.as_view(), name="ruleset-activate"),
+]

@@ -1,0 +1,158 @@
+"""Classes and rules over HTTP: usage per class and reason (with cost), rule sets and rules."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.roles import roles_required
+from apps.classification.engine import BUILTIN_RULES, COMPONENT_GROUPS, COMPONENTS
+from apps.classification.models import Rule, RuleSet
+from apps.classification.selectors import CLASS_GROUPS, class_usage
+from apps.classification.services import (
+    RuleSetNotEditable,
+    rule_add,
+    ruleset_activate,
+    ruleset_draft_create,
+)
+from apps.ingest.api.params import usage_window
+from apps.pricing.selectors import unpriced_message, unpriced_models
+
+RulesEditor = roles_required("admin", "engineer")
+
+
+class ClassUsageView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="usage_classes",
+        summary="Tokens and cost per class and reason, from the class and cost rollups",
+        description=(
+            "Rows per period and group. `cost` maps currency to amount (exact Decimal strings); tokens "
+            "that are not priced (yet, or because the model has neither a price nor a cost pool) are "
+            "counted in `unpriced_tokens` and named in `warnings`, never priced at 0."
+        ),
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.DATETIME, required=True),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, required=True),
+            OpenApiParameter("granularity", str, enum=["hour", "day", "month"]),
+            OpenApiParameter(
+                "group_by", str, description=f"Comma-separated: {', '.join(CLASS_GROUPS)} or a rollup dim."
+            ),
+            OpenApiParameter("dims.<name>", str, description="Filter on a rollup dim."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        window = usage_window(request, groups=CLASS_GROUPS)
+        rows = class_usage(
+            start=window.start,
+            end=window.end,
+            granularity=window.granularity,
+            group_by=window.group_by,
+            dims=window.dims,
+        )
+        for row in rows:
+            row["cost"] = {currency: str(amount) for currency, amount in row["cost"].items()}  # never a float
+        unpriced = unpriced_models(start=window.start, end=window.end)
+        return Response(
+            {
+                "granularity": window.granularity,
+                "group_by": window.group_by,
+                "rows": rows,
+                "warnings": [unpriced_message(unpriced)] if unpriced else [],
+            }
+        )
+
+
+class RuleOut(serializers.ModelSerializer):
+    class Meta:
+        model = Rule
+        fields = ["id", "position", "name", "action", "expression", "components", "target", "builtin"]
+
+
+class RuleSetOut(serializers.ModelSerializer):
+    rules = RuleOut(many=True, read_only=True)
+
+    class Meta:
+        model = RuleSet
+        fields = ["version", "name", "status", "created_at", "activated_at", "rules"]
+
+
+class RuleSetsView(APIView):
+    """GET: every rule set with its rules. POST: a new draft copied from the active set."""
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [IsAuthenticated()] if self.request.method == "GET" else [RulesEditor()]
+
+    @extend_schema(operation_id="rulesets_list", responses={200: RuleSetOut(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(RuleSetOut(RuleSet.objects.prefetch_related("rules"), many=True).data)
+
+    @extend_schema(
+        operation_id="rulesets_draft",
+        request=serializers.Serializer,
+        responses={201: RuleSetOut},
+        description="A new draft holding a copy of the active rule set's rules (engineer or admin).",
+    )
+    def post(self, request: Request) -> Response:
+        draft = ruleset_draft_create(user=request.user, name=str(request.data.get("name", ""))[:200])
+        return Response(RuleSetOut(draft).data, status=201)
+
+
+class RuleIn(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    action = serializers.ChoiceField(choices=Rule.Action.choices, default=Rule.Action.MOVE)
+    expression = serializers.CharField(required=False, allow_blank=True, default="")
+    components = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text=f"Comma-separated: {', '.join((*COMPONENTS, *COMPONENT_GROUPS))}",
+    )
+    target = serializers.CharField(required=False, allow_blank=True, default="", help_text="class.reason")
+    builtin = serializers.ChoiceField(choices=BUILTIN_RULES, required=False, allow_blank=True, default="")
+
+
+def _draft(version: int) -> RuleSet:
+    return get_object_or_404(RuleSet, version=version)
+
+
+class RulesView(APIView):
+    """POST: add a rule to a draft. A rule that does not parse or type-check is refused with
+    the line and column of the error."""
+
+    permission_classes = [RulesEditor]
+
+    @extend_schema(operation_id="rules_add", request=RuleIn, responses={201: RuleOut})
+    def post(self, request: Request, version: int) -> Response:
+        data = RuleIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            rule = rule_add(ruleset=_draft(version), **data.validated_data)
+        except RuleSetNotEditable as exc:
+            raise exceptions.ValidationError({"ruleset": [str(exc)]}) from exc
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError(exc.message_dict) from exc
+        return Response(RuleOut(rule).data, status=201)
+
+
+class RuleSetActivateView(APIView):
+    permission_classes = [RulesEditor]
+
+    @extend_schema(operation_id="rulesets_activate", request=None, responses={200: RuleSetOut})
+    def post(self, request: Request, version: int) -> Response:
+        try:
+            ruleset = ruleset_activate(ruleset=_draft(version))
+        except RuleSetNotEditable as exc:
+            raise exceptions.ValidationError({"ruleset": [str(exc)]}) from exc
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError(exc.message_dict) from exc
+        return Response(RuleSetOut(ruleset).data)
