@@ -79,10 +79,10 @@ _COMPONENT_SQL = (
     "s.draft - s.draft_accepted",
     "s.recomputed",
 )
-_COMPONENT_VALUES = ", ".join(
-    f"(s.{column}, {i}, {tokens})"
-    for i, (column, tokens) in enumerate(zip(_REASON_COLUMNS, _COMPONENT_SQL, strict=True))
-)
+_STAGE_REASONS = ", ".join(f"s.{column}" for column in _REASON_COLUMNS)
+# Summed per group as the per-record filter `tokens > 0` would: only the positive parts count.
+_COMPONENT_SUMS = ", ".join(f"sum(greatest({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(_COMPONENT_SQL))
+_COMPONENT_VALUES = ", ".join(f"(p.{column}, {i}, p.tokens_{i})" for i, column in enumerate(_REASON_COLUMNS))
 _CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
 # Insert what is new, and add exactly those rows to the hourly usage and class rollups, in
 # one statement. Rollup rows are upserted in key order so concurrent batches lock them in the
@@ -104,12 +104,18 @@ WITH ins AS (
     INSERT INTO ingest_hourlyusage AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
     SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
     ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
+), pre AS (
+    -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
+    -- far fewer rows to unpivot into components than one a record.
+    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id, {_STAGE_REASONS},
+           {_COMPONENT_SUMS}
+    FROM {_STAGE} s JOIN dims m ON m.dims_id = s.dims_id
+    WHERE (s.ts, s.source_id, s.record_key) IN (SELECT ts, source_id, record_key FROM ins)
+    GROUP BY 1, 2, 3, 4, {_STAGE_REASONS}
 ), cls AS (
-    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id AS dims_id,
-           %b::int AS ruleset_id, x.reason_id, x.component, sum(x.tokens)::bigint AS tokens
-    FROM ins
-    JOIN {_STAGE} s ON s.ts = ins.ts AND s.source_id = ins.source_id AND s.record_key = ins.record_key
-    JOIN dims m ON m.dims_id = s.dims_id
+    SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id, x.component,
+           sum(x.tokens)::bigint AS tokens
+    FROM pre p
     CROSS JOIN LATERAL (VALUES {_COMPONENT_VALUES}) AS x(reason_id, component, tokens)
     WHERE x.tokens > 0
     GROUP BY 1, 2, 3, 4, 5, 6, 7
