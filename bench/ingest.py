@@ -848,18 +848,26 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
     print(f"(b) left {b['rollup_rows']['rows']:,} hourly rollup rows and {b['dimsets']['rows']:,} dim sets "
           f"({b['dimsets']['bytes'] / max(b['storage']['rows'], 1):.0f} bytes a record).")  # fmt: skip
 
-    print(f"\nCPU, core-microseconds a record (the machine has {os.cpu_count()} cores; 'steal' is time the "
-          "hypervisor gave to others):")  # fmt: skip
-    print(f"| {'path':<6} | {'server workers':>14} | {'postgres backends':>17} | {'client':>6} | "
-          f"{'other':>5} | {'machine busy':>12} | {'steal':>5} |")  # fmt: skip
+    print(f"\nCPU, core-microseconds a record (the machine has {os.cpu_count()} cores; 'other' is the rest of the "
+          "machine: PostgreSQL's background processes, the kernel and anything else running; 'steal' is time the "
+          "hypervisor gave to other machines; 'if alone' is cores / (workers + backends + client), the rate "
+          "this path would reach with the cores to itself):")  # fmt: skip
+    header = (f"| {'path':<4} | {'server workers':>14} | {'postgres backends':>17} | {'client':>6} | {'other':>5} | "
+              f"{'machine busy':>13} | {'steal':>5} | {'if alone':>10} |")  # fmt: skip
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
     for key in ("a", "b", "c"):
         if key not in results:
             continue
         cpu = results[key]["cpu"]
         us = {k: cpu[k] / cpu["records"] * 1e6 for k in ("workers", "backends", "client", "other", "machine", "steal")}
         busy = cpu["machine"] / (cpu["wall"] * cpu["cpus"])
-        print(f"| ({key})    | {us['workers']:>14.1f} | {us['backends']:>17.1f} | {us['client']:>6.1f} | "
-              f"{us['other']:>5.1f} | {us['machine']:>5.1f} ({busy:>3.0%}) | {us['steal']:>5.1f} |")  # fmt: skip
+        own = us["workers"] + us["backends"] + us["client"]
+        alone = cpu["cpus"] * 1e6 / own if own else float("inf")
+        cpu["alone_records_per_s"] = alone
+        print(f"| ({key}) | {us['workers']:>14.1f} | {us['backends']:>17.1f} | {us['client']:>6.1f} | "
+              f"{us['other']:>5.1f} | {us['machine']:>6.1f} ({busy:>4.0%}) | {us['steal']:>5.1f} | "
+              f"{alone:>8,.0f}/s |")  # fmt: skip
     for key in ("a", "b", "c"):
         cpu = results.get(key, {}).get("cpu")
         if cpu and cpu["other"] > 0.1 * cpu["machine"]:
