@@ -282,10 +282,25 @@ def _months(records: Sequence[RecordV1]) -> set[date]:
     return {month_start(r.ts.astimezone(UTC)) for r in records}
 
 
+def _dims_keys(records: Sequence[RecordV1]) -> list[DimsKey]:
+    """Each record's dims as a DimsKey (its items, sorted). The records of a source mostly send
+    their dims in the same order, so the sorted form is made once per order seen."""
+    canonical: dict[tuple[tuple[str, str], ...], DimsKey] = {}
+    keys: list[DimsKey] = []
+    append = keys.append
+    for r in records:
+        items = tuple(r.dims.items())
+        key = canonical.get(items)
+        if key is None:
+            key = canonical[items] = tuple(sorted(items))
+        append(key)
+    return keys
+
+
 def records_rows(*, source_id: int, records: Sequence[RecordV1]) -> RecordRows:
     """Resolve the records' model and dim set ids (creating missing ones, which commit on
     their own) and build their ingest_record rows."""
-    dims_keys = [tuple(sorted(r.dims.items())) for r in records]
+    dims_keys = _dims_keys(records)
     model_ids = served_models_resolve(keys={(r.model, r.model_version or "") for r in records})
     dims_ids = dimsets_resolve(keys=set(dims_keys))
     rows = _rows(source_id, records, dims_keys, model_ids, {key: ids[0] for key, ids in dims_ids.items()})
