@@ -19,4 +19,10 @@ BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60},
     },
+    # Days where a late record may have made stored records duplicates (DirtyDay) are reclassified.
+    "classification-reclassify-dirty-days": {
+        "task": "apps.classification.tasks.reclassify_dirty_days",
+        "schedule": 5 * 60.0,
+        "options": {"expires": 5 * 60},
+    },
 }

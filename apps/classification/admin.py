@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.classification.models import Reason, Rule, RuleSet
+from apps.classification.models import Reason, ReclassifyRun, Rule, RuleSet
 from apps.classification.services import RuleSetNotEditable, ruleset_activate, ruleset_draft_create
 
 
@@ -51,6 +51,19 @@ class RuleSetAdmin(admin.ModelAdmin):
 @admin.register(Reason)
 class ReasonAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "builtin"]
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(ReclassifyRun)
+class ReclassifyRunAdmin(admin.ModelAdmin):
+    """Progress of `manage.py reclassify` runs (days before next_day are done)."""
+
+    list_display = ["start", "end", "ruleset", "next_day", "status", "started_at", "finished_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -1,13 +1,14 @@
-"""Writes of classification: rule sets (draft, edit, activate) and classifying a batch."""
+"""Writes of classification: rule sets (draft, edit, activate), classifying a batch at ingest,
+and reclassifying stored records a day at a time."""
 
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from typing import Any
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -15,14 +16,17 @@ from django.utils import timezone
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import (
     BUILTIN_REASONS,
+    COMPONENTS,
     DUPLICATE_WINDOW_SECONDS,
     FIRST_CUSTOM_REASON,
     Classifier,
     Move,
     Reasons,
 )
-from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
-from apps.classification.rules import attribute_accessor, compile_predicate, parse_rule
+from apps.classification.models import DirtyDay, Reason, ReclassifyRun, Rule, RuleSet
+from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
+from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
+from apps.pricing.services import hours_mark_dirty
 
 ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the active one."
 
@@ -101,6 +105,40 @@ def reason_ensure(*, name: str) -> Reason:
     return found
 
 
+@dataclass(frozen=True)
+class MoveSpec:
+    """A move rule of a rule set, parsed: compiled to Python at ingest, to SQL to reclassify."""
+
+    name: str
+    tree: Node
+    components: tuple[int, ...]
+    target: str
+
+
+@dataclass(frozen=True)
+class RuleSetParts:
+    disabled: frozenset[str]
+    moves: tuple[MoveSpec, ...]
+
+
+def ruleset_parts(*, ruleset: RuleSet) -> RuleSetParts:
+    """A rule set's disabled built-ins and its move rules in order, parsed and checked."""
+    rules = list(ruleset.rules.all())
+    moves = tuple(
+        MoveSpec(rule.name, parse_rule(rule.expression), rule.component_ids(), rule.target)
+        for rule in rules
+        if rule.action == Rule.Action.MOVE
+    )
+    return RuleSetParts(frozenset(r.builtin for r in rules if r.action == Rule.Action.DISABLE), moves)
+
+
+def _reason_ids(parts: RuleSetParts) -> dict[str, int]:
+    """The ids of the move targets, making the custom reasons that do not exist yet."""
+    targets = {move.target for move in parts.moves}
+    ids = dict(Reason.objects.filter(name__in=targets).values_list("name", "id"))
+    return ids | {name: reason_ensure(name=name).pk for name in sorted(targets - ids.keys())}
+
+
 _classifiers: dict[tuple[int, str], Classifier] = {}
 
 
@@ -114,16 +152,13 @@ def classifier_build(*, ruleset: RuleSet, source_name: str) -> Classifier:
     def accessor(path: str) -> Any:
         return (lambda record: source_name) if path == "source" else attribute_accessor(path)
 
-    rules = list(ruleset.rules.all())
-    reason_ids = dict(Reason.objects.filter(name__in=[r.target for r in rules]).values_list("name", "id"))
-    moves = []
-    for rule in rules:
-        if rule.action == Rule.Action.MOVE:
-            target = reason_ids.get(rule.target) or reason_ensure(name=rule.target).pk
-            predicate = compile_predicate(parse_rule(rule.expression), accessor)
-            moves.append(Move(rule.name, predicate, rule.component_ids(), target))
-    disabled = frozenset(r.builtin for r in rules if r.action == Rule.Action.DISABLE)
-    classifier = Classifier(ruleset_id=ruleset.pk, disabled=disabled, moves=tuple(moves))
+    parts = ruleset_parts(ruleset=ruleset)
+    reason_ids = _reason_ids(parts)
+    moves = [
+        Move(move.name, compile_predicate(move.tree, accessor), move.components, reason_ids[move.target])
+        for move in parts.moves
+    ]
+    classifier = Classifier(ruleset_id=ruleset.pk, disabled=parts.disabled, moves=tuple(moves))
     if ruleset.status != RuleSet.Status.DRAFT:
         if len(_classifiers) > 1000:
             _classifiers.clear()
@@ -254,3 +289,154 @@ def dirty_days_mark(*, days: Iterable[date]) -> None:
         unique_fields=["day"],
         update_fields=["marked_at"],
     )
+
+
+# --- reclassification -------------------------------------------------------------------------
+
+DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
+# Advisory lock keys: (namespace, day ordinal) serialises the reclassification of a day; (namespace,
+# run id) a reclassify run.
+_DAY_LOCK = 0x434C4459
+_RUN_LOCK = 0x434C5255
+NOT_A_DRAFT = "A draft cannot classify stored records: it may still change. Activate it first."
+
+Progress = Callable[[date, int, int], None]
+
+
+class ReclassifyError(ValueError):
+    pass
+
+
+class ReclassifyBusy(RuntimeError):
+    pass
+
+
+def _day_start(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str], int] | None = None) -> RuleSetSql:
+    parts = ruleset_parts(ruleset=ruleset)
+    ids = reason_id or _reason_ids(parts).__getitem__
+    moves = [MoveRule(move.tree, move.components, ids(move.target)) for move in parts.moves]
+    return ruleset_sql(disabled=parts.disabled, moves=moves, prefix=prefix)
+
+
+def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
+    """Replace a day's class rollup (every rule set's rows) by the day's records classified with
+    `ruleset`, in one transaction and one INSERT ... SELECT; mark the day's hours for pricing and
+    clear the day's DirtyDay row. Returns the number of rollup rows written.
+
+    Ingest adds to the same rows in its own transactions; the SHARE ROW EXCLUSIVE lock on the
+    rollup waits for those in flight (their records are then visible to the recompute) and holds
+    new ones back until this commits (their records were not seen: they add to the new rows).
+    """
+    if ruleset.status == RuleSet.Status.DRAFT:
+        raise ReclassifyError(NOT_A_DRAFT)
+    start = _day_start(day)
+    sql, params = reclassify_insert_sql(
+        compiled=_ruleset_sql(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
+        # The records before the rollup: ingest holds them in that order when it makes a partition.
+        cursor.execute("LOCK TABLE ingest_record IN ACCESS SHARE MODE")
+        cursor.execute("LOCK TABLE classification_hourlyclass IN SHARE ROW EXCLUSIVE MODE")
+        cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
+        cursor.execute("DELETE FROM classification_hourlyclass WHERE hour >= %s AND hour < %s", [start, start + DAY])
+        cursor.execute(sql, params)
+        written = cursor.rowcount
+        hours_mark_dirty(hours=[start + i * HOUR for i in range(24)])
+        DirtyDay.objects.filter(day=day).delete()
+    return written
+
+
+def reclassify_run(
+    *, start: date, end: date, ruleset: RuleSet | None = None, progress: Progress | None = None
+) -> ReclassifyRun:
+    """Reclassify the days in [start, end) with `ruleset` (the active one by default), a day per
+    transaction, recording the progress in a ReclassifyRun row: after a crash the same call
+    resumes at the first day not done; once a run is done, the same call starts a new one (and
+    gives the same result)."""
+    if end <= start:
+        raise ReclassifyError("end must be after start")
+    ruleset = ruleset or active_ruleset()
+    if ruleset.status == RuleSet.Status.DRAFT:
+        raise ReclassifyError(NOT_A_DRAFT)
+    runs = ReclassifyRun.objects.filter(start=start, end=end, ruleset=ruleset)
+    run = runs.exclude(status=ReclassifyRun.Status.DONE).first()
+    run = run or ReclassifyRun.objects.create(start=start, end=end, ruleset=ruleset, next_day=start)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
+        if not cursor.fetchone()[0]:
+            raise ReclassifyBusy(f"{run} is being run by another process")
+    try:
+        _run_days(run, ruleset, progress)
+    except BaseException as exc:
+        ReclassifyRun.objects.filter(pk=run.pk).update(status=ReclassifyRun.Status.FAILED, error=repr(exc)[:2000])
+        raise
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
+    run.refresh_from_db()
+    return run
+
+
+def _run_days(run: ReclassifyRun, ruleset: RuleSet, progress: Progress | None) -> None:
+    total = (run.end - run.start).days
+    day = run.next_day
+    while day < run.end:
+        with transaction.atomic():
+            reclassify_day(day=day, ruleset=ruleset)
+            ReclassifyRun.objects.filter(pk=run.pk).update(
+                next_day=day + DAY, status=ReclassifyRun.Status.RUNNING, error="", updated_at=timezone.now()
+            )
+        if progress is not None:
+            progress(day, (day - run.start).days + 1, total)
+        day += DAY
+    ReclassifyRun.objects.filter(pk=run.pk).update(status=ReclassifyRun.Status.DONE, finished_at=timezone.now())
+
+
+def dirty_days_reclassify(*, max_days: int = 7) -> list[date]:
+    """Reclassify, with the active rule set, the days a late record may have changed (DirtyDay),
+    oldest first, at most `max_days` per call (the rest on the next call)."""
+    days = list(DirtyDay.objects.order_by("day").values_list("day", flat=True)[:max_days])
+    ruleset = active_ruleset() if days else None
+    for day in days:
+        assert ruleset is not None
+        reclassify_day(day=day, ruleset=ruleset)
+    return days
+
+
+class ReasonMove(NamedTuple):
+    component: str
+    from_reason: str
+    to_reason: str
+    tokens: int
+
+
+def ruleset_try(*, ruleset: RuleSet, start: datetime | None = None, end: datetime | None = None) -> list[ReasonMove]:
+    """The tokens that would move from one class.reason to another if `ruleset` (usually a draft)
+    replaced the active set, over the records with ts in [start, end) (by default the last 24 h):
+    both sets evaluated side by side in one query, most tokens first. Writes nothing: a target
+    reason that does not exist yet is named, not created."""
+    end = end or timezone.now()
+    start = start or end - DAY
+    names = dict(Reason.objects.values_list("id", "name"))
+    ids = {name: pk for pk, name in names.items()}
+
+    def reason_id(name: str) -> int:
+        if name not in ids:  # a stand-in id for a reason not made yet
+            stand_in = -1 - len(names)
+            ids[name], names[stand_in] = stand_in, name
+        return ids[name]
+
+    before = _ruleset_sql(active_ruleset(), prefix="a_", reason_id=reason_id)
+    after = _ruleset_sql(ruleset, prefix="b_", reason_id=reason_id)
+    sql, params = moves_sql(before=before, after=after, start=start, end=end)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    moves = [ReasonMove(COMPONENTS[c], names[a], names[b], int(n)) for c, a, b, n in rows]
+    return sorted(moves, key=lambda m: (-m.tokens, COMPONENTS.index(m.component), m.from_reason, m.to_reason))

@@ -1,0 +1,222 @@
+"""Classification in SQL: a rule set compiled to the reason of each token component of a
+stored record, deciding exactly as engine.Classifier.classify does, and the statements that
+reclassify a day and compare two rule sets over the same records.
+
+A query reads the records through `records_sql`: the records of a time range with, computed
+once per record, a `duplicate` flag (the window below), a `reconciliation` flag and one flag
+per move rule. The seven reason expressions of a rule set (engine.COMPONENTS order) read only
+those flags and the record's status and finish reason, so they take no parameters, and
+`classes_sql` sums the records per those before the reasons are evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+
+from apps.classification.engine import (
+    CACHE_PREFIX,
+    COMPONENTS,
+    DUPLICATE_WINDOW_SECONDS,
+    EFF_INPUT,
+    EFF_OUTPUT,
+    EFF_STRUCTURAL,
+    RECONCILIATION_DIM,
+    RECONCILIATION_VALUE,
+    SHADOW_RECOMPUTE,
+    SHADOW_SPEC,
+    SHADOW_UNATTRIBUTED,
+    WASTE_BY_STATUS,
+    WASTE_DUPLICATE,
+    WASTE_PADDING,
+    WASTE_TRUNCATED,
+)
+from apps.classification.rules import Node, compile_sql, parse_rule
+from apps.classification.rules.storage import RECORD_FROM, choice_codes, record_columns
+from apps.ingest.models import FinishReason, Status
+
+Fragment = tuple[str, list[object]]
+
+STATUS_CODES = choice_codes(Status.choices)
+OK, LENGTH = STATUS_CODES["ok"], choice_codes(FinishReason.choices)["length"]
+# An ok record with a prompt hash is a duplicate when an earlier ok record of the same source, prompt
+# hash, model name and business line lies at most 300 s before it (an equal ts is not earlier). Over
+# RECORD_FROM; exact to the microsecond, as timestamps are. services.duplicates_find decides the same.
+DUPLICATE = (
+    f"(r.status = {OK} AND r.prompt_hash IS NOT NULL AND count(*) FILTER (WHERE r.status = {OK}) OVER ("
+    "PARTITION BY r.source_id, r.prompt_hash, m.name, d.business_line ORDER BY r.ts "
+    f"RANGE BETWEEN INTERVAL '{DUPLICATE_WINDOW_SECONDS} seconds' PRECEDING AND INTERVAL '1 microsecond' PRECEDING"
+    ") > 0)"
+)
+WINDOW = timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
+# The tokens of each component (engine.component_tokens), over a records_sql row `x`.
+COMPONENT_TOKENS = (
+    "x.prompt_cached",
+    "x.prompt - x.prompt_cached",
+    "x.structural",
+    "x.completion - x.structural",
+    "x.padding",
+    "x.draft - x.draft_accepted",
+    "x.recomputed",
+)
+_RECORD_FIELDS = (
+    "ts, source_id, model_id, status, finish_reason, prompt, prompt_cached, completion, structural, padding, draft, "
+    "draft_accepted, recomputed"
+)
+
+
+@dataclass(frozen=True)
+class MoveRule:
+    """A move rule of a rule set: its checked tree, its component indexes and its reason id."""
+
+    tree: Node
+    components: tuple[int, ...]
+    reason_id: int
+
+
+@dataclass(frozen=True)
+class RuleSetSql:
+    """A rule set in SQL. `flags`: named boolean expressions over RECORD_FROM, one per move,
+    for records_sql; `reasons`: per component, the reason id over a row `x` of records_sql or
+    classes_sql (status, finish_reason, duplicate, reconciliation and the flags)."""
+
+    flags: tuple[tuple[str, Fragment], ...]
+    reasons: tuple[str, ...]
+
+
+@cache
+def _reconciliation() -> Fragment:
+    rule = f"dims[{json.dumps(RECONCILIATION_DIM)}] == {json.dumps(RECONCILIATION_VALUE)}"
+    return compile_sql(parse_rule(rule), record_columns())
+
+
+def _case(branches: Sequence[tuple[str, str]], default: str) -> str:
+    if not branches:
+        return default
+    return "CASE " + " ".join(f"WHEN {when} THEN {then}" for when, then in branches) + f" ELSE {default} END"
+
+
+def _builtin_reasons(disabled: frozenset[str]) -> list[str]:
+    """engine.builtin_reasons over a row `x` of records_sql or classes_sql."""
+    failed = (
+        "CASE x.status "
+        + " ".join(f"WHEN {code} THEN {WASTE_BY_STATUS[label]}" for label, code in STATUS_CODES.items() if code != OK)
+        + " END"
+    )
+    chain: list[tuple[str, tuple[object, object, object]]] = []
+    if "failed" not in disabled:
+        chain.append((f"x.status <> {OK}", (failed, failed, failed)))
+    if "duplicate" not in disabled:
+        chain.append((f"x.duplicate AND x.status = {OK}", (WASTE_DUPLICATE,) * 3))
+    if "truncated" not in disabled:
+        chain.append((f"x.finish_reason = {LENGTH} AND x.status = {OK}", (EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED)))
+    default = (EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT)
+    prompt, structural, output = (
+        _case([(when, str(then[i])) for when, then in chain], str(default[i])) for i in range(3)
+    )
+    reasons = [
+        str(CACHE_PREFIX) if "prefix_cache" not in disabled else prompt,
+        prompt,
+        structural,
+        output,
+        str(WASTE_PADDING) if "padding" not in disabled else prompt,
+        str(SHADOW_SPEC) if "spec_rejected" not in disabled else output,
+        str(SHADOW_RECOMPUTE) if "recompute" not in disabled else prompt,
+    ]
+    if "unattributed" not in disabled:
+        reasons = [f"CASE WHEN x.reconciliation THEN {SHADOW_UNATTRIBUTED} ELSE {r} END" for r in reasons]
+    return reasons
+
+
+def ruleset_sql(*, disabled: frozenset[str], moves: Sequence[MoveRule], prefix: str = "") -> RuleSetSql:
+    """The reason expressions of a rule set: the built-ins not disabled, then the moves in order,
+    a later move overriding an earlier one. `prefix` names its flags apart from another set's."""
+    columns = record_columns()
+    flags = tuple((f"{prefix}move_{i}", compile_sql(move.tree, columns)) for i, move in enumerate(moves))
+    reasons = []
+    for component, builtin in enumerate(_builtin_reasons(disabled)):
+        # The last matching move wins: CASE takes the first WHEN that holds, so test them last first.
+        branches = [
+            (f"x.{name}", str(move.reason_id))
+            for (name, _), move in reversed(list(zip(flags, moves, strict=True)))
+            if component in move.components
+        ]
+        reasons.append(_case(branches, builtin))
+    assert len(reasons) == len(COMPONENTS)
+    return RuleSetSql(flags=flags, reasons=tuple(reasons))
+
+
+def records_sql(*, start: datetime, end: datetime, flags: Sequence[tuple[str, Fragment]]) -> Fragment:
+    """The records with ts in [start, end) and their flags, as a subquery (rows `x`). The window
+    reads from 300 s before `start`, so the caller keeps only rows with `x.ts >= start`: a filter
+    on a window query's output is not pushed beneath the window."""
+    select = [
+        *(f"r.{name}" for name in _RECORD_FIELDS.split(", ")),
+        "COALESCE(d.rollup_id, d.id) AS rollup_dims_id",
+        f"{DUPLICATE} AS duplicate",
+    ]
+    params: list[object] = []
+    reconciliation, reconciliation_params = _reconciliation()
+    for name, (sql, flag_params) in (("reconciliation", (reconciliation, reconciliation_params)), *flags):
+        select.append(f"{sql} AS {name}")
+        params += flag_params
+    sql = f"SELECT {', '.join(select)} FROM {RECORD_FROM} WHERE r.ts >= %s AND r.ts < %s"
+    return sql, [*params, start - WINDOW, end]
+
+
+def classes_sql(
+    *, start: datetime, end: datetime, flags: Sequence[tuple[str, Fragment]], keys: Sequence[str]
+) -> Fragment:
+    """The records with ts in [start, end) summed per `keys` (SQL over a records_sql row `x`, as
+    k0, k1, ...) and per everything a rule set's reasons read (status, finish reason, flags), as a
+    subquery (rows `x`, with the tokens of each component as tokens_0 .. tokens_6). Classifying
+    these groups instead of the records evaluates the reason expressions far fewer times."""
+    records, params = records_sql(start=start, end=end, flags=flags)
+    decisive = ["status", "finish_reason", "duplicate", "reconciliation", *(name for name, _ in flags)]
+    groups = [*(f"{key} AS k{i}" for i, key in enumerate(keys)), *(f"x.{name} AS {name}" for name in decisive)]
+    # Each record's component counted only when positive, as ingest does (the contract makes it so).
+    sums = [f"sum(GREATEST({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(COMPONENT_TOKENS)]
+    sql = (
+        f"SELECT {', '.join(groups + sums)} FROM ({records}) x WHERE x.ts >= %s "
+        f"GROUP BY {', '.join(str(i + 1) for i in range(len(groups)))}"
+    )
+    return sql, [*params, start]
+
+
+def _component_values(*reason_lists: Sequence[str]) -> str:
+    """Per component of a classes_sql row: (component, its reason under each rule set, tokens)."""
+    rows = (f"({i}, {', '.join(reasons[i] for reasons in reason_lists)}, x.tokens_{i})" for i in range(len(COMPONENTS)))
+    return f"(VALUES {', '.join(rows)})"
+
+
+_ROLLUP_KEY = ("date_trunc('hour', x.ts, 'UTC')", "x.source_id", "x.model_id", "x.rollup_dims_id")
+
+
+def reclassify_insert_sql(*, compiled: RuleSetSql, ruleset_id: int, start: datetime, end: datetime) -> Fragment:
+    """INSERT the class rollup rows of the records in [start, end), whole hours, under a rule set."""
+    classes, params = classes_sql(start=start, end=end, flags=compiled.flags, keys=_ROLLUP_KEY)
+    components = _component_values(compiled.reasons)
+    sql = (
+        "INSERT INTO classification_hourlyclass "
+        "(hour, source_id, model_id, dims_id, ruleset_id, reason_id, component, tokens) "
+        "SELECT x.k0, x.k1, x.k2, x.k3, %s, c.reason_id, c.component, sum(c.tokens) "
+        f"FROM ({classes}) x CROSS JOIN LATERAL {components} AS c(component, reason_id, tokens) "
+        "WHERE c.tokens > 0 GROUP BY 1, 2, 3, 4, 5, 6, 7"
+    )
+    return sql, [ruleset_id, *params]
+
+
+def moves_sql(*, before: RuleSetSql, after: RuleSetSql, start: datetime, end: datetime) -> Fragment:
+    """(component, reason before, reason after, tokens) of the records in [start, end) whose
+    components two rule sets put in different reasons. Their flags need different prefixes."""
+    classes, params = classes_sql(start=start, end=end, flags=[*before.flags, *after.flags], keys=())
+    sql = (
+        "SELECT c.component, c.before, c.after, sum(c.tokens)::bigint "
+        f"FROM ({classes}) x CROSS JOIN LATERAL {_component_values(before.reasons, after.reasons)} "
+        "AS c(component, before, after, tokens) "
+        "WHERE c.tokens > 0 AND c.before <> c.after GROUP BY 1, 2, 3"
+    )
+    return sql, params

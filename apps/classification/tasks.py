@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
+def reclassify_range(start: str, end: str, ruleset_version: int | None = None) -> int:
+    """Reclassify the days in [start, end) (ISO dates) with the active rule set (or the given
+    version); resumes a run that stopped."""
+    from datetime import date
+
+    from apps.classification.models import RuleSet
+    from apps.classification.services import reclassify_run
+
+    ruleset = RuleSet.objects.get(version=ruleset_version) if ruleset_version is not None else None
+    run = reclassify_run(start=date.fromisoformat(start), end=date.fromisoformat(end), ruleset=ruleset)
+    return run.pk
+
+
+@shared_task
+def reclassify_dirty_days() -> int:
+    """Reclassify the days where late records may have made stored ones duplicates."""
+    from apps.classification.services import dirty_days_reclassify
+
+    return len(dirty_days_reclassify())
