@@ -25,4 +25,10 @@ BEAT_SCHEDULE = {
         "schedule": 5 * 60.0,
         "options": {"expires": 5 * 60},
     },
+    # Yesterday is recomputed once, so duplicates missed between concurrent batches are caught.
+    "classification-yesterday-mark-dirty": {
+        "task": "apps.classification.tasks.yesterday_mark_dirty",
+        "schedule": crontab(minute=30, hour=2),
+        "options": {"expires": 6 * HOUR},
+    },
 }

@@ -9,7 +9,7 @@ from django.db import models
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import BUILTIN_RULES, CLASSES, COMPONENT_GROUPS, COMPONENTS
 from apps.classification.rules import RuleError, parse_rule
-from apps.ingest.models import DimSet, ServedModel
+from apps.ingest.models import ROLLUP_REF, DimSet, ServedModel
 
 REASON_NAME = re.compile(r"^(effective|waste|cache|shadow)\.[a-z][a-z0-9_]{0,39}$")
 
@@ -133,12 +133,15 @@ class HourlyClass(models.Model):
     """Tokens per hour, source, model, rollup dims, rule set, class.reason and component.
     Written with the records at ingest; replaced day by day by reclassification."""
 
+    # Written by the hundred on every ingest and replaced by the day: no foreign-key checks or
+    # single-column indexes (ids come from rows that are never deleted; the unique key leads
+    # with the hour and serves the reads). See ingest.HourlyUsage.
     hour = models.DateTimeField()
-    source = models.ForeignKey(CollectorKey, on_delete=models.PROTECT, related_name="+")
-    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="+")
-    dims = models.ForeignKey(DimSet, on_delete=models.PROTECT, related_name="+")
-    ruleset = models.ForeignKey(RuleSet, on_delete=models.PROTECT, related_name="+")
-    reason = models.ForeignKey(Reason, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(CollectorKey, related_name="+", **ROLLUP_REF)
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
+    ruleset = models.ForeignKey(RuleSet, related_name="+", **ROLLUP_REF)
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
     component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
     tokens = models.BigIntegerField(default=0)
 

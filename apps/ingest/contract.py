@@ -271,6 +271,8 @@ def decode_batch(
     accept = result.records.append
     seen: dict[str, datetime] = {}
     latest, earliest = now + timedelta(hours=24), now - max_age
+    # JSON can carry a NUL only as the escape \u0000; PostgreSQL text cannot store it.
+    nul = b"\\u0000" in body
     for index, record in items:
         # The common case in one expression: what record_problems checks holds, and the
         # record_id is new in this batch. Anything else takes the full path below.
@@ -282,11 +284,14 @@ def decode_batch(
             and t.draft_accepted <= t.draft
             and earliest <= record.ts <= latest
             and record.record_id not in seen
+            and not nul
         ):
             seen[record.record_id] = record.ts
             accept(record)
             continue
         problems = record_problems(record, now=now, max_age=max_age)
+        if nul and b"\\u0000" in msgspec.json.encode(record):
+            problems["record"] = ["text fields must not contain NUL (\\u0000)"]
         first_ts = seen.get(record.record_id)
         if first_ts is not None and first_ts != record.ts:
             problems["record_id"] = ["repeated in this batch with a different ts"]

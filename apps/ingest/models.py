@@ -121,13 +121,20 @@ class Record(models.Model):
         db_table = "ingest_record"
 
 
+# References from rollup rows: see HourlyUsage.
+ROLLUP_REF: dict = {"on_delete": models.DO_NOTHING, "db_constraint": False, "db_index": False}
+
+
 class HourlyUsage(models.Model):
     """Hourly rollup of records, maintained in the same transaction as the insert."""
 
+    # Rollup rows are written by the hundred on every ingest: no foreign-key checks or
+    # single-column indexes on them (the ids come from rows that are never deleted; the
+    # unique key, which leads with the hour, serves the reads).
     hour = models.DateTimeField()
-    source = models.ForeignKey(CollectorKey, on_delete=models.PROTECT, related_name="+")
-    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="+")
-    dims = models.ForeignKey(DimSet, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(CollectorKey, related_name="+", **ROLLUP_REF)
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
     endpoint = models.SmallIntegerField(choices=Endpoint.choices, null=True)
     status = models.SmallIntegerField(choices=Status.choices)
     records = models.BigIntegerField(default=0)

@@ -309,3 +309,14 @@ def test_an_ingest_waits_for_a_reclassification_and_adds_to_its_result(truncate_
 
     assert classes()["waste.duplicate"] == 600
     _settled()
+
+
+def test_yesterday_is_marked_for_the_nightly_recompute(db):
+    from datetime import UTC, datetime, timedelta
+
+    from apps.classification.models import DirtyDay
+    from apps.classification.tasks import yesterday_mark_dirty
+
+    yesterday_mark_dirty.apply()
+
+    assert list(DirtyDay.objects.values_list("day", flat=True)) == [datetime.now(UTC).date() - timedelta(days=1)]

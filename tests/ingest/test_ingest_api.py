@@ -332,3 +332,14 @@ def test_a_late_record_for_an_old_month_lands_in_that_months_partition(collector
     with connection.cursor() as cursor:
         cursor.execute("SELECT tableoid::regclass::text FROM ingest_record")
         assert cursor.fetchone()[0] == f"ingest_record_y{old.year:04d}m{old.month:02d}"
+
+
+def test_a_nul_character_in_any_text_field_is_refused_not_a_server_error(collector):
+    bad = [record(record_id="a\x00b"), record(dims={"business_line": "x\x00"}), record(model="m\x00")]
+
+    result = collector.send([record(), *bad]).json()
+
+    assert result["accepted"] == 1
+    assert [r["index"] for r in result["rejected"]] == [1, 2, 3]
+    assert all("NUL" in r["errors"]["record"][0] for r in result["rejected"])
+    assert Rejection.objects.count() == 3
