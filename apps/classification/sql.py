@@ -52,16 +52,23 @@ DUPLICATE = (
     ") > 0)"
 )
 WINDOW = timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
-# The tokens of each component (engine.component_tokens), over a records_sql row `x`.
-COMPONENT_TOKENS = (
-    "x.prompt_cached",
-    "x.prompt - x.prompt_cached",
-    "x.structural",
-    "x.completion - x.structural",
-    "x.padding",
-    "x.draft - x.draft_accepted",
-    "x.recomputed",
-)
+
+
+def component_tokens_sql(row: str) -> tuple[str, ...]:
+    """The tokens of each component (engine.component_tokens, in engine.COMPONENTS order) as
+    SQL over a row with the record's token columns, aliased `row`."""
+    return (
+        f"{row}.prompt_cached",
+        f"{row}.prompt - {row}.prompt_cached",
+        f"{row}.structural",
+        f"{row}.completion - {row}.structural",
+        f"{row}.padding",
+        f"{row}.draft - {row}.draft_accepted",
+        f"{row}.recomputed",
+    )
+
+
+COMPONENT_TOKENS = component_tokens_sql("x")  # over a records_sql row
 _RECORD_FIELDS = (
     "ts, source_id, model_id, status, finish_reason, prompt, prompt_cached, completion, structural, padding, draft, "
     "draft_accepted, recomputed"

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from apps.classification.engine import COMPONENTS
 from apps.classification.services import batch_classify, dirty_days_mark
+from apps.classification.sql import component_tokens_sql
 from apps.ingest.contract import (
     ENDPOINTS,
     FINISH_REASONS,
@@ -70,15 +71,7 @@ SELECT {_COLUMN_NAMES}, {", ".join(f"0::smallint AS {c}" for c in _REASON_COLUMN
 _STAGE_COLUMNS = f"{_COLUMN_NAMES}, {', '.join(_REASON_COLUMNS)}"
 _STAGE_TYPES = [*_COLUMN_TYPES, *(["int2"] * len(_REASON_COLUMNS))]
 # The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
-_COMPONENT_SQL = (
-    "s.prompt_cached",
-    "s.prompt - s.prompt_cached",
-    "s.structural",
-    "s.completion - s.structural",
-    "s.padding",
-    "s.draft - s.draft_accepted",
-    "s.recomputed",
-)
+_COMPONENT_SQL = component_tokens_sql("s")
 _STAGE_REASONS = ", ".join(f"s.{column}" for column in _REASON_COLUMNS)
 # Summed per group as the per-record filter `tokens > 0` would: only the positive parts count.
 _COMPONENT_SUMS = ", ".join(f"sum(greatest({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(_COMPONENT_SQL))
