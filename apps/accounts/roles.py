@@ -31,3 +31,45 @@ def roles_required(*roles: str) -> type[BasePermission]:
 
     HasRole.__name__ = f"HasRole_{'_'.join(roles)}"
     return HasRole
+
+
+# Django admin permissions of each role, as (app label, model or "*", actions). Admin access
+# also needs the user's staff flag; a superuser has everything.
+ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "admin": (("*", "*", ("add", "change", "delete", "view")),),
+    "engineer": (
+        ("classification", "ruleset", ("add", "change", "view")),
+        ("classification", "rule", ("add", "change", "delete", "view")),
+        ("classification", "*", ("view",)),
+        ("ingest", "*", ("view",)),
+        ("accounts", "collectorkey", ("view", "change")),
+    ),
+    "finance": (
+        ("pricing", "*", ("add", "change", "view")),
+        ("ledger", "*", ("add", "change", "view")),
+        ("classification", "*", ("view",)),
+        ("ingest", "*", ("view",)),
+    ),
+    "viewer": (
+        ("ingest", "*", ("view",)),
+        ("classification", "*", ("view",)),
+    ),
+}
+
+
+def role_permissions_sync(**kwargs: Any) -> None:
+    """Give each role group its admin permissions (run after every migrate, so models added
+    later are covered)."""
+    from django.contrib.auth.models import Group, Permission
+
+    for role, grants in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        wanted = Permission.objects.none()
+        for app_label, model, actions in grants:
+            perms = Permission.objects.filter(codename__regex=rf"^({'|'.join(actions)})_")
+            if app_label != "*":
+                perms = perms.filter(content_type__app_label=app_label)
+            if model != "*":
+                perms = perms.filter(content_type__model=model)
+            wanted = wanted | perms
+        group.permissions.add(*wanted.distinct())

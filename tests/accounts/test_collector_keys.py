@@ -59,3 +59,18 @@ def test_admin_can_revoke_keys(admin_client):
 
 def test_the_four_roles_exist(db):
     assert set(Group.objects.values_list("name", flat=True)) >= {"admin", "finance", "engineer", "viewer"}
+
+
+def test_roles_carry_their_admin_permissions(django_user_model, client):
+    engineer = django_user_model.objects.create_user("eng", password="pw-for-tests-only", is_staff=True)
+    engineer.groups.add(Group.objects.get(name="engineer"))
+    finance = django_user_model.objects.create_user("fin", password="pw-for-tests-only", is_staff=True)
+    finance.groups.add(Group.objects.get(name="finance"))
+
+    client.force_login(engineer)
+    assert client.get("/admin/classification/ruleset/1/change/").status_code == 200
+    assert engineer.has_perm("classification.change_rule")
+    assert not engineer.has_perm("pricing.change_priceversion")
+    client.force_login(finance)
+    assert finance.has_perm("pricing.change_priceversion")
+    assert not finance.has_perm("classification.change_rule")

@@ -147,3 +147,23 @@ def test_only_engineers_and_admins_edit_rules(django_user_model, db, role):
     assert someone.post("/api/v1/rulesets", {}, content_type="application/json").status_code == 403
     assert someone.post("/api/v1/rulesets/1/activate").status_code == 403
     assert someone.get("/api/v1/rulesets").status_code == 200
+
+
+def test_an_engineer_tries_a_draft_against_recent_records(django_user_model, stored):
+    engineer = user_with(django_user_model, "engineer")
+    version = engineer.post("/api/v1/rulesets", {}, content_type="application/json").json()["version"]
+    rule = {
+        "name": "search is waste",
+        "expression": 'dims.business_line == "search"',
+        "components": "completion",
+        "target": "waste.search_output",
+    }
+    engineer.post(f"/api/v1/rulesets/{version}/rules", rule, content_type="application/json")
+
+    body = engineer.get(q(f"/api/v1/rulesets/{version}/try?from={T0.isoformat()}")).json()
+
+    assert body["moves"] == [
+        {"component": "output", "from_reason": "effective.output", "to_reason": "waste.search_output", "tokens": 200},
+        {"component": "output", "from_reason": "waste.error", "to_reason": "waste.search_output", "tokens": 200},
+    ]
+    assert RuleSet.objects.get(version=version).status == "draft"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers
@@ -21,8 +24,9 @@ from apps.classification.services import (
     rule_add,
     ruleset_activate,
     ruleset_draft_create,
+    ruleset_try,
 )
-from apps.ingest.api.params import usage_window
+from apps.ingest.api.params import parse_time, usage_window
 from apps.pricing.selectors import unpriced_message, unpriced_models
 
 RulesEditor = roles_required("admin", "engineer")
@@ -156,3 +160,24 @@ class RuleSetActivateView(APIView):
         except DjangoValidationError as exc:
             raise exceptions.ValidationError(exc.message_dict) from exc
         return Response(RuleSetOut(ruleset).data)
+
+
+class RuleSetTryView(APIView):
+    """What would move if this rule set replaced the active one, over recent records."""
+
+    permission_classes = [RulesEditor]
+
+    @extend_schema(
+        operation_id="rulesets_try",
+        summary="Tokens that would move between class.reasons if this rule set were active",
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.DATETIME, description="Default: 24 h before `to`."),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="Default: now."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, version: int) -> Response:
+        end = parse_time(request, "to", timezone.now())
+        start = parse_time(request, "from", end - timedelta(days=1))
+        moves = ruleset_try(ruleset=_draft(version), start=start, end=end)
+        return Response({"from": start, "to": end, "moves": [m._asdict() for m in moves]})
