@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 import warnings
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -375,6 +375,68 @@ def wait_worker_check(worker: Child, task_id: str) -> str:
     raise RunError(f"the Celery worker did not run task {task_id} within {WORKER_TIMEOUT_S} s:\n{worker.tail()}")
 
 
+# --- demo prices --------------------------------------------------------------------------------
+
+# An illustrative price list for the sample's models (CNY per 1M tokens) and a self-hosted pool
+# for one of them, so the first run shows costs; edit or replace them in the admin.
+DEMO_PRICES: dict[str, dict[str, str]] = {
+    "meta-llama/Llama-3.1-70B-Instruct": {"input": "4", "cached_input": "1", "output": "12"},
+    "meta-llama/Llama-3.1-8B-Instruct": {"input": "0.5", "cached_input": "0.1", "output": "1.5"},
+    "Qwen/Qwen2.5-32B-Instruct": {"input": "2", "cached_input": "0.5", "output": "6"},
+    "BAAI/bge-m3": {"input": "0.5", "cached_input": "0.5", "output": "0.5"},
+}
+DEMO_POOL = {
+    "name": "demo-gpu-pool",
+    "gpus": 1,
+    "cost_per_gpu_hour": "12",
+    "model_patterns": ["mistralai/*"],
+    "capacity": 2_000_000,
+}
+
+
+def ensure_demo_prices() -> str:
+    """The demo price list and pool, made once (when no price version exists yet)."""
+    from decimal import Decimal
+
+    from django.db.models import Min
+
+    from apps.ingest.models import Record
+    from apps.pricing.models import PriceVersion
+    from apps.pricing.services import cost_pool_create, price_version_create
+
+    if PriceVersion.objects.exists():
+        return "present"
+    first = Record.objects.aggregate(first=Min("ts"))["first"] or datetime.now(UTC)
+    since = first.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    prices = {model: {kind: Decimal(v) for kind, v in kinds.items()} for model, kinds in DEMO_PRICES.items()}
+    price_version_create(effective_from=datetime(2000, 1, 1, tzinfo=UTC), prices=prices, name="demo prices")
+    cost_pool_create(**{**DEMO_POOL, "cost_per_gpu_hour": Decimal(DEMO_POOL["cost_per_gpu_hour"])},
+                     effective_from=since)  # fmt: skip
+    return (
+        f"created an illustrative CNY price list for {len(prices)} models "
+        f"and a pool for mistralai/* from {since:%Y-%m-%d %H:00}"
+    )
+
+
+def price_loaded() -> str:
+    """Price what was loaded now rather than within the beat job's minute; a cost summary."""
+    from decimal import Decimal
+
+    from apps.pricing.selectors import costs_by_reason, unpriced_message, unpriced_models
+    from apps.pricing.services import dirty_hours_price
+
+    for _ in range(50):  # a month of days per call; the sample spans far less
+        if not dirty_hours_price(max_days=31).hours:
+            break
+    start, end = datetime(2000, 1, 1, tzinfo=UTC), datetime.now(UTC) + timedelta(days=2)
+    totals: dict[str, Decimal] = {}
+    for row in costs_by_reason(start=start, end=end):
+        totals[row.currency] = totals.get(row.currency, Decimal(0)) + row.cost
+    summary = ", ".join(f"{amount.quantize(Decimal('0.01'))} {currency}" for currency, amount in totals.items())
+    unpriced = unpriced_models(start=start, end=end)
+    return f"{summary or 'nothing priced'}" + (f"; {unpriced_message(unpriced)}" if unpriced else "")
+
+
 # --- the sample -----------------------------------------------------------------------------
 
 
@@ -603,6 +665,8 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
         say("sample: not loaded (no usable collector key)")
     else:
         load_sample(args.sample, base_url=base_url, key=key_secret, batch=args.batch, data_dir=data_dir)
+        say(f"prices: {ensure_demo_prices()}")
+        say(f"cost of the stored tokens: {price_loaded()}")
     say(f"worker ran it: {wait_worker_check(children[1], task_id)}")
     for child in children:
         if not child.running():
