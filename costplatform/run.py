@@ -388,7 +388,6 @@ DEMO_PRICES: dict[str, dict[str, str]] = {
 DEMO_POOL = {
     "name": "demo-gpu-pool",
     "gpus": 1,
-    "cost_per_gpu_hour": "12",
     "model_patterns": ["mistralai/*"],
     "capacity": 2_000_000,
 }
@@ -410,8 +409,7 @@ def ensure_demo_prices() -> str:
     since = first.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     prices = {model: {kind: Decimal(v) for kind, v in kinds.items()} for model, kinds in DEMO_PRICES.items()}
     price_version_create(effective_from=datetime(2000, 1, 1, tzinfo=UTC), prices=prices, name="demo prices")
-    cost_pool_create(**{**DEMO_POOL, "cost_per_gpu_hour": Decimal(DEMO_POOL["cost_per_gpu_hour"])},
-                     effective_from=since)  # fmt: skip
+    cost_pool_create(**DEMO_POOL, cost_per_gpu_hour=Decimal("12"), effective_from=since)
     return (
         f"created an illustrative CNY price list for {len(prices)} models "
         f"and a pool for mistralai/* from {since:%Y-%m-%d %H:00}"
