@@ -31,4 +31,10 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=30, hour=2),
         "options": {"expires": 6 * HOUR},
     },
+    # The ledger's journal follows the priced rows: recent days, dirty days and open months (idempotent).
+    "ledger-accrue-recent": {
+        "task": "apps.ledger.tasks.accrue_recent",
+        "schedule": 5 * 60.0,
+        "options": {"expires": 5 * 60},
+    },
 }

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "apps.ingest",
     "apps.classification",
     "apps.pricing",
+    "apps.ledger",
 ]
 
 MIDDLEWARE = [
@@ -83,6 +84,7 @@ MIGRATION_MODULES = {
     "ingest": "migrations.ingest",
     "classification": "migrations.classification",
     "pricing": "migrations.pricing",
+    "ledger": "migrations.ledger",
 }
 
 AUTH_PASSWORD_VALIDATORS = [

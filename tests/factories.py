@@ -120,3 +120,74 @@ def cost_pool(**overrides: Any) -> Any:
         "effective_from": datetime(2025, 3, 1, tzinfo=UTC),
     }
     return cost_pool_create(**(fields | overrides))
+
+
+# --- ledger ---------------------------------------------------------------------------------
+
+
+def dimset(dims: dict[str, str]) -> Any:
+    """A rollup DimSet as ingest stores it (business_line column filled from the dims), with the
+    digest `hourly_class` uses, so hourly_class(dims=...) finds it."""
+    import hashlib
+    import json
+
+    from apps.ingest.models import DimSet
+
+    digest = hashlib.md5(json.dumps(dims, sort_keys=True).encode()).digest()
+    found, _ = DimSet.objects.get_or_create(
+        digest=digest, defaults={"dims": dims, "business_line": dims.get("business_line", "")}
+    )
+    return found
+
+
+def hourly_cost(
+    *,
+    hour: datetime,
+    cost: Any,
+    tokens: int = 1000,
+    model: str = "qwen2.5-7b-instruct",
+    reason: str = "effective.input",
+    component: str = "uncached_prompt",
+    dims: dict[str, str] | None = None,
+    currency: str = "CNY",
+    source: str = "vllm-test",
+) -> Any:
+    """A priced hourly row written directly (as pricing writes it), under a price version of
+    the row's currency that starts at 2020-01-01."""
+    from decimal import Decimal
+
+    from apps.accounts.models import CollectorKey
+    from apps.classification.engine import COMPONENTS
+    from apps.classification.models import Reason
+    from apps.ingest.models import ServedModel
+    from apps.pricing.models import HourlyCost, PriceVersion
+
+    key = CollectorKey.objects.filter(name=source).first()
+    if key is None:
+        collector_key(source)
+        key = CollectorKey.objects.get(name=source)
+    start = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(hours={"CNY": 0, "USD": 1}[currency])
+    version = PriceVersion.objects.filter(effective_from=start).first() or price_version(
+        effective_from=start, prices={}, currency=currency
+    )
+    return HourlyCost.objects.create(
+        hour=hour,
+        source=key,
+        model=ServedModel.objects.get_or_create(name=model, version="")[0],
+        dims=dimset({"business_line": "customer-service"} if dims is None else dims),
+        reason=Reason.objects.get(name=reason),
+        component=COMPONENTS.index(component),
+        tokens=tokens,
+        cost=Decimal(cost),
+        currency=currency,
+        price_version=version,
+    )
+
+
+def finance_user(username: str = "fin", role: str = "finance") -> Any:
+    """A user in one role group (admin, finance, engineer, viewer)."""
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username, password="pw-for-tests-only")
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user

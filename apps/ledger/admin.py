@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from apps.accounts.roles import user_has_role
+from apps.ledger.models import (
+    Account,
+    Budget,
+    ElasticWindow,
+    Finding,
+    JournalEntry,
+    JournalLine,
+    MappingRule,
+    MappingRuleRevision,
+    Period,
+    PeriodEvent,
+    Revenue,
+)
+from apps.ledger.services.periods import PeriodError, period_close, period_reopen
+
+REBOOK_HINT = "Open months pick the change up within minutes; closed months get adjusting entries (manage.py accrue)."
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Account)
+class AccountAdmin(admin.ModelAdmin):
+    list_display = ["code", "name", "kind", "role", "active"]
+    list_editable = ["active"]
+
+    def save_model(self, request: HttpRequest, obj: Account, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        self.message_user(request, REBOOK_HINT, messages.INFO)
+
+
+@admin.register(MappingRule)
+class MappingRuleAdmin(admin.ModelAdmin):
+    list_display = ["priority", "name", "applies_to", "token_class", "reason", "dims", "elastic", "account", "active"]
+    list_display_links = ["name"]
+    list_select_related = ["account"]
+    readonly_fields = ["revision", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: MappingRule, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        self.message_user(request, REBOOK_HINT, messages.INFO)
+
+
+@admin.register(MappingRuleRevision)
+class MappingRuleRevisionAdmin(ReadOnlyAdmin):
+    list_display = ["rule_id", "revision", "changed_at", "snapshot"]
+
+
+@admin.register(ElasticWindow)
+class ElasticWindowAdmin(admin.ModelAdmin):
+    list_display = ["business_line", "name", "kind", "start", "end"]
+    list_filter = ["kind", "business_line"]
+
+
+class PeriodEventInline(admin.TabularInline):
+    model = PeriodEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ["action", "user", "note", "at"]
+    fields = readonly_fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Period)
+class PeriodAdmin(ReadOnlyAdmin):
+    list_display = ["month", "status", "closed_at", "closed_by"]
+    inlines = [PeriodEventInline]
+    actions = ["close", "reopen"]
+
+    @admin.action(description="Close (complete the journal, run month-end checks, lock)")
+    def close(self, request: HttpRequest, queryset: QuerySet[Period]) -> None:
+        if not user_has_role(request.user, "finance", "admin"):
+            raise PermissionDenied
+        for period in queryset.order_by("month"):
+            try:
+                result = period_close(month=period.month, user=request.user)
+            except PeriodError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            self.message_user(request, f"Closed {period.label}: {len(result.findings)} findings.", messages.SUCCESS)
+
+    @admin.action(description="Reopen (admin only; recorded)")
+    def reopen(self, request: HttpRequest, queryset: QuerySet[Period]) -> None:
+        for period in queryset:
+            try:
+                period_reopen(month=period.month, user=request.user, reason=f"reopened in the admin by {request.user}")
+            except (PeriodError, PermissionDenied) as exc:
+                self.message_user(request, str(exc) or "Reopening needs the admin role.", messages.ERROR)
+                continue
+            self.message_user(request, f"Reopened {period.label}.", messages.SUCCESS)
+
+
+class JournalLineInline(admin.TabularInline):
+    model = JournalLine
+    extra = 0
+    can_delete = False
+    fields = ["account", "cost_centre", "model", "pool", "debit", "credit", "tokens", "basis"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(JournalEntry)
+class JournalEntryAdmin(ReadOnlyAdmin):
+    list_display = ["period", "day", "kind", "adjusts", "currency", "memo", "created_at"]
+    list_filter = ["kind", "currency", "period"]
+    date_hierarchy = "day"
+    inlines = [JournalLineInline]
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ["month", "business_line", "amount", "currency", "tokens", "updated_by", "updated_at"]
+    list_filter = ["month"]
+    readonly_fields = ["updated_by", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
+        obj.updated_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Revenue)
+class RevenueAdmin(admin.ModelAdmin):
+    list_display = ["month", "business_line", "amount", "currency", "entered_by", "entered_at"]
+    list_filter = ["month"]
+    readonly_fields = ["entered_by", "entered_at"]
+
+    def save_model(self, request: HttpRequest, obj: Revenue, form: Any, change: bool) -> None:
+        obj.entered_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Finding)
+class FindingAdmin(ReadOnlyAdmin):
+    list_display = ["period", "kind", "business_line", "action", "message", "delivered_at"]
+    list_filter = ["kind", "period"]

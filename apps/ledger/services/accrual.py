@@ -1,0 +1,442 @@
+"""Daily accrual: the journal brought in line with the priced rows, idempotently.
+
+For each day, the *target* is computed from HourlyCost (usage, by mapping rule) and
+PoolIdleHour (idle capacity): exact amounts per (currency, account, cost centre, model or
+pool), rounded to the currency's minor unit with the month's rounding carry (see
+apps/ledger/rounding.py). Then, per currency:
+
+- lines of the day already in *closed* periods are fixed;
+- the rest, target - fixed, is held by one entry: the day's accrual entry when its month is
+  open, else an adjusting entry in the earliest open month after it, labelled with the month
+  it adjusts. Entries of the day in other open months are removed. An entry whose lines are
+  already right is left alone, so a rerun changes nothing.
+
+A month is processed day by day in order (each day in its own transaction), skipping days
+whose fingerprint (the count and largest id of their priced rows, and the mapping config
+version) is unchanged, unless an earlier day's exact total changed the rounding carry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.ledger import conf
+from apps.ledger.mapping import Mapping, mapping_load
+from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, Period
+from apps.ledger.rounding import day_amount, largest_remainder
+from apps.pricing.models import MINOR_UNITS
+
+DAY = timedelta(days=1)
+_MONTH_LOCK = 0x4C454447  # advisory lock namespace: (namespace, month ordinal) serialises a month's accrual
+
+
+def month_of(day: date) -> date:
+    return day.replace(day=1)
+
+
+def next_month(month: date) -> date:
+    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
+def day_start(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def month_days(month: date) -> list[date]:
+    end = next_month(month)
+    return [month + timedelta(days=i) for i in range((end - month).days)]
+
+
+@dataclass(frozen=True, order=True)
+class LineKey:
+    account_id: int
+    cost_centre: str
+    model_id: int | None
+    pool_id: int | None
+
+    def sort_key(self) -> tuple[int, str, int, int]:
+        return (self.account_id, self.cost_centre, self.model_id or 0, self.pool_id or 0)
+
+
+@dataclass
+class Part:
+    """A line's amount (signed: debit > 0 on an expense account), tokens and basis."""
+
+    amount: Decimal
+    tokens: int
+    basis: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Acc:
+    exact: Decimal = Decimal(0)
+    tokens: int = 0
+    reasons: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    price_versions: set[int] = field(default_factory=set)
+    pools: set[int] = field(default_factory=set)
+    windows: set[int] = field(default_factory=set)
+    rules: set[str] = field(default_factory=set)
+    idle_hours: int = 0
+
+    def basis(self) -> dict[str, Any]:
+        basis: dict[str, Any] = {"exact": str(self.exact), "rules": sorted(self.rules)}
+        if self.reasons:
+            basis["reasons"] = dict(sorted(self.reasons.items()))
+        for name in ("price_versions", "pools", "windows"):
+            if getattr(self, name):
+                basis[name] = sorted(getattr(self, name))
+        if self.idle_hours:
+            basis["idle_hours"] = self.idle_hours
+        return basis
+
+
+@dataclass
+class DayTarget:
+    """A day's exact totals and unrounded lines, per currency."""
+
+    day: date
+    exact: dict[str, Decimal] = field(default_factory=dict)
+    lines: dict[str, dict[LineKey, _Acc]] = field(default_factory=dict)
+
+
+_USAGE_SQL = """
+SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s) AS cc, c.model_id, {rule} AS rule_id, r.name,
+       SUM(c.tokens), SUM(c.cost),
+       array_agg(DISTINCT c.price_version_id) FILTER (WHERE c.price_version_id IS NOT NULL),
+       array_agg(DISTINCT c.pool_id) FILTER (WHERE c.pool_id IS NOT NULL),
+       array_agg(DISTINCT w.window_id) FILTER (WHERE w.window_id IS NOT NULL)
+FROM pricing_hourlycost c
+JOIN ingest_dimset d ON d.id = c.dims_id
+JOIN classification_reason r ON r.id = c.reason_id
+LEFT JOIN LATERAL (
+    SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
+    WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
+) w ON TRUE
+WHERE c.hour >= %s AND c.hour < %s
+GROUP BY 1, 2, 3, 4, 5
+"""
+
+_IDLE_SQL = """
+SELECT currency, pool_id, SUM(idle), count(*) FROM pricing_poolidlehour
+WHERE hour >= %s AND hour < %s GROUP BY 1, 2 HAVING SUM(idle) <> 0
+"""
+
+
+def day_target(*, day: date, mapping: Mapping) -> DayTarget:
+    """The exact lines of a day from its priced rows (two set-based queries)."""
+    target = DayTarget(day=day)
+    start, end = day_start(day), day_start(day) + DAY
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _USAGE_SQL.format(rule=mapping.usage_sql),
+            [conf.get("LEDGER_UNASSIGNED"), *mapping.usage_params, start, end],
+        )
+        for currency, cc, model_id, rule_id, reason, tokens, cost, versions, pools, windows in cursor.fetchall():
+            acc = _acc(target, currency, LineKey(mapping.account_of(rule_id), cc, model_id, None), cost)
+            acc.tokens += int(tokens)
+            acc.reasons[reason] += int(tokens)
+            acc.price_versions.update(versions or ())
+            acc.pools.update(pools or ())
+            acc.windows.update(windows or ())
+            acc.rules.add(mapping.label_of(rule_id))
+        cursor.execute(_IDLE_SQL, [start, end])
+        idle_rows = cursor.fetchall()
+    for currency, pool_id, idle, hours in idle_rows:
+        account = mapping.idle_rule.account_id if mapping.idle_rule else mapping.fallback_account_id
+        acc = _acc(target, currency, LineKey(account, conf.get("LEDGER_IDLE_COST_CENTRE"), None, pool_id), idle)
+        acc.pools.add(pool_id)
+        acc.idle_hours += int(hours)
+        acc.rules.add(mapping.idle_rule.label if mapping.idle_rule else "fallback")
+    return target
+
+
+def _acc(target: DayTarget, currency: str, key: LineKey, exact: Decimal) -> _Acc:
+    acc = target.lines.setdefault(currency, {}).setdefault(key, _Acc())
+    acc.exact += exact
+    target.exact[currency] = target.exact.get(currency, Decimal(0)) + exact
+    return acc
+
+
+def target_round(*, target: DayTarget, carry: dict[str, Decimal]) -> dict[str, dict[LineKey, Part]]:
+    """The day's lines in minor units: the day's share of the month's cumulative rounding,
+    split over the lines by largest remainder (in key order for ties)."""
+    rounded: dict[str, dict[LineKey, Part]] = {}
+    for currency, lines in target.lines.items():
+        places = MINOR_UNITS[currency]  # type: ignore[index]
+        keys = sorted(lines, key=LineKey.sort_key)
+        total = day_amount(carry=carry.get(currency, Decimal(0)), exact=target.exact[currency], places=places)
+        amounts = largest_remainder([lines[k].exact for k in keys], total, places)
+        rounded[currency] = {k: Part(a, lines[k].tokens, lines[k].basis()) for k, a in zip(keys, amounts, strict=True)}
+    return rounded
+
+
+# --- posting ------------------------------------------------------------------------------------
+
+
+@dataclass
+class DayResult:
+    day: date
+    written: int = 0  # entries inserted
+    removed: int = 0  # entries deleted
+    unchanged: int = 0
+
+
+def _period_lock(cursor: Any, month: date) -> str:
+    """The period's status, its row locked FOR SHARE (a close waits for us, or we see it)."""
+    cursor.execute(
+        "INSERT INTO ledger_period (month, status) VALUES (%s, 'open') ON CONFLICT (month) DO NOTHING", [month]
+    )
+    cursor.execute("SELECT status FROM ledger_period WHERE month = %s FOR SHARE", [month])
+    return str(cursor.fetchone()[0])
+
+
+def _home(cursor: Any, day: date) -> tuple[date, str]:
+    """Where the day's movable lines go: its own month if open, else the first open month after it."""
+    month = month_of(day)
+    if _period_lock(cursor, month) == Period.Status.OPEN:
+        return month, JournalEntry.Kind.ACCRUAL
+    while True:
+        month = next_month(month)
+        if _period_lock(cursor, month) == Period.Status.OPEN:
+            return month, JournalEntry.Kind.ADJUSTMENT
+
+
+def month_lock(cursor: Any, month: date) -> None:
+    cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_MONTH_LOCK, month.toordinal()])
+
+
+def day_post(
+    *, day: date, rounded: dict[str, dict[LineKey, Part]], mapping: Mapping, basis: dict[str, Any]
+) -> DayResult:
+    """Make the journal of `day` hold `rounded` (see the module docstring), in one transaction."""
+    result = DayResult(day)
+    with transaction.atomic(), connection.cursor() as cursor:
+        month_lock(cursor, month_of(day))
+        home, kind = _home(cursor, day)
+        entries = list(JournalEntry.objects.filter(day=day).select_related("period"))
+        fixed = _fixed_parts(day, mapping)
+        for currency in sorted(set(rounded) | set(fixed) | {e.currency for e in entries}):
+            want = _subtract(rounded.get(currency, {}), fixed.get(currency, {}))
+            movable = [e for e in entries if e.currency == currency and e.period.status == Period.Status.OPEN]
+            lines = _lines(want, mapping.payable_account_id, adjusts=None if kind == "accrual" else month_of(day))
+            if _already(movable, home, kind, lines):
+                result.unchanged += 1
+                continue
+            for entry in movable:
+                entry.delete()
+                result.removed += 1
+            if lines:
+                _entry_insert(day, currency, home, kind, lines, basis)
+                result.written += 1
+    return result
+
+
+def _fixed_parts(day: date, mapping: Mapping) -> dict[str, dict[LineKey, Part]]:
+    """Per currency, the expense lines of the day in closed periods, summed by key."""
+    fixed: dict[str, dict[LineKey, Part]] = defaultdict(dict)
+    rows = (
+        JournalLine.objects.filter(day=day, period__status=Period.Status.CLOSED)
+        .exclude(account_id=mapping.payable_account_id)
+        .values_list("currency", "account_id", "cost_centre", "model_id", "pool_id", "debit", "credit", "tokens")
+    )
+    for currency, account, cc, model, pool, debit, credit, tokens in rows:
+        part = fixed[currency].setdefault(LineKey(account, cc, model, pool), Part(Decimal(0), 0))
+        part.amount += debit - credit
+        part.tokens += tokens
+    return fixed
+
+
+def _subtract(target: dict[LineKey, Part], fixed: dict[LineKey, Part]) -> dict[LineKey, Part]:
+    want = {}
+    for key in set(target) | set(fixed):
+        have = fixed.get(key, Part(Decimal(0), 0))
+        goal = target.get(key, Part(Decimal(0), 0, {"exact": "0", "rules": []}))
+        want[key] = Part(goal.amount - have.amount, goal.tokens - have.tokens, goal.basis)
+    return want
+
+
+# A line as compared and written: (account, cost centre, model, pool, debit, credit, tokens, basis json)
+LineRow = tuple[int, str, int | None, int | None, Decimal, Decimal, int, str]
+
+
+def _lines(want: dict[LineKey, Part], payable_id: int, adjusts: date | None) -> list[LineRow]:
+    """Expense lines (debit the cost) and payable lines (credit it) per cost centre and model."""
+    rows: list[LineRow] = []
+    payable: dict[tuple[str, int | None, int | None], Decimal] = defaultdict(Decimal)
+    for key in sorted(want, key=LineKey.sort_key):
+        part = want[key]
+        if not part.amount and not part.tokens:
+            continue
+        basis = part.basis | ({"adjusts": adjusts.strftime("%Y-%m")} if adjusts else {})
+        rows.append((*_key_cols(key), *_sides(part.amount), part.tokens, json.dumps(basis, sort_keys=True)))
+        payable[(key.cost_centre, key.model_id, key.pool_id)] += part.amount
+    for (cc, model, pool), amount in sorted(payable.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2] or 0)):
+        if amount:
+            credit, debit = _sides(amount)
+            rows.append((payable_id, cc, model, pool, debit, credit, 0, "{}"))
+    return rows
+
+
+def _key_cols(key: LineKey) -> tuple[int, str, int | None, int | None]:
+    return (key.account_id, key.cost_centre, key.model_id, key.pool_id)
+
+
+def _sides(amount: Decimal) -> tuple[Decimal, Decimal]:
+    """(debit, credit) of a signed amount."""
+    return (amount, Decimal(0)) if amount > 0 else (Decimal(0), -amount)
+
+
+def _already(movable: list[JournalEntry], home: date, kind: str, lines: list[LineRow]) -> bool:
+    if not movable:
+        return not lines
+    if len(movable) != 1 or movable[0].period_id != home or movable[0].kind != kind:
+        return False
+    stored = movable[0].lines.values_list(
+        "account_id", "cost_centre", "model_id", "pool_id", "debit", "credit", "tokens", "basis"
+    )
+    return sorted(((*r[:7], json.dumps(r[7], sort_keys=True)) for r in stored), key=_row_order) == sorted(
+        lines, key=_row_order
+    )
+
+
+def _row_order(row: LineRow) -> tuple[Any, ...]:
+    return (row[0], row[1], row[2] or 0, row[3] or 0, *row[4:])
+
+
+def _entry_insert(day: date, currency: str, home: date, kind: str, lines: list[LineRow], basis: dict[str, Any]) -> None:
+    adjusts = month_of(day) if kind == JournalEntry.Kind.ADJUSTMENT else None
+    memo = f"Adjusts {adjusts:%Y-%m}: {day} re-priced or re-classified after close" if adjusts else f"Accrual {day}"
+    entry = JournalEntry.objects.create(
+        kind=kind, period_id=home, day=day, adjusts=adjusts, currency=currency, memo=memo, basis=basis
+    )
+    JournalLine.objects.bulk_create(
+        JournalLine(
+            entry=entry,
+            period_id=home,
+            day=day,
+            account_id=account,
+            cost_centre=cc,
+            model_id=model,
+            pool_id=pool,
+            currency=currency,
+            debit=debit,
+            credit=credit,
+            tokens=tokens,
+            basis=json.loads(basis_json),
+        )
+        for account, cc, model, pool, debit, credit, tokens, basis_json in lines
+    )
+
+
+# --- months -------------------------------------------------------------------------------------
+
+
+@dataclass
+class MonthResult:
+    month: date
+    days_computed: int = 0
+    days_skipped: int = 0
+    entries_written: int = 0
+    entries_removed: int = 0
+
+    def add(self, day: DayResult) -> None:
+        self.days_computed += 1
+        self.entries_written += day.written
+        self.entries_removed += day.removed
+
+
+def _fingerprints(month: date, version: int) -> dict[date, str]:
+    """Per day: the count and largest id of its priced and idle rows (pricing rewrites an hour
+    by delete + insert, so any change moves them) and the mapping config version."""
+    start, end = day_start(month), day_start(next_month(month))
+    parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
+    with connection.cursor() as cursor:
+        for i, table in enumerate(("pricing_hourlycost", "pricing_poolidlehour")):
+            cursor.execute(
+                f"SELECT (hour AT TIME ZONE 'UTC')::date, count(*), max(id) FROM {table} "
+                "WHERE hour >= %s AND hour < %s GROUP BY 1",
+                [start, end],
+            )
+            for day, count, max_id in cursor.fetchall():
+                parts[day][i] = f"{count}:{max_id}"
+    return {day: f"v{version}|{p[0]}|{p[1]}" for day, p in parts.items()}
+
+
+def month_accrue(*, month: date, force: bool = False) -> MonthResult:
+    """Bring the journal of every day of `month` in line with its priced rows."""
+    month = month_of(month)
+    mapping = mapping_load()
+    prints = _fingerprints(month, mapping.version)
+    stored = {a.day: a for a in AccrualDay.objects.filter(day__gte=month, day__lt=next_month(month))}
+    result = MonthResult(month)
+    carry: dict[str, Decimal] = defaultdict(Decimal)
+    carry_moved = False
+    for day in month_days(month):
+        fingerprint, state = prints.get(day, ""), stored.get(day)
+        previous = {c: Decimal(v) for c, v in (state.exact if state else {}).items()}
+        empty = state is None and not fingerprint  # nothing priced, nothing booked
+        if empty or (not force and not carry_moved and state is not None and state.fingerprint == fingerprint):
+            _carry_add(carry, previous)
+            result.days_skipped += 1
+            continue
+        target = day_target(day=day, mapping=mapping)
+        basis = {"config_version": mapping.version, "fingerprint": fingerprint}
+        result.add(day_post(day=day, rounded=target_round(target=target, carry=carry), mapping=mapping, basis=basis))
+        carry_moved = carry_moved or target.exact != previous
+        _carry_add(carry, target.exact)
+        AccrualDay.objects.update_or_create(
+            day=day, defaults={"fingerprint": fingerprint, "exact": {c: str(v) for c, v in target.exact.items()}}
+        )
+    return result
+
+
+def _carry_add(carry: dict[str, Decimal], exact: dict[str, Decimal]) -> None:
+    for currency, amount in exact.items():
+        carry[currency] += amount
+
+
+def months_accrue(*, months: Iterable[date], force: bool = False) -> list[MonthResult]:
+    return [month_accrue(month=m, force=force) for m in sorted({month_of(m) for m in months})]
+
+
+def range_accrue(*, start: date, end: date, force: bool = False) -> list[MonthResult]:
+    """Accrue every month touching [start, end) (whole months: the rounding carry runs from
+    the first of the month)."""
+    months = set()
+    month = month_of(start)
+    while month < end:
+        months.add(month)
+        month = next_month(month)
+    return months_accrue(months=months, force=force)
+
+
+def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
+    """What the beat job runs: the months of the last LEDGER_RECENT_DAYS days, of days marked
+    dirty, and every open month of the last LEDGER_OPEN_LOOKBACK_DAYS days."""
+    today = (now or timezone.now()).astimezone(UTC).date()
+    months = {month_of(today - timedelta(days=i)) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)}
+    dirty = list(DirtyDay.objects.values_list("id", "day"))
+    months |= {month_of(d) for _, d in dirty}
+    lookback = month_of(today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
+    months |= set(Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback).values_list("month", flat=True))
+    results = months_accrue(months=months)
+    if dirty:
+        DirtyDay.objects.filter(id__lte=max(i for i, _ in dirty)).delete()
+    return results
+
+
+def ledger_days_mark_dirty(*, hours: Iterable[datetime] = (), days: Iterable[date] = ()) -> None:
+    """Note days whose priced rows changed, for the next `accrue_recent`. Pricing calls this in
+    the transaction that rewrites hours (it only appends rows: writers never wait)."""
+    distinct = {h.astimezone(UTC).date() for h in hours} | set(days)
+    if distinct:
+        DirtyDay.objects.bulk_create(DirtyDay(day=d) for d in sorted(distinct))

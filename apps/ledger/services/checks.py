@@ -1,0 +1,173 @@
+"""Month-end checks (seed 003), run at close and stored as findings for the alerts app:
+
+- effective share of a business line's tokens < LEDGER_EFFECTIVE_SHARE_MIN (70 %) ->
+  notify the product owner (also for the company as a whole, business line "");
+- elastic spend > LEDGER_ELASTIC_REVENUE_MAX (3 %) of the month's revenue -> degradation
+  audit (no revenue entered while there is elastic spend -> a finding asking for it);
+- structural spend = 0 for LEDGER_STRUCTURAL_ZERO_MONTHS (2) months running, for a business
+  line with token expense in each of them -> tech-debt warning.
+
+The token share reads the class rollup (all classified tokens, priced or not); spend reads the
+journal lines of the month's usage days.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.db.models import F, Sum
+
+from apps.ledger import conf
+from apps.ledger.models import Account, Finding, JournalLine, Revenue
+from apps.ledger.services.accrual import day_start, month_of, next_month
+
+
+def _pct(value: Decimal) -> str:
+    return f"{(value * 100).quantize(Decimal('0.1'))} %"
+
+
+def month_checks(*, month: date) -> list[Finding]:
+    """Run the checks for `month` and store their findings (replacing the month's earlier ones;
+    an unchanged finding keeps its delivery state)."""
+    month = month_of(month)
+    found = [*_effective_share(month), *_elastic_vs_revenue(month), *_structural_zero(month)]
+    kept = []
+    for finding in found:
+        existing = Finding.objects.filter(kind=finding.kind, period=month, business_line=finding.business_line).first()
+        if existing is not None and existing.figures == finding.figures:
+            kept.append(existing)
+            continue
+        if existing is not None:
+            existing.delete()
+        finding.save()
+        kept.append(finding)
+    Finding.objects.filter(period=month).exclude(pk__in=[f.pk for f in kept]).delete()
+    return kept
+
+
+def _effective_share(month: date) -> list[Finding]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(NULLIF(d.business_line, ''), %s), split_part(r.name, '.', 1), SUM(h.tokens) "
+            "FROM classification_hourlyclass h JOIN ingest_dimset d ON d.id = h.dims_id "
+            "JOIN classification_reason r ON r.id = h.reason_id "
+            "WHERE h.hour >= %s AND h.hour < %s GROUP BY 1, 2",
+            [conf.get("LEDGER_UNASSIGNED"), day_start(month), day_start(next_month(month))],
+        )
+        rows = cursor.fetchall()
+    tokens: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for bl, token_class, count in rows:
+        tokens[bl][token_class] += int(count)
+        tokens[""][token_class] += int(count)
+    minimum = Decimal(conf.get("LEDGER_EFFECTIVE_SHARE_MIN"))
+    findings = []
+    for bl, by_class in sorted(tokens.items()):
+        total = sum(by_class.values())
+        share = Decimal(by_class.get("effective", 0)) / total if total else Decimal(1)
+        if share < minimum:
+            who = bl or "the company"
+            findings.append(
+                Finding(
+                    kind=Finding.Kind.EFFECTIVE_SHARE_LOW,
+                    action=Finding.Action.NOTIFY_PRODUCT_OWNER,
+                    period=month,
+                    business_line=bl,
+                    figures={"tokens": dict(sorted(by_class.items())), "share": str(share.quantize(Decimal("0.0001")))},
+                    message=f"Effective tokens were {_pct(share)} of {who}'s tokens in {month:%Y-%m} "
+                    f"(healthy: at least {_pct(minimum)}): notify the product owner to review prompts and "
+                    "output formats.",
+                )
+            )
+    return findings
+
+
+def _spend(start: date, end: date, role: str | None = None) -> dict[tuple[date, str, str], dict[str, Any]]:
+    """Net expense and tokens per (month, cost centre, currency) of usage days in [start, end)."""
+    lines = JournalLine.objects.filter(day__gte=start, day__lt=end, account__kind=Account.Kind.EXPENSE)
+    if role is not None:
+        lines = lines.filter(account__role=role)
+    spend: dict[tuple[date, str, str], dict[str, Any]] = {}
+    rows = lines.values("day", "cost_centre", "currency").annotate(
+        net=Sum(F("debit") - F("credit")), tokens=Sum("tokens")
+    )
+    for row in rows:
+        key = (month_of(row["day"]), row["cost_centre"], row["currency"])
+        got = spend.setdefault(key, {"amount": Decimal(0), "tokens": 0})
+        got["amount"] += row["net"]
+        got["tokens"] += row["tokens"]
+    return spend
+
+
+def _elastic_vs_revenue(month: date) -> list[Finding]:
+    elastic = _spend(month, next_month(month), Account.Role.ELASTIC)
+    revenue = {(r.business_line, r.currency): r.amount for r in Revenue.objects.filter(month=month)}
+    maximum = Decimal(conf.get("LEDGER_ELASTIC_REVENUE_MAX"))
+    findings = []
+    for (_, bl, currency), got in sorted(elastic.items()):
+        amount = got["amount"]
+        if amount <= 0:
+            continue
+        income = revenue.get((bl, currency))
+        figures = {"elastic": str(amount), "currency": currency, "revenue": None if income is None else str(income)}
+        if income is None:
+            findings.append(
+                Finding(
+                    kind=Finding.Kind.REVENUE_MISSING,
+                    action=Finding.Action.ENTER_REVENUE,
+                    period=month,
+                    business_line=bl,
+                    figures=figures,
+                    message=f"{bl} spent {amount} {currency} on elastic tokens in {month:%Y-%m} but no revenue "
+                    "was entered for it: enter the month's revenue to check elastic spend against it.",
+                )
+            )
+        elif income == 0 or amount / income > maximum:
+            ratio = amount / income if income else None
+            figures["ratio"] = None if ratio is None else str(ratio.quantize(Decimal("0.0001")))
+            share = _pct(ratio) if ratio is not None else "all"
+            findings.append(
+                Finding(
+                    kind=Finding.Kind.ELASTIC_OVER_REVENUE,
+                    action=Finding.Action.DEGRADATION_AUDIT,
+                    period=month,
+                    business_line=bl,
+                    figures=figures,
+                    message=f"Elastic token spend of {bl} in {month:%Y-%m} was {amount} {currency}, {share} of its "
+                    f"revenue {income} {currency} (limit {_pct(maximum)}): start a degradation-strategy audit.",
+                )
+            )
+    return findings
+
+
+def _structural_zero(month: date) -> list[Finding]:
+    months = [month]
+    for _ in range(int(conf.get("LEDGER_STRUCTURAL_ZERO_MONTHS")) - 1):
+        months.insert(0, month_of(months[0] - timedelta(days=1)))
+    usage = _spend(months[0], next_month(month))
+    structural = _spend(months[0], next_month(month), Account.Role.STRUCTURAL)
+    active: dict[str, set[date]] = defaultdict(set)
+    spent: dict[str, set[date]] = defaultdict(set)
+    for (m, cc, _), got in usage.items():
+        if got["tokens"] or got["amount"]:
+            active[cc].add(m)
+    for (m, cc, _), got in structural.items():
+        if got["tokens"] or got["amount"]:
+            spent[cc].add(m)
+    labels = ", ".join(f"{m:%Y-%m}" for m in months)
+    return [
+        Finding(
+            kind=Finding.Kind.STRUCTURAL_ZERO,
+            action=Finding.Action.TECH_DEBT_WARNING,
+            period=month,
+            business_line=cc,
+            figures={"months": [f"{m:%Y-%m}" for m in months]},
+            message=f"{cc} booked no structural token expense in {labels}: nobody seems to maintain its prompt "
+            "templates and output schemas (tech debt).",
+        )
+        for cc in sorted(active)
+        if set(months) <= active[cc] and not spent[cc] & set(months)
+    ]
