@@ -7,6 +7,11 @@
 
 plus the bytes each stored record takes (ingest_record partitions, heap + indexes + TOAST).
 
+With --compare-ref REF, (b) runs a second time in the same run, on the same bodies, against the
+code of another commit: a git worktree of REF (in a temporary directory, removed afterwards)
+serving from its own gunicorn into its own database (DATABASE_URL's name + "_ref", migrated by
+REF's migrations), so the two rates are measured side by side under the same conditions.
+
 The server for (a) and (b) is gunicorn running costplatform.wsgi in other processes, with
 bench.settings (the product's settings plus the bench.naive app and its URL). The request
 bodies are generated and encoded before any timing starts, so the client costs little CPU.
@@ -25,9 +30,11 @@ import itertools
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -36,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 # Run as a script, sys.path[0] is bench/; the project root is what the imports need.
@@ -397,7 +405,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_start(args: argparse.Namespace, url: str, port: int) -> subprocess.Popen:
+def code_env(root: Path, url: str) -> dict[str, str]:
+    """The environment that runs the project's code from `root` (this checkout or a worktree
+    of another commit) against the database at `url`: `root` first on the path, ahead of the
+    virtual environment's editable install of this checkout."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
+    return env
+
+
+def server_start(args: argparse.Namespace, url: str, port: int, root: Path = REPO) -> subprocess.Popen:
     cmd = [
         str(Path(sys.executable).parent / "gunicorn"),
         "costplatform.wsgi:application",
@@ -407,11 +424,9 @@ def server_start(args: argparse.Namespace, url: str, port: int) -> subprocess.Po
         "--threads", str(args.threads),
         "--timeout", "600",
         "--log-level", "warning",
-        "--chdir", str(REPO),
+        "--chdir", str(root),
     ]  # fmt: skip
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO)
+    proc = subprocess.Popen(cmd, env=code_env(root, url), cwd=root)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -479,6 +494,103 @@ def post_all(port: int, path: str, secret: str, bodies: list[bytes], counts: lis
 
 
 # --------------------------------------------------------------------------------------------
+# (b) at another commit (--compare-ref)
+# --------------------------------------------------------------------------------------------
+
+# Run in the worktree, with its code first on the path: migrate its database, make the key.
+_REF_SETUP = """
+import json
+import django
+from django.core.management import call_command
+django.setup()
+call_command("migrate", verbosity=0)
+import apps
+from apps.accounts.services import collector_key_create
+print(json.dumps({"secret": collector_key_create(name="bench").secret, "apps": list(apps.__path__)}))
+"""
+
+
+def git(*args: str, cwd: Path = REPO) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def checkout_describe() -> dict[str, Any]:
+    """The commit of this checkout and the tracked files changed in its working tree."""
+    changed = git("diff", "--name-only", "HEAD").splitlines()
+    return {"sha": git("rev-parse", "HEAD"), "short": git("rev-parse", "--short", "HEAD"), "changed": changed}
+
+
+@dataclass
+class RefCode:
+    """Another commit's code, checked out in a worktree, with its own migrated database."""
+
+    ref: str
+    sha: str
+    short: str
+    tmp: Path
+    root: Path
+    url: str
+    conninfo: dict[str, Any]
+    secret: str = ""
+
+
+def ref_url(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_ref"))
+
+
+def ref_prepare(ref: str, url: str) -> RefCode:
+    sha = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    short = git("rev-parse", "--short", sha)
+    tmp = Path(tempfile.mkdtemp(prefix=f"costplatform-bench-{short}-"))
+    root = tmp / "tree"
+    git("worktree", "add", "--detach", str(root), sha)
+    code = RefCode(ref, sha, short, tmp, root, ref_url(url), {})
+    try:
+        code.conninfo = db_recreate(code.url)
+        if not (root / "bench" / "settings.py").exists():
+            sys.exit(f"{ref} ({short}) has no bench/settings.py: it predates the benchmark")
+        done = subprocess.run([sys.executable, "-c", _REF_SETUP], cwd=root, env=code_env(root, code.url),
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode != 0:
+            sys.exit(f"setting up {ref} ({short}) failed:\n{done.stderr[-3000:]}")
+        setup = json.loads(done.stdout.strip().splitlines()[-1])
+        if [Path(p).resolve() for p in setup["apps"]] != [(root / "apps").resolve()]:
+            sys.exit(f"the code of {ref} was not the one imported: apps from {setup['apps']}")
+        code.secret = setup["secret"]
+    except BaseException:
+        ref_remove(code)
+        raise
+    return code
+
+
+def ref_remove(code: RefCode) -> None:
+    """Remove the worktree (the database stays, as the main one does, for a look afterwards)."""
+    subprocess.run(["git", "worktree", "remove", "--force", str(code.root)], cwd=REPO, capture_output=True)
+    shutil.rmtree(code.tmp, ignore_errors=True)
+    subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
+
+
+def ref_counts(conninfo: dict[str, Any]) -> tuple[dict[str, int], int]:
+    """record_storage() and rollup_records() of another database."""
+    import psycopg
+
+    with psycopg.connect(**conninfo) as conn:
+        total, heap, indexes = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0), "
+            "coalesce(sum(pg_relation_size(i.inhrelid)), 0), coalesce(sum(pg_indexes_size(i.inhrelid)), 0) "
+            "FROM pg_inherits i WHERE i.inhparent = 'ingest_record'::regclass"
+        ).fetchone()
+        rows = conn.execute("SELECT count(*) FROM ingest_record").fetchone()[0]
+        rollup = conn.execute("SELECT coalesce(sum(records), 0) FROM ingest_hourlyusage").fetchone()[0]
+    storage = {"rows": rows, "bytes": int(total), "heap_bytes": int(heap), "index_bytes": int(indexes)}
+    return storage, int(rollup)
+
+
+# --------------------------------------------------------------------------------------------
 # Measurements
 # --------------------------------------------------------------------------------------------
 
@@ -510,6 +622,7 @@ class _Proc:
     name: str  # the command line, cut short
     cpu: float  # user + system seconds
     sys: float  # system seconds
+    started: int  # clock ticks after boot: with the pid, tells a process from a later one with the same pid
 
 
 def _processes() -> dict[int, _Proc]:
@@ -525,7 +638,9 @@ def _processes() -> dict[int, _Proc]:
             continue
         if fields:
             cpu = (int(fields[11]) + int(fields[12])) / _CLK_TCK
-            found[int(entry)] = _Proc(int(entry), int(fields[1]), name or f"[{entry}]", cpu, int(fields[12]) / _CLK_TCK)
+            found[int(entry)] = _Proc(
+                int(entry), int(fields[1]), name or f"[{entry}]", cpu, int(fields[12]) / _CLK_TCK, int(fields[19])
+            )
     return found
 
 
@@ -533,13 +648,29 @@ class CpuMeter:
     """Where the CPU went during a phase, from /proc: the server (gunicorn and its workers),
     the PostgreSQL backends serving the bench database, this process (the client), and the
     rest of the machine ("other": PostgreSQL's background processes, the kernel, and whatever
-    else runs on the machine at the time; the biggest of those are kept in top_others)."""
+    else runs on the machine at the time; the biggest of those are kept in top_others).
 
-    def __init__(self, *, server_pid: int | None, dbname: str) -> None:
-        self.server_pid, self.dbname = server_pid, dbname
+    Processes are sampled every `interval` seconds during the phase, so one that exits before
+    the end still counts up to its last sample: Django closes a connection older than
+    CONN_MAX_AGE (60 s) after a request, so a worker's backend may be replaced mid-phase."""
+
+    def __init__(self, *, server_pid: int | None, dbname: str, interval: float = 0.5) -> None:
+        self.server_pid, self.dbname, self.interval = server_pid, dbname, interval
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        for proc in _processes().values():
+            self.last[(proc.pid, proc.started)] = proc
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
 
     def __enter__(self) -> CpuMeter:
-        self.start_procs = _processes()
+        self.start_procs = {(p.pid, p.started): p for p in _processes().values()}
+        self.last: dict[tuple[int, int], _Proc] = dict(self.start_procs)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
         self.start_machine = _machine_cpu()
         self.started = time.perf_counter()
         return self
@@ -547,9 +678,12 @@ class CpuMeter:
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self.started
         machine, steal = _machine_cpu()
+        self._stop.set()
+        self._thread.join()
+        self._sample()
         self.machine = machine - self.start_machine[0]
         self.steal = steal - self.start_machine[1]
-        self.end_procs = _processes()
+        self.end_procs = self.last
 
     def _group(self, proc: _Proc) -> str:
         if proc.pid == os.getpid():
@@ -563,13 +697,12 @@ class CpuMeter:
     def summary(self, records: int) -> dict[str, Any]:
         used: defaultdict[str, float] = defaultdict(float)
         others: Counter[str] = Counter()
-        for pid, proc in self.end_procs.items():
-            before = self.start_procs.get(pid)
-            same = before is not None and before.name == proc.name
-            delta = proc.cpu - (before.cpu if same else 0.0)  # type: ignore[union-attr]
+        for ident, proc in self.end_procs.items():
+            before = self.start_procs.get(ident)
+            delta = proc.cpu - (before.cpu if before is not None else 0.0)
             group = self._group(proc)
             used[group] += delta
-            used[f"{group}_sys"] += proc.sys - (before.sys if same else 0.0)  # type: ignore[union-attr]
+            used[f"{group}_sys"] += proc.sys - (before.sys if before is not None else 0.0)
             if group == "other" and delta > 0:
                 others[proc.name] += round(delta * _CLK_TCK)
         measured = used["workers"] + used["backends"] + used["client"]
@@ -695,6 +828,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="before each timed phase, wait up to this many seconds for the machine to be idle (120)")  # fmt: skip
     add("--json", type=Path, default=None, help="write the results here (bench/results/ingest-<UTC time>.json)")
     add("--check", action="store_true", help="exit with status 1 when a target is missed")
+    add("--compare-ref", metavar="REF", default=None,
+        help="also run (b) against the code of this commit (e.g. f06360e), right after (b): a git worktree of it "
+             "serves from its own gunicorn into its own database (DATABASE_URL's name + '_ref'); "
+             "both rates are reported side by side")  # fmt: skip
     args = parser.parse_args(argv)
     if min(args.records, args.batch_size, args.naive_batch_size, args.workers, args.threads) < 1:
         parser.error("--records, --batch-size, --naive-batch-size, --workers and --threads must be positive")
@@ -718,6 +855,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ingest benchmark: {args.records:,} records, batches of {args.batch_size:,}, "
           f"{os.cpu_count()} CPUs", flush=True)  # fmt: skip
 
+    here = checkout_describe()
+    ref = ref_prepare(args.compare_ref, url) if args.compare_ref else None
+    if ref is not None:
+        print(f"--compare-ref {args.compare_ref}: {ref.short} checked out in {ref.root}, "
+              f"database {ref.conninfo['dbname']} recreated and migrated with its code", flush=True)  # fmt: skip
     conninfo = db_recreate(url)
     import django
     from django.core.management import call_command
@@ -747,10 +889,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gunicorn: {args.workers} {args.worker_class} workers x {args.threads} threads on 127.0.0.1:{port}, "
           f"{args.clients} client connections", flush=True)  # fmt: skip
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "cpus": os.cpu_count()}
+    results["code"] = here
+    ref_server = None
     try:
         # Warm-up: every worker opens its database connection and imports its views (no rows).
         empty = b'{"records": []}'
         post_all(port, INGEST_PATH, collector.secret, [empty] * args.clients * 4, [0] * args.clients * 4, args.clients)
+        if ref is not None:
+            ref_port = free_port()
+            ref_server = server_start(args, ref.url, ref_port, ref.root)
+            post_all(ref_port, INGEST_PATH, ref.secret, [empty] * args.clients * 4, [0] * args.clients * 4,
+                     args.clients)  # fmt: skip
 
         # (b) the real ingest API.
         wait_quiet(args.quiet_wait)
@@ -765,6 +914,22 @@ def main(argv: list[str] | None = None) -> int:
         results["b"] = {"records": args.records, "seconds": b_seconds, "storage": b_storage,
                         "cpu": b_cpu.summary(args.records), "rollup_rows": table_storage("ingest_hourlyusage"),
                         "dimsets": table_storage("ingest_dimset")}  # fmt: skip
+
+        # (b) again, the same bodies, against the code of --compare-ref.
+        if ref is not None and ref_server is not None:
+            wait_quiet(args.quiet_wait)
+            print(f"(b) ingest API at {ref.short} ...", flush=True)
+            with CpuMeter(server_pid=ref_server.pid, dbname=ref.conninfo["dbname"]) as r_cpu:
+                r_seconds = post_all(ref_port, INGEST_PATH, ref.secret, bodies, counts, args.clients)
+            server_stop(ref_server)
+            ref_server = None
+            r_storage, r_rollup = ref_counts(ref.conninfo)
+            if r_storage["rows"] != args.records or r_rollup != args.records:
+                sys.exit(f"(b) at {ref.short} stored {r_storage['rows']:,} records, rollups count {r_rollup:,}; "
+                         f"expected {args.records:,}")  # fmt: skip
+            results["b_ref"] = {"records": args.records, "seconds": r_seconds, "storage": r_storage,
+                                "cpu": r_cpu.summary(args.records), "ref": args.compare_ref, "sha": ref.sha,
+                                "short": ref.short}  # fmt: skip
 
         # (c) raw COPY of the same rows, into the same (emptied) table.
         with connection.cursor() as cursor:
@@ -797,11 +962,25 @@ def main(argv: list[str] | None = None) -> int:
                             "cpu": a_cpu.summary(args.naive_records)}  # fmt: skip
     finally:
         server_stop(server)
+        if ref_server is not None:
+            server_stop(ref_server)
+        if ref is not None:
+            ref_remove(ref)
 
     results["data"] = {"mean_dims": stats.mean_dims(), "dims": dict(sorted(stats.dims.items())),
                        "statuses": dict(stats.statuses), "retries": stats.retries,
                        "json_bytes_per_record": stats.body_bytes / stats.records}  # fmt: skip
     return report(args, results)
+
+
+def _cpu_us(cpu: dict[str, Any]) -> tuple[dict[str, float], float, float]:
+    """Core-microseconds a record per group, how busy the machine was, and the rate 'if alone'."""
+    us = {k: cpu[k] / cpu["records"] * 1e6 for k in ("workers", "backends", "client", "other", "machine", "steal")}
+    busy = cpu["machine"] / (cpu["wall"] * cpu["cpus"])
+    own = us["workers"] + us["backends"] + us["client"]
+    alone = cpu["cpus"] * 1e6 / own if own else float("inf")
+    cpu["alone_records_per_s"] = alone
+    return us, busy, alone
 
 
 def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
@@ -852,27 +1031,25 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
           "machine: PostgreSQL's background processes, the kernel and anything else running; 'steal' is time the "
           "hypervisor gave to other machines; 'if alone' is cores / (workers + backends + client), the rate "
           "this path would reach with the cores to itself):")  # fmt: skip
-    header = (f"| {'path':<4} | {'server workers':>14} | {'postgres backends':>17} | {'client':>6} | {'other':>5} | "
+    header = (f"| {'path':<10} | {'server workers':>14} | {'postgres backends':>17} | {'client':>6} | {'other':>5} | "
               f"{'machine busy':>13} | {'steal':>5} | {'if alone':>10} |")  # fmt: skip
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
-    for key in ("a", "b", "c"):
+    names = {"a": "(a)", "b": "(b)", "c": "(c)", "b_ref": "(b) at ref"}
+    for key in ("a", "b", "b_ref", "c"):
         if key not in results:
             continue
-        cpu = results[key]["cpu"]
-        us = {k: cpu[k] / cpu["records"] * 1e6 for k in ("workers", "backends", "client", "other", "machine", "steal")}
-        busy = cpu["machine"] / (cpu["wall"] * cpu["cpus"])
-        own = us["workers"] + us["backends"] + us["client"]
-        alone = cpu["cpus"] * 1e6 / own if own else float("inf")
-        cpu["alone_records_per_s"] = alone
-        print(f"| ({key}) | {us['workers']:>14.1f} | {us['backends']:>17.1f} | {us['client']:>6.1f} | "
+        us, busy, alone = _cpu_us(results[key]["cpu"])
+        print(f"| {names[key]:<10} | {us['workers']:>14.1f} | {us['backends']:>17.1f} | {us['client']:>6.1f} | "
               f"{us['other']:>5.1f} | {us['machine']:>6.1f} ({busy:>4.0%}) | {us['steal']:>5.1f} | "
               f"{alone:>8,.0f}/s |")  # fmt: skip
-    for key in ("a", "b", "c"):
+    for key in ("a", "b", "b_ref", "c"):
         cpu = results.get(key, {}).get("cpu")
         if cpu and cpu["other"] > 0.1 * cpu["machine"]:
             top = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu["top_others"][:4])
-            print(f"  ({key}) 'other' was {cpu['other']:.1f} core-s of {cpu['machine']:.1f}; most: {top}")
+            print(f"  {names[key]} 'other' was {cpu['other']:.1f} core-s of {cpu['machine']:.1f}; most: {top}")
+    if "b_ref" in results:
+        report_side_by_side(args, results)
 
     checks = [(f"(b) >= {TARGET_RATE:,} records/s", f"{b_rate:,.0f}", b_rate >= TARGET_RATE)]
     checks.append(("(b) >= 1/3 of (c)", f"{b_rate / c_rate:.2f}", b_rate >= TARGET_VS_COPY * c_rate))
@@ -891,6 +1068,34 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
     path.write_text(json.dumps(results, indent=2, default=str))
     print(f"\nresults written to {path}")
     return 1 if args.check and not all(ok for _, _, ok in checks) else 0
+
+
+def report_side_by_side(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """(b) at this checkout and at --compare-ref, from the same run, on the same bodies."""
+    here, ref = results["code"], results["b_ref"]
+    dirty = f" + changes to {len(here['changed'])} files" if here["changed"] else ""
+    rows = [
+        (f"{here['short']} (this checkout{dirty})", results["b"]),
+        (f"{ref['short']} (--compare-ref {ref['ref']})", ref),
+    ]
+    print(f"\n(b) ingest API side by side, the same {args.records:,} records in batches of {args.batch_size:,}, "
+          "one run (CPU in core-us a record):")  # fmt: skip
+    header = (f"| {'code':<44} | {'seconds':>7} | {'records/s':>9} | {'workers':>7} | {'backends':>8} | "
+              f"{'other':>5} | {'if alone':>10} |")  # fmt: skip
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    rates = []
+    for name, r in rows:
+        rate = _rate(r["records"], r["seconds"])
+        r["records_per_s"] = rate
+        us, _busy, alone = _cpu_us(r["cpu"])
+        rates.append((rate, alone))
+        print(f"| {name:<44} | {r['seconds']:>7.1f} | {rate:>9,.0f} | {us['workers']:>7.1f} | {us['backends']:>8.1f} | "
+              f"{us['other']:>5.1f} | {alone:>8,.0f}/s |")  # fmt: skip
+    (now, now_alone), (then, then_alone) = rates
+    print(f"this checkout / {ref['short']}: {now / then:.2f} (records/s), {now_alone / then_alone:.2f} (if alone)")
+    if here["changed"]:
+        print(f"  (uncommitted changes in this checkout: {', '.join(here['changed'])})")
 
 
 if __name__ == "__main__":
