@@ -120,12 +120,23 @@ def test_it_keeps_what_each_line_was_booked_from() -> None:
     line = JournalLine.objects.get(account=account("6401.04"))
     rule = MappingRule.objects.get(token_class="waste")
     assert line.basis == {
+        "dims": {"business_line": "customer-service"},
         "exact": "0.000123456789",
         "reasons": {"waste.duplicate": 77},
         "price_versions": [row.price_version_id],
         "rules": [f"{rule.pk}@{rule.revision}"],
     }
     assert (line.day, line.model_id, line.currency, line.tokens) == (DAY1, row.model_id, "CNY", 77)
+
+
+def test_it_keeps_the_dims_all_of_a_lines_rows_share() -> None:
+    factories.hourly_cost(hour=at(DAY1, 1), cost="1", dims=CS | {"team": "bot", "feature": "faq"})
+    factories.hourly_cost(hour=at(DAY1, 2), cost="1", dims=CS | {"team": "bot", "feature": "refund"})
+
+    month_accrue(month=SEP)
+
+    line = JournalLine.objects.get(account=account("6401.01"))
+    assert line.basis["dims"] == {"business_line": "customer-service", "team": "bot"}
 
 
 def test_it_keeps_every_revision_of_a_mapping_rule() -> None:

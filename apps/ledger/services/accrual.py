@@ -29,6 +29,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
 from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, Period
@@ -85,10 +86,16 @@ class _Acc:
     pools: set[int] = field(default_factory=set)
     windows: set[int] = field(default_factory=set)
     rules: set[str] = field(default_factory=set)
+    dims: dict[str, str] | None = None  # the dims every row of the line shares
     idle_hours: int = 0
+
+    def share_dims(self, dims: dict[str, str]) -> None:
+        self.dims = dict(dims) if self.dims is None else {k: v for k, v in self.dims.items() if dims.get(k) == v}
 
     def basis(self) -> dict[str, Any]:
         basis: dict[str, Any] = {"exact": str(self.exact), "rules": sorted(self.rules)}
+        if self.dims is not None:
+            basis["dims"] = dict(sorted(self.dims.items()))
         if self.reasons:
             basis["reasons"] = dict(sorted(self.reasons.items()))
         for name in ("price_versions", "pools", "windows"):
@@ -113,7 +120,8 @@ SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s) AS cc, c.model_id, 
        SUM(c.tokens), SUM(c.cost),
        array_agg(DISTINCT c.price_version_id) FILTER (WHERE c.price_version_id IS NOT NULL),
        array_agg(DISTINCT c.pool_id) FILTER (WHERE c.pool_id IS NOT NULL),
-       array_agg(DISTINCT w.window_id) FILTER (WHERE w.window_id IS NOT NULL)
+       array_agg(DISTINCT w.window_id) FILTER (WHERE w.window_id IS NOT NULL),
+       array_agg(DISTINCT c.dims_id)
 FROM pricing_hourlycost c
 JOIN ingest_dimset d ON d.id = c.dims_id
 JOIN classification_reason r ON r.id = c.reason_id
@@ -140,16 +148,20 @@ def day_target(*, day: date, mapping: Mapping) -> DayTarget:
             _USAGE_SQL.format(rule=mapping.usage_sql),
             [conf.get("LEDGER_UNASSIGNED"), *mapping.usage_params, start, end],
         )
-        for currency, cc, model_id, rule_id, reason, tokens, cost, versions, pools, windows in cursor.fetchall():
-            acc = _acc(target, currency, LineKey(mapping.account_of(rule_id), cc, model_id, None), cost)
-            acc.tokens += int(tokens)
-            acc.reasons[reason] += int(tokens)
-            acc.price_versions.update(versions or ())
-            acc.pools.update(pools or ())
-            acc.windows.update(windows or ())
-            acc.rules.add(mapping.label_of(rule_id))
+        usage = cursor.fetchall()
         cursor.execute(_IDLE_SQL, [start, end])
         idle_rows = cursor.fetchall()
+    dims = _dims_of({i for row in usage for i in row[10]})
+    for currency, cc, model_id, rule_id, reason, tokens, cost, versions, pools, windows, dims_ids in usage:
+        acc = _acc(target, currency, LineKey(mapping.account_of(rule_id), cc, model_id, None), cost)
+        acc.tokens += int(tokens)
+        acc.reasons[reason] += int(tokens)
+        acc.price_versions.update(versions or ())
+        acc.pools.update(pools or ())
+        acc.windows.update(windows or ())
+        acc.rules.add(mapping.label_of(rule_id))
+        for dims_id in dims_ids:
+            acc.share_dims(dims[dims_id])
     for currency, pool_id, idle, hours in idle_rows:
         account = mapping.idle_rule.account_id if mapping.idle_rule else mapping.fallback_account_id
         acc = _acc(target, currency, LineKey(account, conf.get("LEDGER_IDLE_COST_CENTRE"), None, pool_id), idle)
@@ -157,6 +169,10 @@ def day_target(*, day: date, mapping: Mapping) -> DayTarget:
         acc.idle_hours += int(hours)
         acc.rules.add(mapping.idle_rule.label if mapping.idle_rule else "fallback")
     return target
+
+
+def _dims_of(ids: set[int]) -> dict[int, dict[str, str]]:
+    return dict(DimSet.objects.filter(id__in=ids).values_list("id", "dims")) if ids else {}
 
 
 def _acc(target: DayTarget, currency: str, key: LineKey, exact: Decimal) -> _Acc:

@@ -1,0 +1,97 @@
+"""What the ledger's API views share: roles, the period parameter, money-aware output
+serializers (engineers see tokens, not money) and a CSV renderer for every table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import exceptions, serializers
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.accounts.roles import roles_required, user_has_role
+from apps.ledger.services.periods import PeriodError, parse_month
+
+MONEY_ROLES = ("finance", "admin")
+LEDGER_ROLES = ("finance", "admin", "engineer")
+SeesMoney = roles_required(*MONEY_ROLES)
+SeesLedger = roles_required(*LEDGER_ROLES)
+IsAdmin = roles_required("admin")
+
+
+def sees_money(request: Request) -> bool:
+    return user_has_role(request.user, *MONEY_ROLES)
+
+
+def month_param(request: Request, name: str = "period", default: date | None = None) -> date:
+    raw = request.query_params.get(name)
+    if not raw:
+        if default is not None:
+            return default
+        raise exceptions.ValidationError({name: ["required, YYYY-MM"]})
+    try:
+        return parse_month(raw)
+    except PeriodError as exc:
+        raise exceptions.ValidationError({name: [str(exc)]}) from exc
+
+
+class MoneyAware(serializers.Serializer):
+    """An output serializer whose `money_fields` are left out unless context["money"] is true."""
+
+    money_fields: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.context.get("money", True):
+            for name in self.money_fields:
+                self.fields.pop(name, None)
+
+
+def money(**kwargs: Any) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=30, decimal_places=2, coerce_to_string=True, **kwargs)
+
+
+class CSVRenderer(BaseRenderer):
+    """Renders `rows` (a list of flat dicts, or the response's "rows") as CSV; nested values are
+    JSON. `?format=csv` on any ledger table selects it."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        rows: Iterable[dict[str, Any]] = data.get("rows", [data]) if isinstance(data, dict) else data or []
+        rows = list(rows)
+        columns = list(rows[0]) if rows else _columns((renderer_context or {}).get("view"))
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
+        return (buffer.getvalue() or "\n").encode()
+
+
+def _columns(view: Any) -> list[str]:
+    """An empty table's header: its view's output fields, when it names them."""
+    output = getattr(view, "Output", None)
+    return list(output().fields) if output is not None else []
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return "" if value is None else value
+
+
+def as_download(response: Response, request: Request, name: str) -> Response:
+    if getattr(request, "accepted_renderer", None) is not None and request.accepted_renderer.format == "csv":
+        response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response

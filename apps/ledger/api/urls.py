@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.ledger.api import periods, views
+
+urlpatterns = [
+    path("ledger/accounts", views.AccountsView.as_view(), name="ledger-accounts"),
+    path("ledger/trial-balance", views.TrialBalanceView.as_view(), name="ledger-trial-balance"),
+    path("ledger/matrix", views.MatrixView.as_view(), name="ledger-matrix"),
+    path("ledger/journal", views.JournalView.as_view(), name="ledger-journal"),
+    path("ledger/journal/<int:pk>/usage", views.LineUsageView.as_view(), name="ledger-line-usage"),
+    path("ledger/budget-vs-actual", views.BudgetVsActualView.as_view(), name="ledger-budget-vs-actual"),
+    path("ledger/budgets", periods.BudgetsView.as_view(), name="ledger-budgets"),
+    path("ledger/revenue", periods.RevenueView.as_view(), name="ledger-revenue"),
+    path("ledger/periods", periods.PeriodsView.as_view(), name="ledger-periods"),
+    path("ledger/periods/<str:month>/close", periods.PeriodCloseView.as_view(), name="ledger-period-close"),
+    path("ledger/periods/<str:month>/reopen", periods.PeriodReopenView.as_view(), name="ledger-period-reopen"),
+    path("ledger/findings", periods.FindingsView.as_view(), name="ledger-findings"),
+    path("exports/focus", periods.FocusExportView.as_view(), name="exports-focus"),
+]

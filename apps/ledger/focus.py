@@ -1,0 +1,180 @@
+"""FOCUS 1.2 cost and usage rows from the journal: one row per expense line posted in the
+billing period, i.e. per day x model x cost centre x account (adjusting entries included, as
+corrections of the closed period they adjust).
+
+- Costs: the ledger has no discounts or commitments, so BilledCost = EffectiveCost =
+  ListCost = ContractedCost = the line's amount (debit - credit; negative for a correction
+  that lowers a closed month).
+- Quantities: ConsumedQuantity is the line's tokens in ConsumedUnit "Tokens"; PricingQuantity
+  is tokens / 1,000,000 in PricingUnit "1000000 Tokens" (the price book's unit). Idle-capacity
+  lines carry no tokens: their unit is "Hours" (the pool-hours with idle capacity).
+- ChargePeriod is the usage day, BillingPeriod the month the line is posted in; both are
+  [start, end) in ISO 8601 UTC ('YYYY-MM-DDTHH:mm:ssZ'). Adjustments are ChargeClass
+  "Correction" (null otherwise).
+- Tags: the dims every usage row of the line shares (user-defined, unprefixed) plus
+  provider-defined tags prefixed "costplatform/" (account, cost centre, pool).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from apps.ledger import conf
+from apps.ledger.models import Account, JournalEntry, JournalLine
+from apps.ledger.services.accrual import month_of, next_month
+
+COLUMNS = (
+    "BilledCost",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingAccountType",
+    "BillingCurrency",
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeDescription",
+    "ChargeFrequency",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "ContractedCost",
+    "EffectiveCost",
+    "InvoiceIssuerName",
+    "ListCost",
+    "PricingCategory",
+    "PricingQuantity",
+    "PricingUnit",
+    "ProviderName",
+    "PublisherName",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
+    "ServiceSubcategory",
+    "SubAccountId",
+    "SubAccountName",
+    "SubAccountType",
+    "Tags",
+    "x_Account",
+    "x_AccountName",
+    "x_AdjustsPeriod",
+    "x_JournalLineId",
+)
+TAG_PREFIX = "costplatform/"
+TOKENS_PER_PRICING_UNIT = 1_000_000
+
+
+def _ts(day: date) -> str:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _num(value: Decimal | int) -> str:
+    """Numeric Format: plain decimal notation, no exponent, sign only when negative."""
+    text = format(Decimal(value), "f")
+    return "0" if text in ("-0", "-0.0") else text
+
+
+def _cost(value: Decimal) -> str:
+    return _num(value.quantize(Decimal("0.01")) + 0)  # + 0 turns -0.00 into 0.00
+
+
+def focus_rows(*, month: date) -> Iterator[dict[str, str]]:
+    """The billing period's rows, in journal order (the values as strings; null is '')."""
+    month = month_of(month)
+    lines = (
+        JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
+        .select_related("entry", "account", "model", "pool")
+        .order_by("day", "entry_id", "id")
+        .iterator(chunk_size=5000)
+    )
+    fixed = {
+        "BillingAccountId": conf.get("LEDGER_FOCUS_BILLING_ACCOUNT_ID"),
+        "BillingAccountName": conf.get("LEDGER_FOCUS_BILLING_ACCOUNT_NAME"),
+        "BillingAccountType": "Internal Recharge",
+        "BillingPeriodStart": _ts(month),
+        "BillingPeriodEnd": _ts(next_month(month)),
+        "ChargeCategory": "Usage",
+        "ChargeFrequency": "Usage-Based",
+        "InvoiceIssuerName": conf.get("LEDGER_FOCUS_INVOICE_ISSUER"),
+        "PricingCategory": "Standard",
+        "ProviderName": conf.get("LEDGER_FOCUS_PROVIDER"),
+        "PublisherName": conf.get("LEDGER_FOCUS_PUBLISHER"),
+        "ServiceCategory": "AI and Machine Learning",
+        "ServiceName": conf.get("LEDGER_FOCUS_SERVICE_NAME"),
+        "ServiceSubcategory": "Generative AI",
+        "SubAccountType": "Cost Centre",
+    }
+    for line in lines:
+        yield fixed | _line_row(line)
+
+
+def _line_row(line: JournalLine) -> dict[str, str]:
+    amount = _cost(line.debit - line.credit)
+    correction = line.entry.kind == JournalEntry.Kind.ADJUSTMENT
+    if line.model is not None:
+        resource, resource_type, unit = str(line.model), "Model", "Tokens"
+        consumed, pricing = Decimal(line.tokens), Decimal(line.tokens) / TOKENS_PER_PRICING_UNIT
+        pricing_unit = f"{TOKENS_PER_PRICING_UNIT} Tokens"
+    else:  # idle capacity of a pool: no tokens, the pool-hours it covers
+        hours = Decimal(line.basis.get("idle_hours", 0))
+        resource, resource_type, unit = f"pool:{line.pool.name if line.pool else '?'}", "GPU Pool", "Hours"
+        consumed, pricing, pricing_unit = hours, hours, "Hours"
+    what = f"{line.tokens} tokens of {resource}" if line.model is not None else f"idle capacity of {resource}"
+    return {
+        "BilledCost": amount,
+        "BillingCurrency": line.currency,
+        "ChargeClass": "Correction" if correction else "",
+        "ChargeDescription": f"{line.account.name} ({line.account.code}): {what} for {line.cost_centre} on {line.day}"
+        + (f", correcting {line.entry.adjusts:%Y-%m}" if correction and line.entry.adjusts else ""),
+        "ChargePeriodStart": _ts(line.day),
+        "ChargePeriodEnd": _ts(line.day + timedelta(days=1)),
+        "ConsumedQuantity": _num(consumed),
+        "ConsumedUnit": unit,
+        "ContractedCost": amount,
+        "EffectiveCost": amount,
+        "ListCost": amount,
+        "PricingQuantity": _num(pricing),
+        "PricingUnit": pricing_unit,
+        "ResourceId": resource,
+        "ResourceName": resource,
+        "ResourceType": resource_type,
+        "SubAccountId": line.cost_centre,
+        "SubAccountName": line.cost_centre,
+        "Tags": json.dumps(_tags(line), sort_keys=True, ensure_ascii=False),
+        "x_Account": line.account.code,
+        "x_AccountName": line.account.name,
+        "x_AdjustsPeriod": f"{line.entry.adjusts:%Y-%m}" if line.entry.adjusts else "",
+        "x_JournalLineId": str(line.pk),
+    }
+
+
+def _tags(line: JournalLine) -> dict[str, Any]:
+    tags: dict[str, Any] = dict(line.basis.get("dims") or {})
+    tags[f"{TAG_PREFIX}account"] = line.account.code
+    tags[f"{TAG_PREFIX}cost_centre"] = line.cost_centre
+    if line.pool is not None:
+        tags[f"{TAG_PREFIX}pool"] = line.pool.name
+    return tags
+
+
+def focus_csv(*, month: date) -> Iterator[str]:
+    """The CSV text of the billing period, a chunk at a time (header first)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for i, row in enumerate(focus_rows(month=month)):
+        writer.writerow(row)
+        if i % 1000 == 999:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()

@@ -1,0 +1,333 @@
+"""Reads of the ledger: trial balance, the account x cost centre x month matrix, journal lines
+and the usage behind them, budget vs actual, period status, findings."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db import connection
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
+
+from apps.ledger import conf
+from apps.ledger.mapping import mapping_load
+from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
+from apps.ledger.services.accrual import day_start, month_of, next_month
+
+ZERO = Decimal(0)
+
+
+def months_between(start: date, end: date) -> list[date]:
+    """The months from `start`'s to `end`'s, both included."""
+    months, month = [], month_of(start)
+    while month <= month_of(end):
+        months.append(month)
+        month = next_month(month)
+    return months
+
+
+def trial_balance(*, month: date) -> dict[str, Any]:
+    """Per currency, each account's debits and credits posted in the month, and the totals
+    (equal: every entry balances)."""
+    rows = (
+        JournalLine.objects.filter(period_id=month_of(month))
+        .values("currency", "account__code", "account__name", "account__kind")
+        .annotate(debits=Sum("debit"), credits=Sum("credit"))
+        .order_by("currency", "account__code")
+    )
+    currencies: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        book = currencies.setdefault(
+            row["currency"], {"currency": row["currency"], "accounts": [], "debits": ZERO, "credits": ZERO}
+        )
+        book["accounts"].append(
+            {
+                "code": row["account__code"],
+                "name": row["account__name"],
+                "kind": row["account__kind"],
+                "debits": row["debits"],
+                "credits": row["credits"],
+                "balance": row["debits"] - row["credits"],
+            }
+        )
+        book["debits"] += row["debits"]
+        book["credits"] += row["credits"]
+    for book in currencies.values():
+        book["balanced"] = book["debits"] == book["credits"]
+    period = Period.objects.filter(month=month_of(month)).first()
+    return {
+        "period": f"{month:%Y-%m}",
+        "status": period.status if period else Period.Status.OPEN,
+        "currencies": list(currencies.values()),
+    }
+
+
+def ledger_matrix(*, start: date, end: date, kind: str | None = Account.Kind.EXPENSE) -> list[dict[str, Any]]:
+    """Net amount (debit - credit), debits, credits and tokens per month, account, cost centre
+    and currency, for the months posted in [start's month, end's month]."""
+    lines = JournalLine.objects.filter(period_id__gte=month_of(start), period_id__lte=month_of(end))
+    if kind:
+        lines = lines.filter(account__kind=kind)
+    rows = (
+        lines.values("period_id", "account__code", "account__name", "cost_centre", "currency")
+        .annotate(debits=Sum("debit"), credits=Sum("credit"), tokens=Sum("tokens"))
+        .order_by("period_id", "account__code", "cost_centre", "currency")
+    )
+    return [
+        {
+            "month": f"{r['period_id']:%Y-%m}",
+            "account": r["account__code"],
+            "account_name": r["account__name"],
+            "cost_centre": r["cost_centre"],
+            "currency": r["currency"],
+            "amount": r["debits"] - r["credits"],
+            "debits": r["debits"],
+            "credits": r["credits"],
+            "tokens": r["tokens"],
+        }
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class LineFilter:
+    month: date
+    account: str | None = None
+    cost_centre: str | None = None
+    day: date | None = None
+    model: str | None = None
+    kind: str | None = None  # accrual / adjustment
+
+
+def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
+    """Lines posted in a month, filtered, in entry order."""
+    lines = JournalLine.objects.filter(period_id=month_of(flt.month)).select_related(
+        "entry", "account", "model", "pool"
+    )
+    for value, lookup in (
+        (flt.account, "account__code"),
+        (flt.cost_centre, "cost_centre"),
+        (flt.day, "day"),
+        (flt.model, "model__name"),
+        (flt.kind, "entry__kind"),
+    ):
+        if value:
+            lines = lines.filter(**{lookup: value})
+    return lines.order_by("entry__day", "entry_id", "id")
+
+
+_USAGE_SQL = """
+SELECT * FROM (
+    SELECT c.id, c.hour, k.name, d.dims, d.business_line, r.name, c.component, c.tokens, c.cost, c.currency,
+           c.price_version_id, c.pool_id, {rule} AS rule_id, w.window_id,
+           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM classification_hourlyclass h
+            WHERE h.hour = c.hour AND h.source_id = c.source_id AND h.model_id = c.model_id
+              AND h.dims_id = c.dims_id AND h.reason_id = c.reason_id AND h.component = c.component) AS rulesets
+    FROM pricing_hourlycost c
+    JOIN ingest_dimset d ON d.id = c.dims_id
+    JOIN classification_reason r ON r.id = c.reason_id
+    JOIN accounts_collectorkey k ON k.id = c.source_id
+    LEFT JOIN LATERAL (
+        SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
+        WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
+    ) w ON TRUE
+    WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND c.model_id = %s
+      AND COALESCE(NULLIF(d.business_line, ''), %s) = %s
+) usage ORDER BY hour, id
+"""
+
+
+def line_usage(*, line: JournalLine) -> dict[str, Any]:
+    """The priced rows behind an expense line (pool-hours for an idle line), with the rule
+    sets that classified them and the mapping rule that books them; `stale` when the mapping
+    changed since the line was booked (the line then holds what the old rules gave)."""
+    from apps.classification.engine import COMPONENTS
+
+    if line.account.role == Account.Role.PAYABLE:
+        return {"line": line.pk, "rows": [], "note": "the payable side: drill down from the expense lines"}
+    start, end = day_start(line.day), day_start(line.day) + timedelta(days=1)
+    if line.model_id is None and line.pool_id is not None:
+        return {"line": line.pk, "rows": _idle_rows(line, start, end), "stale": False}
+    mapping = mapping_load()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _USAGE_SQL.format(rule=mapping.usage_sql),
+            [
+                *mapping.usage_params,
+                start,
+                end,
+                line.currency,
+                line.model_id,
+                conf.get("LEDGER_UNASSIGNED"),
+                line.cost_centre,
+            ],
+        )
+        found = cursor.fetchall()
+    rows = []
+    for (
+        row_id,
+        hour,
+        source,
+        dims,
+        bl,
+        reason,
+        component,
+        tokens,
+        cost,
+        currency,
+        version,
+        pool,
+        rule,
+        window,
+        rulesets,
+    ) in found:
+        if mapping.account_of(rule) != line.account_id:
+            continue
+        rows.append(
+            {
+                "id": row_id,
+                "hour": hour,
+                "source": source,
+                "dims": dims,
+                "reason": reason,
+                "component": COMPONENTS[component],
+                "tokens": tokens,
+                "cost": cost,
+                "currency": currency,
+                "price_version": version,
+                "pool": pool,
+                "mapping_rule": mapping.label_of(rule),
+                "elastic_window": window,
+                "rulesets": rulesets or [],
+                "records": _records_url(hour, line, bl),
+            }
+        )
+    labels = {r["mapping_rule"] for r in rows}
+    return {"line": line.pk, "rows": rows, "stale": bool(labels - set(line.basis.get("rules", [])))}
+
+
+def _records_url(hour: datetime, line: JournalLine, business_line: str) -> str:
+    query = {"from": hour.isoformat(), "to": (hour + timedelta(hours=1)).isoformat(), "model": line.model.name}
+    query["dims.business_line"] = business_line
+    return f"/api/v1/records?{urlencode(query)}"
+
+
+def _idle_rows(line: JournalLine, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    from apps.pricing.models import PoolIdleHour
+
+    hours = PoolIdleHour.objects.filter(pool_id=line.pool_id, hour__gte=start, hour__lt=end).order_by("hour")
+    return [
+        {
+            "hour": h.hour,
+            "pool": h.pool_id,
+            "pool_cost": h.pool_cost,
+            "allocated": h.allocated,
+            "idle": h.idle,
+            "utilisation": h.utilisation,
+            "currency": h.currency,
+        }
+        for h in hours
+    ]
+
+
+def budget_vs_actual(*, month: date) -> list[dict[str, Any]]:
+    """Per business line: the month's budget (money and/or tokens) and what was posted to its
+    expense accounts in the month (adjustments included), with the share used."""
+    month = month_of(month)
+    actual: dict[str, dict[str, Any]] = defaultdict(lambda: {"amounts": defaultdict(Decimal), "tokens": 0})
+    rows = (
+        JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
+        .values("cost_centre", "currency")
+        .annotate(net=Sum(F("debit") - F("credit")), tokens=Sum("tokens"))
+    )
+    for row in rows:
+        actual[row["cost_centre"]]["amounts"][row["currency"]] += row["net"]
+        actual[row["cost_centre"]]["tokens"] += row["tokens"]
+    budgets = {b.business_line: b for b in Budget.objects.filter(month=month)}
+    result = []
+    for bl in sorted(set(actual) | set(budgets)):
+        budget, got = budgets.get(bl), actual[bl]
+        currency = budget.currency if budget and budget.currency else next(iter(sorted(got["amounts"])), "")
+        spent = got["amounts"].get(currency, ZERO)
+        result.append(
+            {
+                "month": f"{month:%Y-%m}",
+                "business_line": bl,
+                "currency": currency,
+                "budget_amount": budget.amount if budget else None,
+                "actual_amount": spent,
+                "amount_used": _share(spent, budget.amount if budget else None),
+                "budget_tokens": budget.tokens if budget else None,
+                "actual_tokens": got["tokens"],
+                "tokens_used": _share(Decimal(got["tokens"]), budget.tokens if budget else None),
+            }
+        )
+    return result
+
+
+def _share(actual: Decimal, budget: Decimal | int | None) -> Decimal | None:
+    if not budget:
+        return None
+    return (actual / Decimal(budget)).quantize(Decimal("0.0001"))
+
+
+def periods_status(*, months: int = 12) -> list[dict[str, Any]]:
+    """The latest months with a period row: status, who closed it, how far accrual has booked."""
+    periods = list(Period.objects.select_related("closed_by").order_by("-month")[:months])
+    if not periods:
+        return []
+    states = AccrualDay.objects.filter(day__gte=periods[-1].month).exclude(fingerprint="").values("day").order_by()
+    booked: dict[date, list[date]] = defaultdict(list)
+    for state in states:
+        booked[month_of(state["day"])].append(state["day"])
+    last = AccrualDay.objects.filter(day__gte=periods[-1].month).aggregate(at=Max("booked_at"))["at"]
+    return [
+        {
+            "month": p.label,
+            "status": p.status,
+            "closed_at": p.closed_at,
+            "closed_by": p.closed_by.get_username() if p.closed_by else None,
+            "days_booked": len(booked[p.month]),
+            "booked_through": max(booked[p.month], default=None),
+            "last_accrual_at": last,
+            "adjustments_posted": p.adjustments,
+        }
+        for p in _with_adjustments(periods)
+    ]
+
+
+def _with_adjustments(periods: list[Period]) -> list[Any]:
+    counts = dict(
+        JournalLine.objects.filter(period_id__in=[p.month for p in periods], entry__kind="adjustment")
+        .values_list("period_id")
+        .annotate(n=Count("entry_id", distinct=True))
+    )
+    for period in periods:
+        period.adjustments = counts.get(period.month, 0)  # type: ignore[attr-defined]
+    return periods
+
+
+def spend_trend(*, start: date, end: date) -> list[dict[str, Any]]:
+    """Net expense per month and account (all cost centres), for the trend chart."""
+    rows = (
+        JournalLine.objects.filter(
+            Q(period_id__gte=month_of(start)) & Q(period_id__lte=month_of(end)), account__kind=Account.Kind.EXPENSE
+        )
+        .values("period_id", "account__code", "currency")
+        .annotate(net=Sum(F("debit") - F("credit")), tokens=Sum("tokens"))
+        .order_by("period_id", "account__code", "currency")
+    )
+    return [
+        {
+            "month": f"{r['period_id']:%Y-%m}",
+            "account": r["account__code"],
+            "currency": r["currency"],
+            "amount": r["net"],
+            "tokens": r["tokens"],
+        }
+        for r in rows
+    ]

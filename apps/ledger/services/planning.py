@@ -1,0 +1,54 @@
+"""Budgets and revenue per business line and month, set by finance."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+
+from apps.ledger.models import Budget, Revenue
+from apps.ledger.services.accrual import month_of
+
+BUDGET_EMPTY = "a budget needs an amount (with its currency), a token count, or both"
+
+
+class PlanningError(ValueError):
+    pass
+
+
+def budget_set(
+    *,
+    business_line: str,
+    month: date,
+    amount: Decimal | None = None,
+    currency: str = "",
+    tokens: int | None = None,
+    user: Any = None,
+) -> Budget:
+    """Set (create or replace) a business line's budget for a month."""
+    if amount is None and tokens is None:
+        raise PlanningError(BUDGET_EMPTY)
+    if amount is not None and not currency:
+        raise PlanningError("an amount needs its currency")
+    with transaction.atomic():
+        budget = Budget.objects.select_for_update().filter(business_line=business_line, month=month_of(month)).first()
+        budget = budget or Budget(business_line=business_line, month=month_of(month))
+        budget.amount, budget.currency, budget.tokens = amount, currency if amount is not None else "", tokens
+        budget.updated_by = user
+        budget.full_clean()
+        budget.save()
+    return budget
+
+
+def revenue_set(*, business_line: str, month: date, amount: Decimal, currency: str, user: Any = None) -> Revenue:
+    """Set (create or replace) a business line's revenue for a month, in one currency."""
+    with transaction.atomic():
+        revenue, _ = Revenue.objects.select_for_update().get_or_create(
+            business_line=business_line, month=month_of(month), currency=currency, defaults={"amount": amount}
+        )
+        revenue.amount, revenue.entered_by = amount, user
+        revenue.full_clean()
+        revenue.save()
+    return revenue

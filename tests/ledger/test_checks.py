@@ -1,0 +1,111 @@
+"""Month-end checks at close, stored as findings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from apps.ledger.models import ElasticWindow, Finding
+from apps.ledger.services.accrual import month_accrue
+from apps.ledger.services.checks import month_checks
+from apps.ledger.services.periods import period_close, period_reopen
+from apps.ledger.services.planning import revenue_set
+from tests import factories
+from tests.ledger.helpers import DAY1, OCT, SEP, at
+
+pytestmark = pytest.mark.django_db
+CS = {"business_line": "customer-service"}
+SEARCH = {"business_line": "search"}
+
+
+def _kinds() -> set[tuple[str, str, str]]:
+    return set(Finding.objects.values_list("kind", "business_line", "action"))
+
+
+def test_it_asks_the_product_owner_when_effective_tokens_are_under_70_percent() -> None:
+    factories.dimset(CS)
+    factories.dimset(SEARCH)
+    factories.hourly_class(hour=at(DAY1), tokens=690, dims=CS)
+    factories.hourly_class(hour=at(DAY1), tokens=310, dims=CS, reason="waste.timeout")
+    factories.hourly_class(hour=at(DAY1), tokens=700, dims=SEARCH)
+    factories.hourly_class(
+        hour=at(DAY1), tokens=300, dims=SEARCH, reason="cache.prefix_cache", component="cached_prompt"
+    )
+
+    month_checks(month=SEP)
+
+    # customer-service 69 %, search 70 %, the company 69.5 %.
+    assert sorted(Finding.objects.filter(kind="effective_share_low").values_list("business_line", flat=True)) == [
+        "",
+        "customer-service",
+    ]
+    finding = Finding.objects.get(kind="effective_share_low", business_line="customer-service")
+    assert finding.action == "notify_product_owner"
+    assert finding.figures == {"share": "0.6900", "tokens": {"effective": 690, "waste": 310}}
+    assert "69.0 %" in finding.message
+
+
+def test_it_orders_a_degradation_audit_when_elastic_spend_passes_3_percent_of_revenue() -> None:
+    ElasticWindow.objects.create(business_line="search", name="618", start=at(SEP), end=at(OCT))
+    factories.hourly_cost(hour=at(DAY1), cost="31.00", dims=SEARCH)
+    factories.hourly_cost(hour=at(DAY1), cost="29.00", dims=CS)
+    ElasticWindow.objects.create(business_line="customer-service", name="peak", start=at(SEP), end=at(OCT))
+    revenue_set(business_line="search", month=SEP, amount=Decimal("1000.00"), currency="CNY")
+    revenue_set(business_line="customer-service", month=SEP, amount=Decimal("1000.00"), currency="CNY")
+    month_accrue(month=SEP)
+
+    month_checks(month=SEP)
+
+    finding = Finding.objects.get(kind="elastic_over_revenue")
+    assert (finding.business_line, finding.action) == ("search", "degradation_audit")
+    assert finding.figures == {"elastic": "31.00", "currency": "CNY", "revenue": "1000.00", "ratio": "0.0310"}
+
+
+def test_it_asks_for_revenue_when_there_is_elastic_spend_without_it() -> None:
+    ElasticWindow.objects.create(business_line="search", name="618", start=at(SEP), end=at(OCT))
+    factories.hourly_cost(hour=at(DAY1), cost="1.00", dims=SEARCH)
+    month_accrue(month=SEP)
+
+    month_checks(month=SEP)
+
+    assert ("revenue_missing", "search", "enter_revenue") in _kinds()
+
+
+def test_it_warns_of_tech_debt_after_two_months_without_structural_spend() -> None:
+    for day in (DAY1, DAY1.replace(month=10)):
+        factories.hourly_cost(hour=at(day), cost="1.00", dims=SEARCH)
+        factories.hourly_cost(hour=at(day), cost="1.00", dims=CS)
+    factories.hourly_cost(hour=at(DAY1), cost="0.10", dims=CS, reason="effective.structural", component="structural")
+    month_accrue(month=SEP)
+    month_accrue(month=OCT)
+
+    month_checks(month=OCT)
+
+    finding = Finding.objects.get(kind="structural_zero")
+    assert (finding.business_line, finding.action) == ("search", "tech_debt_warning")
+    assert finding.figures == {"months": ["2026-09", "2026-10"]}
+
+
+def test_it_does_not_warn_a_business_line_new_this_month() -> None:
+    factories.hourly_cost(hour=at(DAY1.replace(month=10)), cost="1.00", dims=SEARCH)
+    month_accrue(month=OCT)
+
+    month_checks(month=OCT)
+
+    assert not Finding.objects.filter(kind="structural_zero").exists()
+
+
+def test_it_stores_the_findings_at_close_and_keeps_unchanged_ones_on_a_second_close() -> None:
+    factories.dimset(SEARCH)
+    factories.hourly_class(hour=at(DAY1), tokens=100, dims=SEARCH, reason="waste.error")
+    first = period_close(month=SEP, now=datetime(2026, 10, 2, tzinfo=UTC))
+    Finding.objects.update(delivered_at=datetime(2026, 10, 2, 1, tzinfo=UTC))
+
+    period_reopen(month=SEP, user=factories.finance_user("root", role="admin"), reason="restate")
+    second = period_close(month=SEP, now=datetime(2026, 10, 3, tzinfo=UTC))
+
+    assert {f.kind for f in first.findings} == {"effective_share_low"}
+    assert [f.pk for f in second.findings] == [f.pk for f in first.findings]
+    assert not Finding.objects.filter(delivered_at__isnull=True).exists()
