@@ -13,6 +13,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("apps.ledger.urls")),
     path("api/v1/", include("apps.ingest.api.urls")),
     path("api/v1/", include("apps.classification.api.urls")),
     path("api/v1/", include("apps.ledger.api.urls")),

@@ -1,0 +1,82 @@
+"""The finance dashboard: finance and admin only, charts drawn with the local plotly.js, every
+table downloadable."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from apps.ledger.models import Budget
+from apps.ledger.services.accrual import month_accrue
+from tests import factories
+from tests.ledger.helpers import DAY1, SEP, at
+
+pytestmark = pytest.mark.django_db
+Role = Callable[[str | None], Client]
+PAGE = "/finance/?month=2026-09"
+
+
+@pytest.fixture
+def booked() -> None:
+    factories.hourly_cost(hour=at(DAY1, 1), cost="10.00")
+    factories.hourly_cost(hour=at(DAY1, 2), cost="2.50", reason="waste.timeout", dims={"business_line": "search"})
+    Budget.objects.create(business_line="search", month=SEP, amount=Decimal(100), currency="CNY", tokens=10_000)
+    month_accrue(month=SEP)
+
+
+@pytest.mark.parametrize("role", ["finance", "admin"])
+def test_it_shows_spend_budget_trend_and_periods_to_finance(as_role: Role, booked: None, role: str) -> None:
+    response = as_role(role).get(PAGE)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    for title in (
+        "Spend by account and cost centre, 2026-09",
+        "Budget vs actual",
+        "Spend by account, last 12",
+        "Periods",
+    ):
+        assert title in html
+    assert 'src="/finance/plotly.min.js"' in html and "Plotly.newPlot" in html
+    assert "cdn" not in html.lower()
+
+
+@pytest.mark.parametrize("role", ["viewer", "engineer"])
+def test_it_keeps_the_dashboard_from_other_roles(as_role: Role, role: str) -> None:
+    assert as_role(role).get(PAGE).status_code == 403
+
+
+def test_it_sends_strangers_to_the_login(as_role: Role) -> None:
+    response = as_role(None).get(PAGE)
+
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_it_serves_plotly_js_from_the_installed_package(as_role: Role) -> None:
+    response = as_role(None).get("/finance/plotly.min.js")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/javascript")
+    assert b"plotly" in response.content[:2000].lower() and len(response.content) > 1_000_000
+
+
+@pytest.mark.parametrize("table", ["spend", "budget", "trend", "periods", "findings"])
+def test_it_downloads_every_table_of_the_page(as_role: Role, booked: None, table: str) -> None:
+    response = as_role("finance").get(f"{PAGE}&download={table}")
+
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0]
+    if table == "spend":
+        assert rows == [
+            ["cost_centre", "6401.01", "6401.02", "6401.03", "6401.04", "6401.05", "6401.06", "total"],
+            ["customer-service", "10.00", "0", "0", "0", "0", "0", "10.00"],
+            ["search", "0", "0", "0", "2.50", "0", "0", "2.50"],
+        ]
+    if table == "budget":
+        assert rows[2] == ["search", "100.00", "2.50", "0.0250", "10000", "1000", "0.1000"]
