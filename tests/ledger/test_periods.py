@@ -259,3 +259,41 @@ def test_it_rebooks_a_reopened_month_in_place_and_closes_it_again(closed_sep: Ho
     assert not JournalEntry.objects.filter(kind="adjustment").exists()
     assert spend(period_id=SEP) == {("6401.01", "customer-service"): Decimal("12.00")}
     assert [e.action for e in PeriodEvent.objects.order_by("id")] == ["close", "reopen", "close"]
+
+
+# --- a close racing a write ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_makes_a_write_racing_a_close_wait_and_then_refuses_it() -> None:
+    import threading
+
+    from django.db import connections
+
+    factories.hourly_cost(hour=at(DAY1, 1), cost="10.00")
+    month_accrue(month=SEP)
+    line = JournalLine.objects.filter(period_id=SEP, debit__gt=0).first()
+    assert line is not None
+    locked, go = threading.Event(), threading.Event()
+
+    def close_slowly() -> None:  # a close that holds the period row a while before committing
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM ledger_period WHERE month = %s FOR UPDATE", [SEP])
+                cursor.execute("UPDATE ledger_period SET status = 'closed' WHERE month = %s", [SEP])
+                locked.set()
+                go.wait(5)
+        finally:
+            connections.close_all()
+
+    closer = threading.Thread(target=close_slowly)
+    closer.start()
+    assert locked.wait(5)
+    threading.Timer(0.5, go.set).start()
+    try:
+        with pytest.raises(DatabaseError, match="2026-09 is closed"):
+            _raw("UPDATE ledger_journalline SET debit = debit + 1 WHERE id = %s", [line.pk])  # waits, then sees it
+    finally:
+        closer.join(5)
+        period_reopen(month=SEP, user=factories.finance_user("root", role="admin"), reason="test teardown")
+    assert JournalLine.objects.get(pk=line.pk).debit == line.debit

@@ -13,14 +13,16 @@ apps/ledger/rounding.py). Then, per currency:
 
 A month is processed day by day in order (each day in its own transaction), skipping days
 whose fingerprint (the count and largest id of their priced rows, and the mapping config
-version) is unchanged, unless an earlier day's exact total changed the rounding carry.
+version) is unchanged, unless an earlier day's change moved the rounding carry enough to
+change the day's amount.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -139,11 +141,21 @@ WHERE hour >= %s AND hour < %s GROUP BY 1, 2 HAVING SUM(idle) <> 0
 """
 
 
+@contextmanager
+def analytic_cursor() -> Iterator[Any]:
+    """A cursor in a transaction set up for one large aggregate: no JIT (compiling costs more
+    than it saves on a day's rows) and room to sort in memory."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute("SET LOCAL work_mem = '64MB'")
+        yield cursor
+
+
 def day_target(*, day: date, mapping: Mapping) -> DayTarget:
     """The exact lines of a day from its priced rows (two set-based queries)."""
     target = DayTarget(day=day)
     start, end = day_start(day), day_start(day) + DAY
-    with connection.cursor() as cursor:
+    with analytic_cursor() as cursor:
         cursor.execute(
             _USAGE_SQL.format(rule=mapping.usage_sql),
             [conf.get("LEDGER_UNASSIGNED"), *mapping.usage_params, start, end],
@@ -375,7 +387,7 @@ def _fingerprints(month: date, version: int) -> dict[date, str]:
     by delete + insert, so any change moves them) and the mapping config version."""
     start, end = day_start(month), day_start(next_month(month))
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
-    with connection.cursor() as cursor:
+    with analytic_cursor() as cursor:
         for i, table in enumerate(("pricing_hourlycost", "pricing_poolidlehour")):
             cursor.execute(
                 f"SELECT (hour AT TIME ZONE 'UTC')::date, count(*), max(id) FROM {table} "
@@ -394,25 +406,40 @@ def month_accrue(*, month: date, force: bool = False) -> MonthResult:
     prints = _fingerprints(month, mapping.version)
     stored = {a.day: a for a in AccrualDay.objects.filter(day__gte=month, day__lt=next_month(month))}
     result = MonthResult(month)
+    # The rounding carry now, and as the stored days were booked (the exact totals stored before this run).
     carry: dict[str, Decimal] = defaultdict(Decimal)
-    carry_moved = False
+    booked_carry: dict[str, Decimal] = defaultdict(Decimal)
     for day in month_days(month):
         fingerprint, state = prints.get(day, ""), stored.get(day)
         previous = {c: Decimal(v) for c, v in (state.exact if state else {}).items()}
         empty = state is None and not fingerprint  # nothing priced, nothing booked
-        if empty or (not force and not carry_moved and state is not None and state.fingerprint == fingerprint):
+        unchanged = (
+            state is not None and state.fingerprint == fingerprint and _same_share(previous, carry, booked_carry)
+        )
+        if empty or (unchanged and not force):
             _carry_add(carry, previous)
+            _carry_add(booked_carry, previous)
             result.days_skipped += 1
             continue
         target = day_target(day=day, mapping=mapping)
         basis = {"config_version": mapping.version, "fingerprint": fingerprint}
         result.add(day_post(day=day, rounded=target_round(target=target, carry=carry), mapping=mapping, basis=basis))
-        carry_moved = carry_moved or target.exact != previous
         _carry_add(carry, target.exact)
+        _carry_add(booked_carry, previous)
         AccrualDay.objects.update_or_create(
             day=day, defaults={"fingerprint": fingerprint, "exact": {c: str(v) for c, v in target.exact.items()}}
         )
     return result
+
+
+def _same_share(exact: dict[str, Decimal], carry: dict[str, Decimal], booked_carry: dict[str, Decimal]) -> bool:
+    """Whether a day whose rows did not change still books the same amount: an earlier day's
+    change moves the carry, which moves this day's cents only when its rounding crosses a unit."""
+    return all(
+        day_amount(carry=carry[c], exact=v, places=MINOR_UNITS[c])  # type: ignore[index]
+        == day_amount(carry=booked_carry[c], exact=v, places=MINOR_UNITS[c])  # type: ignore[index]
+        for c, v in exact.items()
+    )
 
 
 def _carry_add(carry: dict[str, Decimal], exact: dict[str, Decimal]) -> None:

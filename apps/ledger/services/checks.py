@@ -18,12 +18,11 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
 from django.db.models import F, Sum
 
 from apps.ledger import conf
 from apps.ledger.models import Account, Finding, JournalLine, Revenue
-from apps.ledger.services.accrual import day_start, month_of, next_month
+from apps.ledger.services.accrual import analytic_cursor, day_start, month_of, next_month
 
 
 def _pct(value: Decimal) -> str:
@@ -50,7 +49,7 @@ def month_checks(*, month: date) -> list[Finding]:
 
 
 def _effective_share(month: date) -> list[Finding]:
-    with connection.cursor() as cursor:
+    with analytic_cursor() as cursor:
         cursor.execute(
             "SELECT COALESCE(NULLIF(d.business_line, ''), %s), split_part(r.name, '.', 1), SUM(h.tokens) "
             "FROM classification_hourlyclass h JOIN ingest_dimset d ON d.id = h.dims_id "
