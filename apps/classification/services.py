@@ -344,6 +344,9 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         cursor.execute("LOCK TABLE ingest_record IN ACCESS SHARE MODE")
         cursor.execute("LOCK TABLE classification_hourlyclass IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
+        # The statement's cost makes PostgreSQL compile and optimise it with LLVM, which takes
+        # longer (about 0.3 s a day) than the compiled expressions save on one day of records.
+        cursor.execute("SET LOCAL jit = off")
         cursor.execute("DELETE FROM classification_hourlyclass WHERE hour >= %s AND hour < %s", [start, start + DAY])
         cursor.execute(sql, params)
         written = cursor.rowcount
