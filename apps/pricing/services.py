@@ -8,7 +8,9 @@ Python (largest remainder) and inserted in one statement.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import queue
+import threading
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -412,17 +414,119 @@ def reprice_run(*, start: date, end: date, progress: Progress | None = None) -> 
     return run
 
 
+# Days a reprice run prices at the same time, each in its own transaction on its own connection.
+# They commit in day order, so a run's progress means what it means when they run one by one.
+REPRICE_WORKERS = 2
+
+
 def _run_days(run: RepriceRun, progress: Progress | None) -> None:
     book = price_book_load()
     total = (run.end - run.start).days
-    day = run.next_day
-    while day < run.end:
-        with transaction.atomic():
-            day_price(day=day, book=book)
-            RepriceRun.objects.filter(pk=run.pk).update(
-                next_day=day + DAY, status=RepriceRun.Status.RUNNING, error="", updated_at=timezone.now()
-            )
-        if progress is not None:
-            progress(day, (day - run.start).days + 1, total)
-        day += DAY
+    days = [run.next_day + i * DAY for i in range((run.end - run.next_day).days)]
+    # Inside a caller's transaction (tests), other connections would not see its rows.
+    if REPRICE_WORKERS > 1 and len(days) > 1 and not connection.in_atomic_block:
+        _run_days_together(run, days, book, progress)
+    else:
+        for day in days:
+            with transaction.atomic():
+                day_price(day=day, book=book)
+                _run_progress(run, day)
+            if progress is not None:
+                progress(day, (day - run.start).days + 1, total)
     RepriceRun.objects.filter(pk=run.pk).update(status=RepriceRun.Status.DONE, finished_at=timezone.now())
+
+
+def _run_progress(run: RepriceRun, day: date) -> None:
+    RepriceRun.objects.filter(pk=run.pk).update(
+        next_day=day + DAY, status=RepriceRun.Status.RUNNING, error="", updated_at=timezone.now()
+    )
+
+
+class _DayOrder:
+    """The commit order of days priced at the same time: a day commits only after the day
+    before it has; once a day fails (or the run is stopped), no later day commits."""
+
+    def __init__(self, first: date) -> None:
+        self.cond = threading.Condition()
+        self.next = first  # the day whose turn it is to commit
+        self.stop_at: date | None = None  # no day from this one on commits
+
+    def stopped(self, day: date) -> bool:
+        return self.stop_at is not None and day >= self.stop_at
+
+    def wait_turn(self, day: date) -> bool:
+        """Wait until the days before `day` have committed; False when `day` must not commit."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.next == day or self.stopped(day))
+            return not self.stopped(day)
+
+    def committed(self, day: date) -> None:
+        with self.cond:
+            self.next = day + DAY
+            self.cond.notify_all()
+
+    def stop(self, day: date) -> None:
+        with self.cond:
+            self.stop_at = day if self.stop_at is None else min(self.stop_at, day)
+            self.cond.notify_all()
+
+
+class _NotCommitted(Exception):
+    """A day priced after a day that failed: rolled back, as it would not have run."""
+
+
+def _run_days_together(run: RepriceRun, days: list[date], book: PriceBook, progress: Progress | None) -> None:
+    """Price the days REPRICE_WORKERS at a time. Each day is the same transaction as when the days
+    run one by one (its rows and the run's progress), and the transactions commit in day order:
+    a crash or an error leaves the days before the first unfinished one committed, none after."""
+    order = _DayOrder(days[0])
+    todo = deque(days)
+    lock = threading.Lock()
+    done: queue.Queue[date | None] = queue.Queue()
+    errors: dict[date, BaseException] = {}
+
+    def work() -> None:
+        try:
+            while True:
+                with lock:
+                    if not todo or order.stopped(todo[0]):
+                        return
+                    day = todo.popleft()
+                try:
+                    with transaction.atomic():
+                        day_price(day=day, book=book)
+                        with connection.cursor() as cursor:
+                            # The deferred foreign-key checks now, not while the next day waits.
+                            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                        if not order.wait_turn(day):
+                            raise _NotCommitted
+                        _run_progress(run, day)
+                except _NotCommitted:
+                    return
+                except BaseException as exc:
+                    errors[day] = exc
+                    order.stop(day)
+                    return
+                order.committed(day)
+                done.put(day)
+        finally:
+            connection.close()
+            done.put(None)
+
+    workers = [threading.Thread(target=work, name=f"reprice-{i}") for i in range(min(REPRICE_WORKERS, len(days)))]
+    for worker in workers:
+        worker.start()
+    try:
+        running = len(workers)
+        while running:
+            day = done.get()
+            if day is None:
+                running -= 1
+            elif progress is not None:
+                progress(day, (day - run.start).days + 1, (run.end - run.start).days)
+    finally:
+        order.stop(days[0])  # after an error here (Ctrl-C, progress): days not committed yet roll back
+        for worker in workers:
+            worker.join()
+    if errors:
+        raise errors[min(errors)]
