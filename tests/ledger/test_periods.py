@@ -264,8 +264,25 @@ def test_it_rebooks_a_reopened_month_in_place_and_closes_it_again(closed_sep: Ho
 # --- a close racing a write ----------------------------------------------------------------------
 
 
-@pytest.mark.django_db(transaction=True)
-def test_it_makes_a_write_racing_a_close_wait_and_then_refuses_it() -> None:
+@pytest.fixture
+def seeded(transactional_db: None) -> None:
+    """The data migrations' rows (reasons, rule set, chart), which an earlier transactional
+    test's flush removed, written again."""
+    import importlib
+
+    from django.apps import apps
+
+    from apps.classification.models import Reason
+    from apps.ledger.models import Account, ConfigVersion
+
+    if not Reason.objects.exists():
+        importlib.import_module("migrations.classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
+    if not Account.objects.exists():
+        ConfigVersion.objects.get_or_create(id=1)
+        importlib.import_module("migrations.ledger.0003_seed_chart").seed(apps, None)
+
+
+def test_it_makes_a_write_racing_a_close_wait_and_then_refuses_it(seeded: None) -> None:
     import threading
 
     from django.db import connections
