@@ -207,6 +207,10 @@ def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_befo
     result.book_rows = _book_rows_insert(cursor, hours, plan)
     result.pool_rows, result.pool_hours = _pool_rows_insert(cursor, hours, plan, book, ready_before)
     result.unpriced_rows = _unpriced_insert(cursor, plan)
+    # The ledger rebooks these days (with adjusting entries where their month is closed).
+    from apps.ledger.services.accrual import ledger_days_mark_dirty
+
+    ledger_days_mark_dirty(hours=hours)
     return result
 
 
