@@ -26,7 +26,7 @@ from apps.classification.services import (
     ruleset_draft_create,
     ruleset_try,
 )
-from apps.ingest.api.params import parse_time, usage_window
+from apps.ingest.api.params import parse_time, usage_parameters, usage_window
 from apps.pricing.selectors import unpriced_message, unpriced_models
 
 RulesEditor = roles_required("admin", "engineer")
@@ -43,15 +43,7 @@ class ClassUsageView(APIView):
             "that are not priced (yet, or because the model has neither a price nor a cost pool) are "
             "counted in `unpriced_tokens` and named in `warnings`, never priced at 0."
         ),
-        parameters=[
-            OpenApiParameter("from", OpenApiTypes.DATETIME, required=True),
-            OpenApiParameter("to", OpenApiTypes.DATETIME, required=True),
-            OpenApiParameter("granularity", str, enum=["hour", "day", "month"]),
-            OpenApiParameter(
-                "group_by", str, description=f"Comma-separated: {', '.join(CLASS_GROUPS)} or a rollup dim."
-            ),
-            OpenApiParameter("dims.<name>", str, description="Filter on a rollup dim."),
-        ],
+        parameters=usage_parameters(CLASS_GROUPS),
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:

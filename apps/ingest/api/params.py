@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions
 from rest_framework.request import Request
 
@@ -66,3 +68,19 @@ def usage_window(request: Request, *, groups: Iterable[str]) -> UsageWindow:
     if not_kept:
         raise exceptions.ValidationError({"dims": [f"{not_kept} are not kept in rollups"]})
     return UsageWindow(parse_time(request, "from", now), parse_time(request, "to", now), granularity, group_by, dims)
+
+
+def usage_parameters(groups: Iterable[str]) -> list[OpenApiParameter]:
+    """The OpenAPI description of the parameters usage_window reads."""
+    return [
+        OpenApiParameter("from", OpenApiTypes.DATETIME, required=True),
+        OpenApiParameter("to", OpenApiTypes.DATETIME, required=True),
+        OpenApiParameter("granularity", str, enum=list(GRANULARITIES), description="Default day."),
+        OpenApiParameter(
+            "group_by",
+            str,
+            description=f"Comma-separated: {', '.join(groups)}, or a rollup dim "
+            "(COSTPLATFORM_ROLLUP_DIMS: business_line, team, project, feature, step, env by default).",
+        ),
+        OpenApiParameter("dims.<name>", str, description="Filter on a rollup dim."),
+    ]

@@ -18,10 +18,9 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
-from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_window
+from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
 from apps.ingest.selectors import (
-    GRANULARITIES,
     USAGE_GROUPS,
     InvalidCursor,
     RecordFilter,
@@ -244,18 +243,7 @@ class UsageView(APIView):
     @extend_schema(
         operation_id="usage",
         summary="Token sums per period and group, from the hourly rollups",
-        parameters=[
-            OpenApiParameter("from", OpenApiTypes.DATETIME, required=True),
-            OpenApiParameter("to", OpenApiTypes.DATETIME, required=True),
-            OpenApiParameter("granularity", str, enum=list(GRANULARITIES), description="Default day."),
-            OpenApiParameter(
-                "group_by",
-                str,
-                description="Comma-separated: model, model_version, source, endpoint, status, or a rollup dim "
-                "(business_line, team, project, feature, step, env by default).",
-            ),
-            OpenApiParameter("dims.<name>", str, description="Filter on a rollup dim."),
-        ],
+        parameters=usage_parameters(USAGE_GROUPS),
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:
