@@ -226,7 +226,14 @@ def _component_values(*reason_lists: Sequence[str]) -> str:
     return f"unnest({', '.join(arrays)})"
 
 
-_ROLLUP_KEY = ("date_trunc('hour', x.ts, 'UTC')", "x.source_id", "x.model_id", "x.rollup_dims_id")
+# The UTC hour as date_trunc('hour', x.ts, 'UTC') gives it (ingest's rollup key), computed by
+# arithmetic on the instant instead of a time zone conversion per record.
+_ROLLUP_KEY = (
+    "date_bin('1 hour', x.ts, TIMESTAMPTZ '1970-01-01 00:00:00+00')",
+    "x.source_id",
+    "x.model_id",
+    "x.rollup_dims_id",
+)
 
 
 def reclassify_insert_sql(*, compiled: RuleSetSql, ruleset_id: int, start: datetime, end: datetime) -> Fragment:
