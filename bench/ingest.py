@@ -39,7 +39,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -660,7 +660,11 @@ class CpuMeter:
 
     def _sample(self) -> None:
         for proc in _processes().values():
-            self.last[(proc.pid, proc.started)] = proc
+            ident = (proc.pid, proc.started)
+            seen = self.last.get(ident)
+            if seen is not None and proc.name.startswith("[") and not seen.name.startswith("["):
+                proc = replace(proc, name=seen.name)  # an exiting process has no command line left
+            self.last[ident] = proc
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -685,22 +689,34 @@ class CpuMeter:
         self.steal = steal - self.start_machine[1]
         self.end_procs = self.last
 
-    def _group(self, proc: _Proc) -> str:
+    def _group(self, proc: _Proc, backends: set[int]) -> str:
         if proc.pid == os.getpid():
             return "client"
         if self.server_pid is not None and self.server_pid in (proc.pid, proc.ppid):
             return "workers"
-        if proc.name.startswith("postgres:") and f" {self.dbname} " in proc.name:
+        if proc.pid in backends:
             return "backends"
         return "other"
+
+    def _backends(self) -> set[int]:
+        """The PostgreSQL backends serving the bench database, and the parallel workers they led."""
+        ours = f" {self.dbname} "
+        found = {p.pid for p in self.end_procs.values() if p.name.startswith("postgres:") and ours in p.name}
+        for p in self.end_procs.values():
+            if p.name.startswith("postgres:") and "parallel worker for PID " in p.name:
+                leader = p.name.rsplit("PID ", 1)[1].split()[0]
+                if leader.isdigit() and int(leader) in found:
+                    found.add(p.pid)
+        return found
 
     def summary(self, records: int) -> dict[str, Any]:
         used: defaultdict[str, float] = defaultdict(float)
         others: Counter[str] = Counter()
+        backends = self._backends()
         for ident, proc in self.end_procs.items():
             before = self.start_procs.get(ident)
             delta = proc.cpu - (before.cpu if before is not None else 0.0)
-            group = self._group(proc)
+            group = self._group(proc, backends)
             used[group] += delta
             used[f"{group}_sys"] += proc.sys - (before.sys if before is not None else 0.0)
             if group == "other" and delta > 0:
