@@ -457,11 +457,24 @@ class _DayOrder:
 
     def __init__(self, first: date) -> None:
         self.cond = threading.Condition()
+        self.first = first
         self.next = first  # the day whose turn it is to commit
         self.stop_at: date | None = None  # no day from this one on commits
+        self.locked: set[date] = set()  # days whose transaction holds the day's advisory lock
 
     def stopped(self, day: date) -> bool:
         return self.stop_at is not None and day >= self.stop_at
+
+    def lock_taken(self, day: date) -> None:
+        with self.cond:
+            self.locked.add(day)
+            self.cond.notify_all()
+
+    def wait_lock_taken(self, day: date, *, waiting: date) -> bool:
+        """Wait until `day`'s transaction holds its lock; False when `waiting` must not commit."""
+        with self.cond:
+            self.cond.wait_for(lambda: day in self.locked or self.stopped(waiting))
+            return not self.stopped(waiting)
 
     def wait_turn(self, day: date) -> bool:
         """Wait until the days before `day` have committed; False when `day` must not commit."""
@@ -503,10 +516,21 @@ def _run_days_together(run: RepriceRun, days: list[date], book: PriceBook, progr
                     day = todo.popleft()
                 try:
                     with transaction.atomic():
+                        with connection.cursor() as cursor:
+                            _day_lock(cursor, day)  # first (day_price takes it again), for the next day to wait on
+                        order.lock_taken(day)
                         day_price(day=day, book=book)
                         with connection.cursor() as cursor:
                             # The deferred foreign-key checks now, not while the next day waits.
                             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                            # Wait for the day before to end in PostgreSQL (its lock), where a lock
+                            # cycle between the two days is a deadlock error, not a hang.
+                            before = day - DAY
+                            if day > order.first and order.wait_lock_taken(before, waiting=day):
+                                cursor.execute(
+                                    "SELECT pg_advisory_xact_lock_shared(%s::int, %s::int)",
+                                    [_DAY_LOCK, before.toordinal()],
+                                )
                         if not order.wait_turn(day):
                             raise _NotCommitted
                         _run_progress(run, day)
