@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify services demo-data clean
+.PHONY: install run test lint bench bench-reclassify bench-ledger services clean
 
 install: $(STAMP)
 
@@ -36,6 +36,10 @@ lint: install
 bench: install services
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench} \
 	  $(PY) bench/ingest.py $(BENCH_ARGS)
+
+bench-ledger: install services  ## close and trial balance over a month of 10M records; see docs/ledger.md
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_ledger} \
+	  $(PY) bench/ledger.py $(BENCH_ARGS)
 
 bench-reclassify: install services  ## BENCH_ARGS="--records 1000000" for a quick run; see docs/benchmarks.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_reclassify} \
