@@ -252,7 +252,7 @@ FROM (
 
 def records_generate(conninfo: dict[str, Any], source_id: int, seed: int, days: list[date], total: int) -> int:
     """INSERT each day's records (total / days each, the remainder on the first days), two
-    connections at a time, each day committed on its own."""
+    connections at a time, each day committed on its own; deterministic for a seed and days."""
     import psycopg
 
     per_day = [total // len(days) + (1 if i < total % len(days) else 0) for i, _ in enumerate(days)]
@@ -273,6 +273,8 @@ def records_generate(conninfo: dict[str, Any], source_id: int, seed: int, days: 
                 params = {"source": source_id, "seed": str(seed), "day": day.isoformat(), "n": n,
                           "start": start, "step": 86_400 / n}  # fmt: skip
                 try:
+                    # random() seeded per day: the same records whichever connection makes the day.
+                    conn.execute("SELECT setseed(%s)", [(seed * 1_000_003 + day.toordinal()) % 1_999_999 / 1e6 - 1])
                     done = conn.execute(RECORDS_SQL, params).rowcount
                 except BaseException as exc:
                     errors.append(exc)
