@@ -1,0 +1,313 @@
+"""Build token records (v1) from what a server or proxy saw of a request.
+
+Pure functions: no vLLM, no Django, no I/O. The vLLM middleware, the OpenAI-compatible
+proxy and the OTLP receiver all build their records here, so one request yields the
+same record whichever way it reached the platform. The contract is
+docs/record-v1.schema.json: prompt counts are inclusive of cached tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+DIM_HEADER_PREFIX = "x-costplatform-"
+ATTEMPT_HEADER = "x-costplatform-attempt"
+RETRY_OF_HEADER = "x-costplatform-retry-of"
+_NOT_DIMS = {"attempt", "retry_of"}
+_DIM_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+MAX_DIMS = 32
+MAX_DIM_VALUE = 256
+MAX_RECORD_ID = 128
+
+ENDPOINTS = {
+    "/v1/chat/completions": "chat.completions",
+    "/v1/completions": "completions",
+    "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
+}
+TOKEN_FIELDS = (
+    "prompt",
+    "completion",
+    "prompt_cached",
+    "system",
+    "tool",
+    "structural",
+    "padding",
+    "draft",
+    "draft_accepted",
+    "recomputed",
+)
+TIMING_FIELDS = ("queued", "ttft", "prefill", "decode", "e2e")
+SYSTEM_ROLES = frozenset({"system", "developer"})
+TOOL_ROLES = frozenset({"tool", "function", "ipython"})
+
+
+def dim_key(name: str) -> str:
+    """`Business-Line` -> `business_line`."""
+    return name.strip().lower().replace("-", "_")
+
+
+def dims_from_request(
+    headers: Mapping[str, str], body: Mapping[str, Any] | None, defaults: Mapping[str, str]
+) -> dict[str, str]:
+    """Attribution of one request: X-Costplatform-<Dim> headers over the body's `metadata`
+    object over the server's defaults. Keys the record contract refuses are dropped and
+    values cut to its limit, so a careless header never costs the record its tokens."""
+    dims: dict[str, str] = {}
+    for key, value in defaults.items():
+        dims[dim_key(key)] = str(value)
+    metadata = body.get("metadata") if isinstance(body, Mapping) else None
+    if isinstance(metadata, Mapping):
+        for key, value in metadata.items():
+            if isinstance(value, str | int | float | bool) and isinstance(key, str):
+                dims[dim_key(key)] = str(value)
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower.startswith(DIM_HEADER_PREFIX):
+            key = dim_key(lower[len(DIM_HEADER_PREFIX) :])
+            if key not in _NOT_DIMS:
+                dims[key] = value
+    clean: dict[str, str] = {}
+    for key, value in dims.items():
+        if _DIM_KEY.match(key) and len(clean) < MAX_DIMS:
+            clean[key] = value[:MAX_DIM_VALUE]
+    return clean
+
+
+def retry_chain(headers: Mapping[str, str]) -> tuple[int, str | None]:
+    """(attempt, retry_of) from X-Costplatform-Attempt and X-Costplatform-Retry-Of."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        attempt = int(lowered.get(ATTEMPT_HEADER, "1"))
+    except ValueError:
+        attempt = 1
+    attempt = min(max(attempt, 1), 1000)
+    retry_of = (lowered.get(RETRY_OF_HEADER) or "").strip()[:MAX_RECORD_ID] or None
+    return attempt, retry_of
+
+
+def endpoint_of(path: str) -> str | None:
+    return ENDPOINTS.get(path.rstrip("/"))
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Iterable) and not isinstance(content, bytes | Mapping):
+        return "".join(_content_text(part) for part in content)
+    if isinstance(content, Mapping):
+        if "text" in content:
+            return _content_text(content["text"])
+        return json.dumps(content, sort_keys=True)
+    return str(content)
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def normalised_prompt(payload: Any) -> Any:
+    """Chat messages (or a completion prompt) with whitespace folded, so two requests that
+    differ only in spacing hash alike."""
+    if isinstance(payload, Sequence) and not isinstance(payload, str | bytes):
+        out: list[Any] = []
+        for item in payload:
+            if isinstance(item, Mapping):
+                entry = [str(item.get("role", "")), _normal(_content_text(item.get("content")))]
+                if item.get("tool_calls"):
+                    entry.append(json.dumps(item["tool_calls"], sort_keys=True))
+                out.append(entry)
+            else:
+                out.append(_normal(_content_text(item)))
+        return out
+    return _normal(_content_text(payload))
+
+
+def prompt_hash(payload: Any, key: bytes) -> str:
+    """Keyed BLAKE2b of the normalised prompt: equal prompts give equal hashes, and without
+    the key nobody can test a guessed prompt against a stored hash."""
+    data = json.dumps(normalised_prompt(payload), separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.blake2b(data, key=key[:64], digest_size=16).hexdigest()
+
+
+def usage_tokens(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """An OpenAI `usage` object as record token counts (prompt includes cached, as OpenAI's does)."""
+    if not usage:
+        return {}
+    tokens = {
+        "prompt": int(usage.get("prompt_tokens") or 0),
+        "completion": int(usage.get("completion_tokens") or 0),
+    }
+    details = usage.get("prompt_tokens_details") or {}
+    if isinstance(details, Mapping) and details.get("cached_tokens"):
+        tokens["prompt_cached"] = int(details["cached_tokens"])
+    return tokens
+
+
+def make_record(
+    *,
+    record_id: str,
+    ts: datetime,
+    model: str,
+    tokens: Mapping[str, int],
+    status: str,
+    finish_reason: str | None = None,
+    endpoint: str | None = None,
+    model_version: str | None = None,
+    dims: Mapping[str, str] | None = None,
+    timing: Mapping[str, float | int | None] | None = None,
+    attempt: int = 1,
+    retry_of: str | None = None,
+    prompt_hash: str | None = None,
+) -> dict[str, Any]:
+    """A record v1 as a JSON-ready dict. Counts are made consistent (cached <= prompt,
+    system + tool <= prompt, structural <= completion, accepted <= draft) because the
+    parts come from different counters (the engine, a tokenizer) that can disagree by a few."""
+    t = {name: max(int(tokens.get(name) or 0), 0) for name in TOKEN_FIELDS}
+    t["prompt_cached"] = min(t["prompt_cached"], t["prompt"])
+    t["system"] = min(t["system"], t["prompt"])
+    t["tool"] = min(t["tool"], t["prompt"] - t["system"])
+    t["structural"] = min(t["structural"], t["completion"])
+    t["draft_accepted"] = min(t["draft_accepted"], t["draft"])
+    record: dict[str, Any] = {
+        "record_id": record_id[:MAX_RECORD_ID],
+        "ts": ts.isoformat(),
+        "model": model[:200],
+        "tokens": {k: v for k, v in t.items() if v or k in ("prompt", "completion")},
+        "outcome": {"status": status} | ({"finish_reason": finish_reason} if finish_reason else {}),
+    }
+    if endpoint:
+        record["endpoint"] = endpoint
+    if model_version:
+        record["model_version"] = model_version[:100]
+    if dims:
+        record["dims"] = dict(dims)
+    if timing:
+        ms = {k: max(round(v), 0) for k, v in timing.items() if k in TIMING_FIELDS and v is not None}
+        if ms:
+            record["timing"] = ms
+    if attempt != 1:
+        record["attempt"] = attempt
+    if retry_of:
+        record["retry_of"] = retry_of
+    if prompt_hash:
+        record["prompt_hash"] = prompt_hash
+    return record
+
+
+# --- token counts that need the model's tokenizer -------------------------------------------
+
+
+def _structural_mask(text: str) -> bytearray:
+    """1 for each character of JSON scaffolding: braces, brackets, colons, commas, the
+    quotes, whitespace between tokens and whole object keys; 0 for value characters. Reads
+    truncated or slightly broken JSON too (an output cut by max_tokens)."""
+    n = len(text)
+    mask = bytearray(n)
+    stack: list[str] = []
+    expect_key = False
+    i = 0
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            end = min(j, n - 1)
+            if stack and stack[-1] == "{" and expect_key:
+                mask[i : end + 1] = b"\x01" * (end + 1 - i)
+            else:
+                mask[i] = 1
+                if j < n:
+                    mask[j] = 1
+            i = j + 1
+            continue
+        if c in "{[":
+            stack.append(c)
+            expect_key = c == "{"
+            mask[i] = 1
+        elif c in "}]":
+            if stack:
+                stack.pop()
+            expect_key = False
+            mask[i] = 1
+        elif c == ":":
+            expect_key = False
+            mask[i] = 1
+        elif c == ",":
+            expect_key = bool(stack) and stack[-1] == "{"
+            mask[i] = 1
+        elif c.isspace():
+            mask[i] = 1
+        i += 1
+    return mask
+
+
+def structural_tokens(text: str, tokenizer: Any) -> int:
+    """How many tokens of a JSON output are scaffolding (a token counts when at least half
+    of its characters are), by re-tokenizing the text with the model's tokenizer."""
+    if not text or tokenizer is None:
+        return 0
+    mask = _structural_mask(text)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    count = 0
+    for start, end in encoded["offset_mapping"]:
+        if end > start and 2 * sum(mask[start:end]) >= end - start:
+            count += 1
+    return count
+
+
+def _flat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{**m, "content": _content_text(m.get("content"))} for m in messages]
+
+
+class PromptSegments:
+    """System and tool prompt tokens of a chat request, measured with the model's own
+    tokenizer and chat template: each message's share is the growth of the rendered
+    prompt when it is added, so template scaffolding around a message counts with it."""
+
+    MAX_MESSAGES = 256
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def _length(self, messages: list[dict[str, Any]]) -> int:
+        if not messages:
+            return 0
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _content_length(self, message: Mapping[str, Any]) -> int:
+        return len(self.tokenizer(_content_text(message.get("content")), add_special_tokens=False)["input_ids"])
+
+    def count(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        if self.tokenizer is None or not messages:
+            return 0, 0
+        roles = [str(m.get("role", "")) for m in messages]
+        wanted = [i for i, role in enumerate(roles) if role in SYSTEM_ROLES or role in TOOL_ROLES]
+        if not wanted:
+            return 0, 0
+        system = tool = 0
+        flat = _flat_messages(messages)
+        use_template = len(flat) <= self.MAX_MESSAGES and getattr(self.tokenizer, "chat_template", None)
+        for i in wanted:
+            size = 0
+            if use_template:
+                try:
+                    size = self._length(flat[: i + 1]) - self._length(flat[:i])
+                except Exception:  # a template that refuses a prefix (e.g. "must end with user")
+                    use_template = False
+            if not use_template or size <= 0:
+                size = self._content_length(flat[i])
+            if roles[i] in SYSTEM_ROLES:
+                system += size
+            else:
+                tool += size
+        return system, tool
