@@ -1,0 +1,387 @@
+"""OTLP/HTTP GenAI spans -> token records: both encodings, the receiver's answers, durability,
+and spans from the real OpenTelemetry SDK exporter reaching a real costplatform."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+from prometheus_client import CollectorRegistry
+
+from collectors.httpserve import ServerThread
+from collectors.otlp import BodyError, Options, Receiver, convert, decode_body
+from collectors.shipper import Pipeline
+
+FIXTURE = Path(__file__).parent / "fixtures" / "otlp_genai_traces.json"
+T0 = 1_767_268_800_000_000_000  # 2026-01-01T12:00:00Z in nanoseconds
+
+
+class Taken:
+    """The receiver's sink seam (collectors.shipper.Pipeline in production, tested below too)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def submit(self, record: Mapping[str, Any]) -> None:
+        self.records.append(dict(record))
+
+    def submit_durable(self, records: Iterable[Mapping[str, Any]], timeout: float | None = None) -> int:
+        batch = [dict(r) for r in records]
+        self.records += batch
+        return len(batch)
+
+
+def kv(key: str, value: Any) -> KeyValue:
+    if isinstance(value, list):
+        return KeyValue(
+            key=key, value=AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=v) for v in value]))
+        )
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def genai_span(span_id: int, *, start: int = T0, duration_ms: int = 250, status: int = 0, **attrs: Any) -> Span:
+    return Span(
+        trace_id=bytes.fromhex("4bf92f3577b34da6a3ce929d0e0e4736"),
+        span_id=span_id.to_bytes(8, "big"),
+        name="chat",
+        kind=Span.SpanKind.SPAN_KIND_CLIENT,
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + duration_ms * 1_000_000,
+        attributes=[kv(k.replace("__", "."), v) for k, v in attrs.items()],
+        status=Status(code=status),
+    )
+
+
+def export_request(*spans: Span, **resource: str) -> ExportTraceServiceRequest:
+    return ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(
+                resource=Resource(attributes=[kv(k.replace("__", "."), v) for k, v in resource.items()]),
+                scope_spans=[ScopeSpans(spans=list(spans))],
+            )
+        ]
+    )
+
+
+def chat_span(span_id: int = 1, **attrs: Any) -> Span:
+    base = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "qwen2.5-7b-instruct",
+        "gen_ai.usage.input_tokens": 900,
+        "gen_ai.usage.output_tokens": 120,
+        "gen_ai.usage.cache_read.input_tokens": 600,
+        "gen_ai.response.finish_reasons": ["stop"],
+    }
+    return genai_span(span_id, **{k.replace(".", "__"): v for k, v in (base | attrs).items()})
+
+
+def otlp_json(request: ExportTraceServiceRequest) -> bytes:
+    """The OTLP JSON encoding of a request: protobuf's JSON mapping with hex ids."""
+    data = json_format.MessageToDict(request)
+    for resource_spans in data["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                for key in ("traceId", "spanId"):
+                    span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(data).encode()
+
+
+def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["record_id"].rsplit("-", 1)[1]: r for r in records}
+
+
+# --- conversion -------------------------------------------------------------------------------
+
+
+def test_it_turns_each_genai_inference_span_of_the_json_fixture_into_a_record():
+    result = convert(decode_body(FIXTURE.read_bytes(), "application/json"))
+
+    records = by_id(result.records)
+    assert sorted(records) == ["00f067aa0ba902b7", "b7ad6b7169203331", "c7ad6b7169203332", "eee19b7ec3c1b174"]
+    assert records["eee19b7ec3c1b174"] == {
+        "record_id": "otlp-5b8efff798038103d269b633813fc60c-eee19b7ec3c1b174",
+        "ts": "2026-01-01T12:00:00.123456+00:00",
+        "model": "qwen2.5-7b-instruct-0925",
+        "endpoint": "chat.completions",
+        "tokens": {"prompt": 1200, "completion": 180, "prompt_cached": 512},
+        "outcome": {"status": "ok", "finish_reason": "stop"},
+        "dims": {
+            "service": "support-bot",
+            "env": "prod",
+            "business_line": "after-sales",  # the span's attribute wins over the resource's
+            "team": "cs-bot",
+            "conversation_id": "conv-42",
+            "feature": "faq",
+        },
+        "timing": {"e2e": 930},
+        "attempt": 2,
+        "retry_of": "otlp-first-try",
+    }
+    assert records["c7ad6b7169203332"]["tokens"] == {"prompt": 64, "completion": 0}
+    assert records["c7ad6b7169203332"]["endpoint"] == "embeddings"
+
+
+def test_it_skips_agent_and_plain_spans_and_rejects_a_chat_span_without_a_model():
+    result = convert(decode_body(FIXTURE.read_bytes(), "application/json"))
+
+    assert not {"d7ad6b7169203333", "e7ad6b7169203334"} & set(by_id(result.records))  # invoke_agent, GET
+    assert result.rejected == 1
+    assert "f7ad6b7169203335" in result.errors[0] and "model" in result.errors[0]
+
+
+def test_it_records_a_timed_out_span_without_usage_as_a_timeout():
+    records = by_id(convert(decode_body(FIXTURE.read_bytes(), "application/json")).records)
+
+    timed_out = records["b7ad6b7169203331"]
+    assert timed_out["outcome"] == {"status": "timeout"}
+    assert timed_out["tokens"] == {"prompt": 0, "completion": 0}
+    assert timed_out["timing"] == {"e2e": 30000}
+
+
+def test_it_takes_input_tokens_as_including_cached_ones_by_default():
+    records = by_id(convert(export_request(chat_span())).records)
+
+    assert records["0000000000000001"]["tokens"] == {"prompt": 900, "completion": 120, "prompt_cached": 600}
+
+
+def test_it_adds_cache_reads_and_writes_to_input_for_sources_that_exclude_them():
+    options = Options(input_excludes_cache=True)
+    result = convert(decode_body(FIXTURE.read_bytes(), "application/json"), options)
+
+    # Anthropic-style: 300 uncached input + 1000 read from the cache + 200 written to it.
+    assert by_id(result.records)["00f067aa0ba902b7"]["tokens"] == {
+        "prompt": 1500,
+        "completion": 40,
+        "prompt_cached": 1000,
+    }
+    assert by_id(result.records)["00f067aa0ba902b7"]["outcome"] == {"status": "ok", "finish_reason": "length"}
+
+
+def test_it_never_lets_cached_exceed_prompt_for_a_source_that_excludes_cache_read_as_inclusive():
+    tokens = by_id(convert(decode_body(FIXTURE.read_bytes(), "application/json")).records)["00f067aa0ba902b7"]["tokens"]
+
+    assert tokens == {"prompt": 300, "completion": 40, "prompt_cached": 300}
+
+
+def test_it_reads_the_same_records_from_protobuf_and_from_json():
+    request = export_request(
+        chat_span(1, **{"costplatform.business_line": "search", "gen_ai.response.model": "qwen-0925"}),
+        chat_span(2, **{"gen_ai.operation.name": "text_completion", "error.type": "500"}),
+        **{"service.name": "search-api", "costplatform.team": "search"},
+    )
+
+    from_protobuf = convert(decode_body(request.SerializeToString(), "application/x-protobuf"))
+    from_json = convert(decode_body(otlp_json(request), "application/json"))
+
+    assert from_protobuf.records == from_json.records
+    first, second = from_protobuf.records
+    assert first["record_id"] == "otlp-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000001"
+    assert first["ts"] == "2026-01-01T12:00:00+00:00"
+    assert (first["model"], first["dims"]) == (
+        "qwen-0925",
+        {"service": "search-api", "team": "search", "business_line": "search"},
+    )
+    assert (second["endpoint"], second["outcome"]) == ("completions", {"status": "error", "finish_reason": "stop"})
+
+
+@pytest.mark.parametrize(
+    ("attrs", "status", "outcome"),
+    [
+        ({"gen_ai.response.finish_reasons": ["end_turn"]}, 0, {"status": "ok", "finish_reason": "stop"}),
+        ({"gen_ai.response.finish_reasons": ["tool_use"]}, 0, {"status": "ok", "finish_reason": "tool_calls"}),
+        ({"gen_ai.response.finish_reasons": ["MAX_TOKENS"]}, 0, {"status": "ok", "finish_reason": "length"}),
+        ({"gen_ai.response.finish_reasons": ["content_filter"]}, 0, {"status": "ok"}),
+        ({"gen_ai.response.finish_reasons": []}, 2, {"status": "error"}),
+        ({"gen_ai.response.finish_reasons": [], "error.type": "ReadTimeout"}, 0, {"status": "timeout"}),
+        (
+            {"gen_ai.response.finish_reasons": [], "error.type": "CancelledError"},
+            2,
+            {"status": "aborted", "finish_reason": "abort"},
+        ),
+    ],
+)
+def test_it_maps_finish_reasons_and_span_status(attrs, status, outcome):
+    span = chat_span(**attrs)
+    span.status.code = status
+
+    assert convert(export_request(span)).records[0]["outcome"] == outcome
+
+
+def test_it_takes_dims_with_a_configured_prefix_and_defaults():
+    span = chat_span(**{"acme.business_line": "ads", "costplatform.team": "ignored-prefix"})
+    options = Options(dim_prefix="acme.", defaults={"env": "staging"})
+
+    assert convert(export_request(span), options).records[0]["dims"] == {"env": "staging", "business_line": "ads"}
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"\xff\xff\xff", "application/x-protobuf"),
+        (b"{not json", "application/json"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', "application/json"),
+        (b'{"resourceSpans": "many"}', "application/json"),
+    ],
+)
+def test_it_refuses_bodies_that_do_not_decode(body, content_type):
+    with pytest.raises(BodyError):
+        decode_body(body, content_type)
+
+
+# --- the HTTP receiver ------------------------------------------------------------------------
+
+
+def post(url: str, body: bytes, content_type: str, **headers: str) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(f"{url}/v1/traces", data=body, headers={"Content-Type": content_type, **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read()
+
+
+@pytest.fixture
+def receiver_url():
+    sink = Taken()
+    with ServerThread(Receiver(sink, Options()).app()) as server:
+        server.sink = sink  # type: ignore[attr-defined]
+        yield server
+
+
+def test_it_answers_gzipped_protobuf_with_an_export_response_counting_rejected_spans(receiver_url):
+    request = export_request(chat_span(1), chat_span(2, **{"gen_ai.request.model": ""}))
+
+    status, content_type, body = post(
+        receiver_url.url,
+        gzip.compress(request.SerializeToString()),
+        "application/x-protobuf",
+        **{"Content-Encoding": "gzip"},
+    )
+
+    assert (status, content_type) == (200, "application/x-protobuf")
+    answer = ExportTraceServiceResponse.FromString(body)
+    assert answer.partial_success.rejected_spans == 1
+    assert "0000000000000002" in answer.partial_success.error_message
+    assert [r["record_id"][-4:] for r in receiver_url.sink.records] == ["0001"]
+
+
+def test_it_answers_json_in_json_without_partial_success_when_all_spans_were_used(receiver_url):
+    status, content_type, body = post(receiver_url.url, otlp_json(export_request(chat_span())), "application/json")
+
+    assert (status, content_type) == (200, "application/json")
+    assert json.loads(body) == {}
+    assert len(receiver_url.sink.records) == 1
+
+
+def test_it_answers_400_with_a_status_for_an_undecodable_body(receiver_url):
+    status, _, body = post(receiver_url.url, b"{oops", "application/json")
+    gz_status, _, _ = post(receiver_url.url, b"not gzip", "application/x-protobuf", **{"Content-Encoding": "gzip"})
+
+    assert (status, gz_status) == (400, 400)
+    assert json.loads(body)["code"] == 3
+    assert receiver_url.sink.records == []
+
+
+def test_it_answers_415_for_another_content_type(receiver_url):
+    status, _, _ = post(receiver_url.url, b"<spans/>", "application/xml")
+
+    assert status == 415
+
+
+def pipeline(tmp_path: Path, url: str = "http://127.0.0.1:9", **options: Any) -> Pipeline:
+    return Pipeline(tmp_path / "spool", url=url, key="cpk_test", registry=CollectorRegistry(), **options)
+
+
+def test_it_answers_only_once_the_records_are_in_the_spool_files(tmp_path):
+    with pipeline(tmp_path, ship=False) as sink, ServerThread(Receiver(sink, Options()).app()) as server:
+        status, _, _ = post(server.url, export_request(chat_span(7)).SerializeToString(), "application/x-protobuf")
+
+        on_disk = b"".join(p.read_bytes() for p in (tmp_path / "spool").rglob("*") if p.is_file())
+        assert status == 200
+        assert b"otlp-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000007" in on_disk
+
+
+def test_it_answers_503_when_the_spool_refuses_the_records(tmp_path):
+    with (
+        pipeline(tmp_path, ship=False, when_full="refuse", max_bytes=1, segment_bytes=1) as sink,
+        ServerThread(Receiver(sink, Options()).app()) as server,
+    ):
+        status, _, _ = post(server.url, export_request(chat_span()).SerializeToString(), "application/x-protobuf")
+
+    assert status == 503
+
+
+# --- end to end -------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("truncate_records")
+def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(live_server, tmp_path):
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource as SdkResource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from apps.ingest.models import Record
+    from tests.factories import collector_key
+
+    key = collector_key()
+    with (
+        Pipeline(tmp_path / "spool", url=live_server.url, key=key.secret, registry=CollectorRegistry()) as sink,
+        ServerThread(Receiver(sink, Options()).app()) as server,
+    ):
+        provider = TracerProvider(
+            resource=SdkResource.create({"service.name": "kb-search", "costplatform.business_line": "search"})
+        )
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", compression=Compression.Gzip))
+        )
+        tracer = provider.get_tracer("test")
+        with tracer.start_as_current_span("chat qwen", kind=SpanKind.CLIENT) as span:
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": "openai",
+                    "gen_ai.request.model": "qwen2.5-7b-instruct",
+                    "gen_ai.usage.input_tokens": 700,
+                    "gen_ai.usage.output_tokens": 90,
+                    "gen_ai.usage.cache_read.input_tokens": 256,
+                    "gen_ai.response.finish_reasons": ("length",),
+                    "costplatform.feature": "answer",
+                }
+            )
+            trace_id = span.get_span_context().trace_id
+        with tracer.start_as_current_span("chat qwen", kind=SpanKind.CLIENT) as failed:
+            failed.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "qwen2.5-7b-instruct"})
+            failed.set_attribute("error.type", "InternalServerError")
+            failed.set_status(StatusCode.ERROR)
+        provider.shutdown()
+        assert sink.flush(10)
+
+    stored = {r.get_status_display(): r for r in Record.objects.filter(source=key.key).select_related("model", "dims")}
+    assert sorted(stored) == ["error", "ok"]
+    ok = stored["ok"]
+    assert ok.record_id.startswith(f"otlp-{trace_id:032x}-")
+    assert (ok.prompt, ok.prompt_cached, ok.completion) == (700, 256, 90)
+    assert ok.model.name == "qwen2.5-7b-instruct"
+    assert ok.get_finish_reason_display() == "length"
+    assert ok.dims.dims == {"service": "kb-search", "business_line": "search", "feature": "answer"}
+    assert (stored["error"].prompt, stored["error"].completion) == (0, 0)
