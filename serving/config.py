@@ -1,0 +1,105 @@
+"""Settings of the instrumentation, read from the environment the launcher prepares.
+
+vLLM builds the middleware and the stat logger itself, with no arguments of ours, so
+`python -m serving` hands its options down as environment variables (each also works
+when vLLM is started by hand).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_URL = "COSTPLATFORM_URL"
+ENV_KEY = "COSTPLATFORM_COLLECTOR_KEY"
+ENV_SPOOL = "COSTPLATFORM_SPOOL"
+ENV_SOURCE = "COSTPLATFORM_SOURCE"
+ENV_DIMS = "COSTPLATFORM_DIMS"
+ENV_HASH_KEY = "COSTPLATFORM_HASH_KEY"
+ENV_MODEL_VERSION = "COSTPLATFORM_MODEL_VERSION"
+ENV_CACHE_SALT = "COSTPLATFORM_CACHE_SALT_DIM"
+ENV_TOKENIZER = "COSTPLATFORM_TOKENIZER"
+ENV_SEGMENTS = "COSTPLATFORM_SEGMENTS"
+ENV_STATS_WAIT = "COSTPLATFORM_STATS_WAIT"
+
+
+def _secret(name: str) -> str | None:
+    """NAME, or the contents of the file named by NAME_FILE."""
+    value = os.environ.get(name)
+    if value:
+        return value.strip()
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        return Path(path).read_text().strip()
+    return None
+
+
+def parse_dims(text: str | None) -> dict[str, str]:
+    """`business_line=search,env=prod` -> {"business_line": "search", "env": "prod"}."""
+    dims: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{ENV_DIMS}: expected key=value, got {part!r}")
+        dims[key.strip()] = value.strip()
+    return dims
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    platform_url: str
+    collector_key: str
+    spool_dir: Path
+    source: str = field(default_factory=socket.gethostname)
+    dims: dict[str, str] = field(default_factory=dict)
+    hash_key: bytes = b""
+    model_version: str | None = None
+    cache_salt_dim: str | None = None
+    tokenizer: str | None = None
+    segments: bool = True
+    stats_wait: float = 2.0
+
+    @classmethod
+    def from_env(cls) -> ServingConfig | None:
+        """None when the platform is not configured: the instrumentation then stays inert."""
+        url, key = os.environ.get(ENV_URL), _secret(ENV_KEY)
+        if not url or not key:
+            return None
+        spool = Path(os.environ.get(ENV_SPOOL) or Path.home() / ".cache" / "costplatform" / "spool")
+        return cls(
+            platform_url=url.rstrip("/"),
+            collector_key=key,
+            spool_dir=spool,
+            source=os.environ.get(ENV_SOURCE) or socket.gethostname(),
+            dims=parse_dims(os.environ.get(ENV_DIMS)),
+            hash_key=hash_key(spool),
+            model_version=os.environ.get(ENV_MODEL_VERSION) or None,
+            cache_salt_dim=os.environ.get(ENV_CACHE_SALT) or None,
+            tokenizer=os.environ.get(ENV_TOKENIZER) or None,
+            segments=os.environ.get(ENV_SEGMENTS, "1") not in ("0", "false", "no", "off"),
+            stats_wait=float(os.environ.get(ENV_STATS_WAIT) or 2.0),
+        )
+
+
+def hash_key(spool: Path) -> bytes:
+    """The prompt-hash key: COSTPLATFORM_HASH_KEY(_FILE), else one generated once and kept
+    beside the spool. Servers whose repeats should be recognised as duplicates of each other
+    must share one key."""
+    configured = _secret(ENV_HASH_KEY)
+    if configured:
+        return configured.encode()
+    path = spool / "prompt-hash.key"
+    try:
+        return path.read_bytes().strip()
+    except FileNotFoundError:
+        spool.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_hex(32).encode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        return key

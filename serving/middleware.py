@@ -1,0 +1,162 @@
+"""ASGI middleware for vLLM's OpenAI server: `--middleware serving.middleware.CostplatformMiddleware`.
+
+For each inference request it reads the attribution headers and the body, makes sure the
+request carries an X-Request-Id (vLLM names the engine request after it, which is how the
+engine's counts find their way back), watches the response and the client's disconnect,
+and when the request ends hands what it saw to the runtime, which waits for the engine's
+counts off the request's task. It never changes what the client sends or gets, except
+that with COSTPLATFORM_CACHE_SALT_DIM set it adds a `cache_salt` derived from that dim
+(prefix-cache isolation between business lines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from serving import hooks, runtime
+from serving.record import dims_from_request, endpoint_of
+from serving.runtime import Seen
+
+log = logging.getLogger("costplatform.serving")
+
+# vLLM's engine request id for each endpoint is this prefix + X-Request-Id.
+ENGINE_ID_PREFIX = {
+    "chat.completions": "chatcmpl-",
+    "completions": "cmpl-",
+    "embeddings": "embd-",
+    "responses": "resp_",
+}
+MAX_BODY = 32 * 1024 * 1024  # a request larger than this is passed through unrecorded
+MAX_RESPONSE_KEPT = 4 * 1024 * 1024
+
+
+def expected_sequences(endpoint: str, body: dict[str, Any]) -> int:
+    """How many finished engine sequences make up the request (n choices, list prompts)."""
+    try:
+        n = int(body.get("n") or 1)
+    except (TypeError, ValueError):
+        n = 1
+    if endpoint == "completions":
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+            return n * len(prompt)
+    return n
+
+
+def cache_salt(key: bytes, value: str) -> str:
+    return hashlib.blake2b(value.encode(), key=key[:64], digest_size=12).hexdigest()
+
+
+class CostplatformMiddleware:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.runtime = runtime.get()
+        if self.runtime is not None:
+            rt = self.runtime
+            rt.middleware_active = True
+            hooks.install(rt.join, lambda state: getattr(state, "lora_name", None) or rt.served_model)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        endpoint = endpoint_of(scope.get("path", "")) if scope.get("type") == "http" else None
+        if self.runtime is None or endpoint is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        rt = self.runtime
+        arrival = time.time()
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if not message.get("more_body") or size > MAX_BODY:
+                break
+        body_bytes = b"".join(chunks)
+        if size > MAX_BODY:  # not ours to judge: pass it on as it came
+            await self.app(scope, _replay(body_bytes, receive, more=True), send)
+            return
+        try:
+            body = json.loads(body_bytes) if body_bytes else None
+        except ValueError:
+            body = None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw_headers = list(scope.get("headers", []))
+        request_id = headers.get("x-request-id")
+        if not request_id:
+            request_id = uuid.uuid4().hex
+            raw_headers.append((b"x-request-id", request_id.encode()))
+        if rt.config.cache_salt_dim and isinstance(body, dict) and "cache_salt" not in body:
+            dims = dims_from_request(headers, body, rt.config.dims)
+            value = dims.get(rt.config.cache_salt_dim)
+            if value:
+                body["cache_salt"] = cache_salt(rt.config.hash_key, value)
+                body_bytes = json.dumps(body).encode()
+                raw_headers = [(k, v) for k, v in raw_headers if k.lower() != b"content-length"]
+                raw_headers.append((b"content-length", str(len(body_bytes)).encode()))
+        scope = dict(scope, headers=raw_headers)
+
+        engine_id = ENGINE_ID_PREFIX[endpoint] + request_id
+        seen = Seen(
+            request_id=request_id,
+            engine_id=engine_id,
+            arrival=arrival,
+            endpoint=endpoint,
+            headers=headers,
+            body=body,
+            streamed=isinstance(body, dict) and bool(body.get("stream")),
+        )
+        waiter = rt.join.expect(engine_id, expected_sequences(endpoint, body) if isinstance(body, dict) else 1)
+        replay = _replay(body_bytes, receive, seen=seen)
+
+        async def watch(message: dict[str, Any]) -> None:
+            kind = message["type"]
+            if kind == "http.response.start":
+                seen.status = message["status"]
+            elif kind == "http.response.body":
+                part = message.get("body", b"")
+                if part and seen.first_byte is None:
+                    seen.first_byte = time.time()
+                if len(seen.response) < MAX_RESPONSE_KEPT:
+                    seen.response += part
+                if not message.get("more_body"):
+                    seen.end = time.time()
+            try:
+                await send(message)
+            except OSError:
+                seen.disconnected = True
+                raise
+
+        try:
+            await self.app(scope, replay, watch)
+        except BaseException as exc:
+            seen.error = type(exc).__name__
+            raise
+        finally:
+            seen.end = seen.end or time.time()
+            # A request that never reached the engine (refused by validation) has no counts to wait for.
+            engine_ran = seen.status is None or seen.status < 400 or seen.disconnected
+            rt.finish_later(seen, waiter, wait=rt.config.stats_wait if engine_ran else 0.05)
+
+
+def _replay(body: bytes, receive: Any, *, seen: Seen | None = None, more: bool = False) -> Any:
+    """A receive() that gives the app the body we already read, then the client's next messages."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        message = await receive()
+        if message["type"] == "http.disconnect" and seen is not None and seen.end is None:
+            seen.disconnected = True
+        return message
+
+    return replayed
