@@ -273,7 +273,8 @@ class Pipeline:
 
     def submit_durable(self, records: Iterable[Mapping[str, Any]], timeout: float | None = None) -> int:
         """Spool the records and return once they are fsync'd: how many were taken (0 when the
-        spool refused them, or on timeout)."""
+        spool refused them, or on timeout; records that timed out may still be written later,
+        and the platform stores a record sent twice once)."""
         ticket = _Ticket(list(records))
         if not ticket.records or self._stopping.is_set():
             return 0
