@@ -1,0 +1,646 @@
+"""An OpenAI-compatible reverse proxy that records token usage for upstreams that cannot be
+instrumented (a hosted API, a vLLM nobody may restart, another engine).
+
+    python -m collectors.proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000
+        [--upstream-key KEY] --spool DIR --platform-url URL --key KEY [--tokenizer PATH]
+        [--hash-key-file F] [--model-version V] [--dim business_line=search ...]
+
+Every /v1/* request is forwarded (hop-by-hop and X-Costplatform-* headers removed; with
+--upstream-key the client's Authorization is replaced) over one keep-alive connection pool,
+and the answer is streamed back chunk by chunk as it arrives: Server-Sent Events are never
+buffered beyond the event being read. POST /v1/chat/completions, /v1/completions,
+/v1/embeddings and /v1/responses each make one record, built after the response has been sent
+(in a worker thread) and handed to collectors.shipper.Pipeline:
+
+  record_id   px-<uuid>, also returned to the client in X-Costplatform-Record-Id (a client
+              retrying sends it back as X-Costplatform-Retry-Of)
+  dims        X-Costplatform-<Dim> headers > the body's `metadata` > --dim defaults
+  attempt     X-Costplatform-Attempt / X-Costplatform-Retry-Of
+  prompt_hash keyed BLAKE2b of the messages / prompt / input (key: --hash-key-file, else as the
+              instrumented server: $COSTPLATFORM_HASH_KEY(_FILE), else a key kept in the spool)
+  tokens      the response's usage. A streamed chat or completion request that did not ask for
+              usage gets stream_options.include_usage=true upstream, and the usage-only final
+              chunk is then taken out of the stream, so the client sees what it asked for.
+              With --tokenizer: system and tool prompt tokens, structural tokens of JSON output
+              (response_format json_object/json_schema).
+  outcome     2xx ok; 429 rejected; 408/504 and upstream read/connect timeouts timeout; other
+              statuses and broken upstreams error; a client that goes away mid-stream aborted,
+              with the completion tokens seen so far (streamed deltas, or with --tokenizer the
+              streamed text's tokens) and, with --tokenizer, the prompt counted locally.
+  timing      e2e, and ttft for streams (first content delta)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+from collectors.httpserve import RecordSink, ServerThread, add_common_arguments, pipeline_from_args, run_app
+from serving import record as rec
+
+log = logging.getLogger("collectors.proxy")
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+RECORD_ID_HEADER = "X-Costplatform-Record-Id"
+MAX_BODY = 64 * 1024 * 1024
+MAX_KEPT_RESPONSE = 16 * 1024 * 1024  # of a non-streamed JSON answer, to read its usage
+FINISH_REASONS = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "abort": "abort",
+    "error": "error",
+    "repetition": "repetition",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    upstream: str
+    upstream_key: str | None = None
+    tokenizer: Any = None  # a Hugging Face tokenizer, or None
+    hash_key: bytes | None = None
+    model_version: str | None = None
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    connect_timeout: float = 10.0
+    read_timeout: float = 600.0  # the longest silence from the upstream inside a response
+    max_connections: int = 1000
+
+
+@dataclass
+class Exchange:
+    """What the proxy saw of one tracked request; becomes one record."""
+
+    record_id: str
+    arrival: float  # time.time()
+    started: float  # time.monotonic()
+    endpoint: str
+    headers: Mapping[str, str]
+    body: dict[str, Any]
+    status_code: int = 0
+    outcome: str | None = None  # set when the transfer itself failed: aborted, timeout, error
+    streamed: bool = False
+    first_token: float | None = None
+    finished: float | None = None
+    deltas: int = 0
+    text: list[str] = field(default_factory=list)
+    usage: Mapping[str, Any] | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    response_status: str | None = None  # /v1/responses: completed, incomplete, failed
+    kept: bytearray = field(default_factory=bytearray)  # a non-streamed JSON answer
+
+
+# --- reading upstream answers -----------------------------------------------------------------
+
+
+def split_events(buffer: bytearray) -> list[bytes]:
+    """Take the complete Server-Sent Events off the front of `buffer` (each with its blank
+    line); an incomplete one stays for the next chunk."""
+    events: list[bytes] = []
+    start = 0
+    while True:
+        lf = buffer.find(b"\n\n", start)
+        crlf = buffer.find(b"\r\n\r\n", start)
+        if lf < 0 and crlf < 0:
+            break
+        if crlf >= 0 and (lf < 0 or crlf < lf):
+            end = crlf + 4
+        else:
+            end = lf + 2
+        events.append(bytes(buffer[start:end]))
+        start = end
+    del buffer[:start]
+    return events
+
+
+def event_data(event: bytes) -> bytes:
+    return b"\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:"))
+
+
+def observe_choices(exchange: Exchange, doc: Mapping[str, Any], now: float) -> None:
+    for choice in doc.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        part = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+        tools = isinstance(delta, dict) and (delta.get("tool_calls") or delta.get("reasoning_content"))
+        if part or tools:
+            exchange.deltas += 1
+            exchange.first_token = exchange.first_token or now
+            if isinstance(part, str):
+                exchange.text.append(part)
+        if choice.get("finish_reason"):
+            exchange.finish_reason = str(choice["finish_reason"])
+
+
+def observe_responses_event(exchange: Exchange, doc: Mapping[str, Any], now: float) -> None:
+    kind = str(doc.get("type") or "")
+    if kind == "response.output_text.delta" and doc.get("delta"):
+        exchange.deltas += 1
+        exchange.first_token = exchange.first_token or now
+        exchange.text.append(str(doc["delta"]))
+    elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        observe_response_object(exchange, doc.get("response") or {})
+
+
+def observe_response_object(exchange: Exchange, doc: Mapping[str, Any]) -> None:
+    """A /v1/responses Response object: usage in input/output_tokens, status, incomplete reason."""
+    exchange.model = str(doc.get("model") or "") or exchange.model
+    exchange.response_status = str(doc.get("status") or "") or None
+    usage = doc.get("usage")
+    if isinstance(usage, Mapping):
+        exchange.usage = responses_usage(usage)
+    details = doc.get("incomplete_details")
+    if isinstance(details, Mapping) and details.get("reason") == "max_output_tokens":
+        exchange.finish_reason = "length"
+    elif exchange.response_status == "completed":
+        exchange.finish_reason = "stop"
+    if not exchange.text:
+        exchange.text = [c.get("text", "") for c in _output_contents(doc) if isinstance(c.get("text"), str)]
+
+
+def _output_contents(doc: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for item in doc.get("output") or ():
+        if isinstance(item, Mapping):
+            if item.get("type") == "function_call":
+                yield {"type": "function_call"}
+            for content in item.get("content") or ():
+                if isinstance(content, Mapping):
+                    yield content
+
+
+def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The Responses API's usage in the chat form serving.record.usage_tokens reads."""
+    details = usage.get("input_tokens_details") or {}
+    return {
+        "prompt_tokens": usage.get("input_tokens") or 0,
+        "completion_tokens": usage.get("output_tokens") or 0,
+        "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens") or 0},
+    }
+
+
+class StreamReader:
+    """Reads an upstream SSE answer event by event: notes what the record needs and drops the
+    usage-only chunk the proxy asked for on the client's behalf."""
+
+    def __init__(self, exchange: Exchange, *, drop_usage_chunk: bool) -> None:
+        self.exchange = exchange
+        self.drop_usage_chunk = drop_usage_chunk
+        self.buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The bytes to pass on for this chunk: every complete event except a dropped one."""
+        self.buffer += chunk
+        events = split_events(self.buffer)
+        if not events:
+            return b""
+        now = time.monotonic()
+        out = []
+        for event in events:
+            if not self._take(event_data(event), now):
+                out.append(event)
+        return b"".join(out)
+
+    def rest(self) -> bytes:
+        rest, self.buffer = bytes(self.buffer), bytearray()
+        return rest
+
+    def _take(self, data: bytes, now: float) -> bool:
+        """Note an event's data; whether it is to be dropped."""
+        if not data or data == b"[DONE]":
+            return False
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return False
+        if not isinstance(doc, dict):
+            return False
+        exchange = self.exchange
+        if exchange.endpoint == "responses":
+            observe_responses_event(exchange, doc, now)
+            return False
+        exchange.model = exchange.model or doc.get("model")
+        if doc.get("usage"):
+            exchange.usage = doc["usage"]
+        observe_choices(exchange, doc, now)
+        return self.drop_usage_chunk and not doc.get("choices") and bool(doc.get("usage"))
+
+
+def read_kept_response(exchange: Exchange) -> None:
+    """The usage, model and finish reason of a non-streamed JSON answer."""
+    try:
+        doc = json.loads(bytes(exchange.kept))
+    except ValueError:
+        return
+    if not isinstance(doc, dict):
+        return
+    if exchange.endpoint == "responses":
+        observe_response_object(exchange, doc)
+        return
+    exchange.model = doc.get("model") or exchange.model
+    if isinstance(doc.get("usage"), Mapping):
+        exchange.usage = doc["usage"]
+    choices = doc.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        first = choices[0]
+        exchange.finish_reason = first.get("finish_reason") or None
+        message = first.get("message")
+        content = message.get("content") if isinstance(message, dict) else first.get("text")
+        if isinstance(content, str):
+            exchange.text = [content]
+
+
+# --- building the record ----------------------------------------------------------------------
+
+
+def status_of(exchange: Exchange) -> str:
+    if exchange.outcome:
+        return exchange.outcome
+    code = exchange.status_code
+    if code == 429:
+        return "rejected"
+    if code in (408, 504):
+        return "timeout"
+    if code >= 400 or exchange.response_status == "failed":
+        return "error"
+    return "ok"
+
+
+def wants_json(body: Mapping[str, Any]) -> bool:
+    fmt = body.get("response_format") or (body.get("text") or {}).get("format")
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def prompt_of(body: Mapping[str, Any]) -> Any:
+    for name in ("messages", "prompt", "input"):
+        if body.get(name) is not None:
+            return body[name]
+    return None
+
+
+def local_prompt_tokens(body: Mapping[str, Any], tokenizer: Any) -> int:
+    """Prompt tokens counted with the model's tokenizer, for answers that carry no usage."""
+    messages = body.get("messages")
+    try:
+        if isinstance(messages, list) and getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        prompt = prompt_of(body)
+        if prompt is not None:
+            return len(tokenizer(rec._content_text(prompt), add_special_tokens=True)["input_ids"])
+    except Exception:  # a template that refuses the messages: the count stays unknown
+        log.debug("could not count the prompt locally", exc_info=True)
+    return 0
+
+
+def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
+    body = exchange.body
+    tokenizer = settings.tokenizer
+    if exchange.kept:
+        read_kept_response(exchange)
+    status = status_of(exchange)
+    text = "".join(exchange.text)
+    tokens: dict[str, int] = dict(rec.usage_tokens(exchange.usage))
+    if not tokens and 200 <= exchange.status_code < 300:
+        # An accepted request whose answer was cut off (client gone, timeout, upstream broke)
+        # before its usage: what was streamed, and the prompt counted here when we can.
+        completion = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer and text else 0
+        tokens = {"prompt": local_prompt_tokens(body, tokenizer) if tokenizer else 0}
+        tokens["completion"] = completion or exchange.deltas
+    messages = body.get("messages")
+    if tokenizer is not None and isinstance(messages, list) and messages:
+        tokens["system"], tokens["tool"] = rec.PromptSegments(tokenizer).count(messages)
+    if tokenizer is not None and text and wants_json(body):
+        tokens["structural"] = rec.structural_tokens(text, tokenizer)
+    finish = FINISH_REASONS.get(exchange.finish_reason or "")
+    if status == "aborted":
+        finish = "abort"
+    attempt, retry_of = rec.retry_chain(exchange.headers)
+    prompt = prompt_of(body)
+    end = exchange.finished or time.monotonic()
+    return rec.make_record(
+        record_id=exchange.record_id,
+        ts=datetime.fromtimestamp(exchange.arrival, UTC),
+        model=str(exchange.model or body.get("model") or "unknown"),
+        tokens=tokens,
+        status=status,
+        finish_reason=finish,
+        endpoint=exchange.endpoint,
+        model_version=settings.model_version,
+        dims=rec.dims_from_request(exchange.headers, body, settings.defaults),
+        timing={
+            "ttft": (exchange.first_token - exchange.started) * 1000 if exchange.first_token else None,
+            "e2e": (end - exchange.started) * 1000,
+        },
+        attempt=attempt,
+        retry_of=retry_of,
+        prompt_hash=rec.prompt_hash(prompt, settings.hash_key) if settings.hash_key and prompt is not None else None,
+    )
+
+
+# --- the proxy --------------------------------------------------------------------------------
+
+
+def forward_headers(headers: Mapping[str, str], upstream_key: str | None) -> CIMultiDict[str]:
+    named = {t.strip().lower() for t in headers.get("Connection", "").split(",") if t.strip()}
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower in named or lower.startswith(rec.DIM_HEADER_PREFIX):
+            continue
+        # aiohttp has already decompressed a compressed request body.
+        if lower == "content-encoding":
+            continue
+        out.add(name, value)
+    if upstream_key:
+        out["Authorization"] = f"Bearer {upstream_key}"
+    return out
+
+
+def error_body(message: str, kind: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "code": None}}).encode()
+
+
+class Proxy:
+    def __init__(self, settings: Settings, sink: RecordSink) -> None:
+        self.settings = settings
+        self.sink = sink
+        self.upstream = settings.upstream.rstrip("/").removesuffix("/v1")
+        self.session: aiohttp.ClientSession | None = None
+        # One thread: tokenizers and the record builder stay off the event loop, in order.
+        self.records = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxy-records")
+        self.timeout = aiohttp.ClientTimeout(
+            total=None, connect=settings.connect_timeout, sock_read=settings.read_timeout
+        )
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/v1/{tail:.*}", self.handle)
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _open(self, _: web.Application) -> None:
+        connector = aiohttp.TCPConnector(limit=self.settings.max_connections, ttl_dns_cache=300)
+        # auto_decompress off: compressed answers pass through untouched.
+        self.session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, timeout=self.timeout, skip_auto_headers=("User-Agent",)
+        )
+
+    async def _close(self, _: web.Application) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await asyncio.get_running_loop().run_in_executor(None, self.records.shutdown, True)
+
+    def _exchange(self, request: web.Request, raw: bytes) -> tuple[Exchange | None, bytes]:
+        """The exchange to record (None for an untracked request) and the body to send on."""
+        endpoint = rec.endpoint_of(request.path) if request.method == "POST" else None
+        if endpoint is None:
+            return None, raw
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return None, raw  # the upstream will refuse it; nothing to count
+        exchange = Exchange(
+            record_id=f"px-{uuid.uuid4().hex}",
+            arrival=time.time(),
+            started=time.monotonic(),
+            endpoint=endpoint,
+            headers=dict(request.headers),
+            body=body,
+            streamed=bool(body.get("stream")),
+        )
+        options = body.get("stream_options")
+        if exchange.streamed and endpoint in ("chat.completions", "completions"):
+            if not (isinstance(options, dict) and options.get("include_usage")):
+                sent = dict(body)
+                sent["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+                return exchange, json.dumps(sent, ensure_ascii=False).encode()
+        return exchange, raw
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        exchange, payload = self._exchange(request, raw)
+        headers = forward_headers(request.headers, self.settings.upstream_key)
+        if exchange is not None or "Accept-Encoding" not in headers:
+            # The proxy reads the usage out of the answer; and aiohttp would otherwise ask for
+            # gzip on the client's behalf and pass it on undecoded.
+            headers["Accept-Encoding"] = "identity"
+        assert self.session is not None
+        url = URL(self.upstream + request.raw_path, encoded=True)
+        try:
+            upstream = await self.session.request(
+                request.method, url, headers=headers, data=payload, allow_redirects=False
+            )
+        except TimeoutError as exc:
+            return self._failed(exchange, "timeout", 504, f"upstream did not answer in time: {exc!r}")
+        except aiohttp.ClientError as exc:
+            return self._failed(exchange, "error", 502, f"upstream unreachable: {exc!r}")
+        try:
+            return await self._relay(request, upstream, exchange, inject=payload is not raw)
+        finally:
+            upstream.release()
+            if exchange is not None:
+                exchange.finished = exchange.finished or time.monotonic()
+                self._record_later(exchange)
+
+    def _failed(self, exchange: Exchange | None, outcome: str, status: int, message: str) -> web.Response:
+        log.warning("%s", message)
+        if exchange is not None:
+            exchange.outcome, exchange.status_code, exchange.finished = outcome, status, time.monotonic()
+            self._record_later(exchange)
+        headers = {RECORD_ID_HEADER: exchange.record_id} if exchange else None
+        return web.Response(
+            status=status, body=error_body(message, "proxy_error"), content_type="application/json", headers=headers
+        )
+
+    async def _relay(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, exchange: Exchange | None, *, inject: bool
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        is_sse = upstream.content_type == "text/event-stream"
+        for name, value in upstream.headers.items():
+            lower = name.lower()
+            if lower not in HOP_BY_HOP or (lower == "content-length" and not is_sse):
+                response.headers.add(name, value)
+        reader = None
+        if exchange is not None:
+            exchange.status_code = upstream.status
+            response.headers[RECORD_ID_HEADER] = exchange.record_id
+            if is_sse:
+                exchange.streamed = True
+                reader = StreamReader(exchange, drop_usage_chunk=inject)
+        try:
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                if reader is not None:
+                    chunk = reader.feed(chunk)
+                elif exchange is not None and len(exchange.kept) < MAX_KEPT_RESPONSE:
+                    exchange.kept += chunk
+                if chunk:
+                    await response.write(chunk)
+            if reader is not None and (rest := reader.rest()):
+                await response.write(rest)
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError) as exc:
+            # The client went away (a write to its closed connection, or aiohttp cancelled the
+            # handler): stop reading, and closing the upstream connection tells the engine.
+            upstream.close()
+            self._mark(exchange, "aborted")
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        except TimeoutError:
+            upstream.close()
+            self._mark(exchange, "timeout")
+            self._abandon(request)
+        except aiohttp.ClientError as exc:
+            log.warning("upstream broke off %s: %r", request.path, exc)
+            upstream.close()
+            self._mark(exchange, "error")
+            self._abandon(request)
+        return response
+
+    @staticmethod
+    def _mark(exchange: Exchange | None, outcome: str) -> None:
+        if exchange is not None:
+            exchange.outcome = exchange.outcome or outcome
+            exchange.finished = time.monotonic()
+
+    @staticmethod
+    def _abandon(request: web.Request) -> None:
+        """The answer cannot be completed: close the client connection so it sees a cut, not
+        a short answer that looks whole."""
+        if request.transport is not None:
+            request.transport.close()
+
+    def _record_later(self, exchange: Exchange) -> None:
+        try:
+            self.records.submit(self._record, exchange)
+        except RuntimeError:  # shutting down: build it here rather than lose it
+            self._record(exchange)
+
+    def _record(self, exchange: Exchange) -> None:
+        try:
+            self.sink.submit(build_record(exchange, self.settings))
+        except Exception:
+            log.exception("no record for %s", exchange.record_id)
+
+
+# --- starting it --------------------------------------------------------------------------------
+
+
+@dataclass
+class RunningProxy:
+    url: str
+    runner: web.AppRunner
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_proxy(settings: Settings, sink: RecordSink, *, host: str = "127.0.0.1", port: int = 0) -> RunningProxy:
+    """Serve the proxy on the running event loop; `await proxy.close()` stops it."""
+    runner = web.AppRunner(Proxy(settings, sink).app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0]
+    return RunningProxy(url=f"http://{host}:{bound[1]}", runner=runner)
+
+
+@contextlib.asynccontextmanager
+async def running_proxy(settings: Settings, sink: RecordSink, **where: Any) -> AsyncIterator[str]:
+    proxy = await start_proxy(settings, sink, **where)
+    try:
+        yield proxy.url
+    finally:
+        await proxy.close()
+
+
+@contextlib.contextmanager
+def proxy_thread(settings: Settings, sink: RecordSink, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """The proxy on its own event loop in a thread, for code that is not asyncio (tests)."""
+    with ServerThread(Proxy(settings, sink).app(), host, port) as server:
+        yield server.url
+
+
+def load_tokenizer(path: str | None) -> Any:
+    if not path:
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def load_hash_key(path: Path | None, spool: Path) -> bytes:
+    if path is not None:
+        return path.read_bytes().strip()
+    from serving.config import hash_key
+
+    return hash_key(spool)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m collectors.proxy", description=__doc__.split("\n\n")[0])
+    add_common_arguments(parser, listen="127.0.0.1:8080")
+    parser.add_argument("--upstream", required=True, help="the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--upstream-key", help="API key sent upstream (default: the client's own Authorization)")
+    parser.add_argument("--tokenizer", help="Hugging Face tokenizer (path or name) for system/tool/structural counts")
+    parser.add_argument("--hash-key-file", type=Path, help="key of the prompt hash (shared with other sources)")
+    parser.add_argument("--model-version", help="model_version of every record, e.g. awq-int4")
+    parser.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default %(default)s)")
+    parser.add_argument("--read-timeout", type=float, default=600.0, help="longest upstream silence, seconds")
+    args = parser.parse_args(argv)
+    upstream_key = args.upstream_key or os.environ.get("COSTPLATFORM_UPSTREAM_KEY")
+    pipeline = pipeline_from_args(parser, args)
+    settings = Settings(
+        upstream=args.upstream,
+        upstream_key=upstream_key,
+        tokenizer=load_tokenizer(args.tokenizer),
+        hash_key=load_hash_key(args.hash_key_file, args.spool),
+        model_version=args.model_version,
+        defaults=args.dim,
+        connect_timeout=args.connect_timeout,
+        read_timeout=args.read_timeout,
+    )
+    run_app(Proxy(settings, pipeline).app(), args.listen, pipeline)
+
+
+if __name__ == "__main__":
+    main()
