@@ -182,6 +182,7 @@ class VllmServer:
             "--spool", str(self.spool),
             "--source", "test-server",
             "--dims", "env=test",
+            "--cache-salt-dim", "business_line",
             "--model-version", "random-fp32",
             "--port", str(self.port),
             "--host", "127.0.0.1",
