@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "apps.classification",
     "apps.pricing",
     "apps.ledger",
+    "apps.alerts",
 ]
 
 MIDDLEWARE = [
@@ -85,6 +86,7 @@ MIGRATION_MODULES = {
     "classification": "migrations.classification",
     "pricing": "migrations.pricing",
     "ledger": "migrations.ledger",
+    "alerts": "migrations.alerts",
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -157,6 +159,22 @@ ROLLUP_DIMS = envlist("COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "pro
 PARTITIONS_AHEAD_MONTHS = envint("COSTPLATFORM_PARTITIONS_AHEAD_MONTHS", 2)
 # Late records of an hour still arrive this long after it ends; pool costs are allocated after that.
 POOL_GRACE_MINUTES = envint("COSTPLATFORM_POOL_GRACE_MINUTES", 5)
+
+# Alerts (see docs/alerts.md). Links in messages are made absolute with the site URL.
+ALERTS_SITE_URL = env("COSTPLATFORM_SITE_URL", "http://localhost:8000")
+# CIDRs that channel URLs may reach although private or loopback (tests, on-premises chat servers).
+ALERTS_OUTBOUND_ALLOW = envlist("COSTPLATFORM_OUTBOUND_ALLOW", [])
+ALERTS_HTTP_TIMEOUT = float(env("COSTPLATFORM_ALERTS_HTTP_TIMEOUT", "10"))
+# Seconds before each retry of a failed delivery; attempts = len + 1.
+ALERTS_RETRY_DELAYS = [float(s) for s in envlist("COSTPLATFORM_ALERTS_RETRY_DELAYS", ["30", "120", "600", "1800"])]
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "costplatform@localhost")
 
 LOGGING = {
     "version": 1,

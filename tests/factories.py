@@ -205,3 +205,21 @@ def active_ruleset() -> Any:
     from apps.classification.services import active_ruleset as active
 
     return active()
+
+
+# --- alerts ---------------------------------------------------------------------------------
+
+
+def channel(kind: str = "webhook", **overrides: Any) -> Any:
+    """An alert channel; names are unique per call."""
+    from apps.alerts.models import Channel
+
+    fields: dict[str, Any] = {"name": f"{kind}-{next(_ids)}", "kind": kind, "language": "en", "min_severity": 10}
+    return Channel.objects.create(**(fields | overrides))
+
+
+def alert_rule(detector: str, **overrides: Any) -> Any:
+    from apps.alerts.models import Rule
+
+    fields: dict[str, Any] = {"name": f"{detector}-{next(_ids)}", "detector": detector}
+    return Rule.objects.create(**(fields | overrides))

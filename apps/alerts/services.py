@@ -1,0 +1,189 @@
+"""Writes of alerts: routing an alert to channels, broadcasting, delivering one attempt,
+and the channel actions (send a test, disable, enable).
+
+Delivery follows the outbox pattern: the Alert row is written by evaluation (or broadcast);
+routing writes one queued Notification per channel in the same transaction and enqueues
+its delivery on commit. A delivery attempt claims its row, sends outside any transaction,
+then records the outcome; a retry is a new Notification row (attempt + 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.alerts.messages import message_for
+from apps.alerts.models import Alert, Channel, Notification, Severity
+from apps.alerts.transports import TransportError, transport_class
+
+log = logging.getLogger(__name__)
+
+ERR_UNKNOWN_SEVERITY = "severity must be one of info, warning, critical"
+ERR_SECRETS_UNREADABLE = "the channel's URL or secret cannot be decrypted (SECRET_KEY changed?): enter them again"
+
+
+def _enqueue(notification: Notification) -> None:
+    from apps.alerts.tasks import notification_send
+
+    transaction.on_commit(lambda: notification_send.delay(notification.id))
+
+
+def channels_for(*, business_line: str, severity: int) -> list[Channel]:
+    """Enabled channels routed this alert: its business line (or all lines) and its severity."""
+    lines = (
+        Q(business_lines=[]) | Q(business_lines__contains=[business_line]) if business_line else Q(business_lines=[])
+    )
+    return list(Channel.objects.filter(lines, disabled_at__isnull=True, min_severity__lte=severity))
+
+
+def alert_route(*, alert: Alert, now: datetime | None = None) -> list[Notification]:
+    """Queue the alert for every channel routed to it. Call inside the transaction that wrote
+    the alert; deliveries start once it commits. Quiet hours delay non-critical alerts."""
+    now = now or timezone.now()
+    created = []
+    for channel in channels_for(business_line=alert.business_line, severity=alert.severity):
+        quiet_end = channel.quiet_until(now) if alert.severity < Severity.CRITICAL else None
+        notification = Notification.objects.create(alert=alert, channel=channel, due_at=quiet_end or now)
+        if quiet_end is None:  # deferred ones are picked up by the notifications-due sweep
+            _enqueue(notification)
+        created.append(notification)
+    if not created and not alert.suppressed:
+        Alert.objects.filter(id=alert.id).update(suppressed="no route")
+    return created
+
+
+def _severity(value: str | int) -> int:
+    if isinstance(value, int) and value in Severity.values:
+        return value
+    for number, label in Severity.choices:
+        if label == value:
+            return int(number)
+    raise ValueError(ERR_UNKNOWN_SEVERITY)
+
+
+@transaction.atomic
+def broadcast(
+    *, title: str, body_markdown: str, link: str, business_line: str | None, severity: str, kind: str
+) -> list[Notification]:
+    """Send a ready-made message (e.g. the monthly audit summary) to the channels routed to
+    `business_line` (None: the channels that take every line) at `severity` ("info",
+    "warning" or "critical"). Returns the queued notifications, one per channel; they are
+    delivered by the same task as alerts, with the same retries, once the caller's
+    transaction commits.
+
+    The message is sent as given, whatever a channel's language: pass the text you want
+    read. `body_markdown` is plain markdown (bold, lists, links); every provider gets it in
+    its native card/markdown, Slack's mrkdwn and email as near as they come. `link` may be a
+    path ("/audits/2026-11") and is made absolute with ALERTS_SITE_URL. Each call is a new
+    alert (no deduplication): call it once per report.
+    """
+    alert = Alert.objects.create(
+        dedup_key=f"broadcast:{kind}:{uuid.uuid4()}",
+        kind=kind,
+        status=Alert.Status.EVENT,
+        severity=_severity(severity),
+        business_line=business_line or "",
+        title=title,
+        body_markdown=body_markdown,
+        link=link,
+        created_at=timezone.now(),
+    )
+    return alert_route(alert=alert)
+
+
+@transaction.atomic
+def channel_send_test(*, channel: Channel) -> Notification:
+    """Queue a test message to one channel, whatever its routing or quiet hours."""
+    now = timezone.now()
+    alert = Alert.objects.create(
+        dedup_key=f"test:{channel.id}:{uuid.uuid4()}",
+        kind="test",
+        status=Alert.Status.EVENT,
+        severity=Severity.INFO,
+        link="/admin/alerts/channel/",
+        created_at=now,
+    )
+    notification = Notification.objects.create(alert=alert, channel=channel, due_at=now)
+    _enqueue(notification)
+    return notification
+
+
+def channel_disable(*, channel: Channel, reason: str) -> None:
+    now = timezone.now()
+    Channel.objects.filter(id=channel.id).update(disabled_at=now, disabled_reason=reason[:1000])
+    log.warning("alerts channel %s (%s) disabled after a permanent error", channel.id, channel.kind)
+
+
+def channel_enable(*, channel: Channel) -> None:
+    Channel.objects.filter(id=channel.id).update(disabled_at=None, disabled_reason="")
+
+
+def _claim(notification_id: int, now: datetime) -> Notification | None:
+    claimed = Notification.objects.filter(id=notification_id, status=Notification.Status.QUEUED, due_at__lte=now)
+    if not claimed.update(status=Notification.Status.SENDING, started_at=now):
+        return None
+    return Notification.objects.select_related("alert", "channel").get(id=notification_id)
+
+
+def _finish(notification: Notification, *, error: str = "", permanent: bool = False) -> None:
+    status = Notification.Status.FAILED if error else Notification.Status.SENT
+    Notification.objects.filter(id=notification.id).update(
+        status=status, finished_at=timezone.now(), error=error, permanent=permanent
+    )
+
+
+def _send(notification: Notification) -> None:
+    channel = notification.channel
+    if channel.disabled_at is not None and notification.alert.kind != "test":
+        raise TransportError(f"channel disabled: {channel.disabled_reason}", permanent=True)
+    if not channel.secrets_readable:
+        raise TransportError(ERR_SECRETS_UNREADABLE, permanent=True)
+    transport_class(channel.kind)(channel).notify(message_for(notification.alert, channel.language))
+
+
+def notification_send(*, notification_id: int, retry_delays: Sequence[float]) -> Notification | None:
+    """Deliver one queued attempt. Returns the next attempt when this one failed with a
+    retryable error and attempts remain (queued `retry_delays[attempt - 1]` seconds later);
+    the caller enqueues it. A permanent error disables the channel."""
+    now = timezone.now()
+    notification = _claim(notification_id, now)
+    if notification is None:
+        return None  # already taken by another worker, or not yet due
+    try:
+        _send(notification)
+    except TransportError as exc:
+        _finish(notification, error=exc.message, permanent=exc.permanent)
+        if exc.permanent:
+            if notification.channel.disabled_at is None:
+                channel_disable(channel=notification.channel, reason=f"{now:%Y-%m-%d %H:%M} UTC: {exc.message}")
+            return None
+        if notification.attempt > len(retry_delays):
+            return None
+        delay = retry_delays[notification.attempt - 1]
+        return Notification.objects.create(
+            alert=notification.alert,
+            channel=notification.channel,
+            attempt=notification.attempt + 1,
+            due_at=timezone.now() + timedelta(seconds=delay),
+        )
+    _finish(notification)
+    return None
+
+
+def notifications_due(*, now: datetime | None = None, stale_after: timedelta = timedelta(minutes=10)) -> list[int]:
+    """Queued attempts that are due (deferred by quiet hours, or whose message was lost)."""
+    now = now or timezone.now()
+    Notification.objects.filter(status=Notification.Status.SENDING, started_at__lt=now - stale_after).update(
+        status=Notification.Status.FAILED, error="the worker stopped while sending", finished_at=now
+    )
+    return list(
+        Notification.objects.filter(status=Notification.Status.QUEUED, due_at__lte=now)
+        .order_by("due_at")
+        .values_list("id", flat=True)[:1000]
+    )
