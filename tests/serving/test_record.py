@@ -1,0 +1,171 @@
+"""The record builder: pure functions, checked against the platform's own contract."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pytest
+from transformers import AutoTokenizer
+
+from apps.ingest.contract import RecordV1
+from serving import record as rec
+from serving.config import parse_dims
+from serving.middleware import cache_salt, expected_sequences
+from serving.runtime import EngineCounts, Seen, outcome, parse_response
+
+
+def test_it_takes_dims_from_headers_over_metadata_over_defaults() -> None:
+    dims = rec.dims_from_request(
+        {"X-Costplatform-Business-Line": "search", "x-costplatform-feature": "ask", "X-Costplatform-Attempt": "2"},
+        {"metadata": {"feature": "other", "team": "blue", "count": 3}},
+        {"env": "prod", "team": "red"},
+    )
+    assert dims == {"env": "prod", "team": "blue", "feature": "ask", "count": "3", "business_line": "search"}
+
+
+def test_it_drops_dim_keys_the_contract_refuses_and_cuts_long_values() -> None:
+    dims = rec.dims_from_request({"X-Costplatform-Bad Key": "x", "X-Costplatform-Long": "v" * 300}, None, {})
+    assert dims == {"long": "v" * 256}
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, (1, None)),
+        ({"X-Costplatform-Attempt": "3", "X-Costplatform-Retry-Of": "req-1"}, (3, "req-1")),
+        ({"X-Costplatform-Attempt": "zero"}, (1, None)),
+        ({"X-Costplatform-Attempt": "99999"}, (1000, None)),
+    ],
+)
+def test_it_reads_the_retry_chain(headers: dict[str, str], expected: tuple[int, str | None]) -> None:
+    assert rec.retry_chain(headers) == expected
+
+
+def test_it_hashes_prompts_that_differ_only_in_spacing_alike_and_by_key() -> None:
+    a = [{"role": "user", "content": "where  is\nmy order"}]
+    b = [{"role": "user", "content": [{"type": "text", "text": "where is my order "}]}]
+    c = [{"role": "system", "content": "where is my order"}]
+    assert rec.prompt_hash(a, b"k") == rec.prompt_hash(b, b"k")
+    assert rec.prompt_hash(a, b"k") != rec.prompt_hash(c, b"k")
+    assert rec.prompt_hash(a, b"k") != rec.prompt_hash(a, b"other key")
+
+
+def test_it_builds_records_the_platform_accepts_with_consistent_counts() -> None:
+    record = rec.make_record(
+        record_id="chatcmpl-1",
+        ts=datetime(2026, 11, 29, 12, tzinfo=UTC),
+        model="m",
+        tokens={"prompt": 10, "prompt_cached": 12, "system": 8, "tool": 8, "completion": 5, "structural": 9},
+        status="ok",
+        finish_reason="stop",
+        endpoint="chat.completions",
+        dims={"business_line": "x"},
+        timing={"e2e": 12.6, "ttft": None},
+        attempt=2,
+        retry_of="chatcmpl-0",
+        prompt_hash="ab" * 16,
+    )
+    decoded = msgspec.json.decode(msgspec.json.encode(record), type=RecordV1)
+    assert decoded.tokens.prompt_cached == 10
+    assert (decoded.tokens.system, decoded.tokens.tool) == (8, 2)
+    assert decoded.tokens.structural == 5
+    assert decoded.timing is not None and decoded.timing.e2e == 13 and decoded.timing.ttft is None
+    assert decoded.attempt == 2 and decoded.retry_of == "chatcmpl-0"
+
+
+def test_it_marks_json_scaffolding_and_keys_as_structural_but_not_values() -> None:
+    text = '{"name": "Ann", "ids": [1, 22], "ok": true}'
+    mask = rec._structural_mask(text)
+    structural = "".join(c for c, m in zip(text, mask, strict=True) if m)
+    values = "".join(c for c, m in zip(text, mask, strict=True) if not m)
+    assert values == "Ann122true"
+    assert structural.replace(" ", "") == '{"name":"","ids":[,],"ok":}'
+
+
+def test_it_reads_a_json_output_cut_short() -> None:
+    text = '{"answer": "the refund is on its w'
+    mask = rec._structural_mask(text)
+    assert "".join(c for c, m in zip(text, mask, strict=True) if not m) == "the refund is on its w"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
+    from serving.tiny_model import build_tiny_model
+
+    path: Path = build_tiny_model(tmp_path_factory.mktemp("tok"))
+    return AutoTokenizer.from_pretrained(path)
+
+
+def test_it_counts_structural_tokens_with_the_models_tokenizer(tokenizer: object) -> None:
+    keys_only = rec.structural_tokens('{"order_id": 1, "status": 2}', tokenizer)
+    long_values = rec.structural_tokens('{"a": "refund refund refund refund refund refund"}', tokenizer)
+    assert keys_only >= 6
+    assert 0 < long_values < len(tokenizer('{"a": "refund refund refund refund refund refund"}')["input_ids"])
+
+
+def test_it_counts_system_and_tool_tokens_with_the_chat_template(tokenizer: object) -> None:
+    messages = [
+        {"role": "system", "content": "you help with orders " * 10},
+        {"role": "user", "content": "where is it"},
+        {"role": "tool", "content": "order 12 shipped"},
+    ]
+    system, tool = rec.PromptSegments(tokenizer).count(messages)
+    whole = tokenizer.apply_chat_template(messages, tokenize=False)  # type: ignore[attr-defined]
+    total = len(tokenizer(whole, add_special_tokens=False)["input_ids"])  # type: ignore[operator]
+    content = len(tokenizer("you help with orders " * 10, add_special_tokens=False)["input_ids"])  # type: ignore[operator]
+    assert content < system < total
+    assert 0 < tool < total - system
+
+
+@pytest.mark.parametrize(
+    ("status", "disconnected", "reasons", "aborted", "expected"),
+    [
+        (200, False, ["stop"], False, ("ok", "stop")),
+        (200, False, ["length", "stop"], False, ("ok", "length")),
+        (200, True, [], False, ("aborted", "abort")),
+        (200, True, ["abort"], True, ("aborted", "abort")),
+        (400, False, [], False, ("error", "error")),
+        (429, False, [], False, ("rejected", None)),
+        (504, False, [], False, ("timeout", None)),
+        (500, False, ["error"], False, ("error", "error")),
+    ],
+)
+def test_it_tells_the_outcome(
+    status: int, disconnected: bool, reasons: list[str], aborted: bool, expected: tuple[str, str | None]
+) -> None:
+    seen = Seen("r", "chatcmpl-r", 0.0, "chat.completions", {}, {}, status=status, disconnected=disconnected)
+    counts = [EngineCounts("chatcmpl-r", "m", 1, 0, 1, reason, aborted=aborted) for reason in reasons]
+    assert outcome(seen, counts) == expected
+
+
+def test_it_reads_text_finish_reason_and_usage_of_a_stream() -> None:
+    body = (
+        b'data: {"choices":[{"delta":{"content":"{\\"a\\""}}]}\n\n'
+        b'data: {"choices":[{"delta":{"content":": 1}"},"finish_reason":"stop"}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n'
+    )
+    seen = Seen("r", "chatcmpl-r", 0.0, "chat.completions", {}, {}, response=bytearray(body), streamed=True)
+    assert parse_response(seen) == {
+        "text": '{"a": 1}',
+        "finish_reason": "stop",
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+
+
+def test_it_expects_one_sequence_per_choice_and_prompt() -> None:
+    assert expected_sequences("chat.completions", {"n": 3}) == 3
+    assert expected_sequences("completions", {"prompt": ["a", "b"], "n": 2}) == 4
+    assert expected_sequences("completions", {"prompt": [1, 2, 3]}) == 1
+
+
+def test_it_salts_the_cache_per_value_and_key() -> None:
+    assert cache_salt(b"k", "search") == cache_salt(b"k", "search") != cache_salt(b"k", "ads")
+    assert cache_salt(b"k", "search") != cache_salt(b"k2", "search")
+
+
+def test_it_refuses_malformed_default_dims() -> None:
+    assert parse_dims("business_line=search, env=prod") == {"business_line": "search", "env": "prod"}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_dims("business_line")
