@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify bench-ledger services clean
+.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy services clean
 
 install: $(STAMP)
 
@@ -47,6 +47,12 @@ bench-ledger: install services  ## close and trial balance over a month of 10M r
 bench-reclassify: install services  ## BENCH_ARGS="--records 1000000" for a quick run; see docs/benchmarks.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_reclassify} \
 	  $(PY) bench/reclassify.py $(BENCH_ARGS)
+
+bench-shipper: install  ## records/s into the durable spool; see docs/collectors.md
+	$(PY) bench/shipper.py $(BENCH_ARGS)
+
+bench-proxy: install  ## latency the proxy adds, p50/p99; see docs/collectors.md
+	$(PY) bench/proxy.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
