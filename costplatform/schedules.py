@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from celery.schedules import crontab
 
+from costplatform.env import envint
+
 HOUR = 3600
 
 BEAT_SCHEDULE = {
@@ -36,5 +38,17 @@ BEAT_SCHEDULE = {
         "task": "apps.ledger.tasks.accrue_recent",
         "schedule": 5 * 60.0,
         "options": {"expires": 5 * 60},
+    },
+    # Every alert rule is evaluated, one task per rule (fan-out); a spike is seen within this period.
+    "alerts-rules-evaluate": {
+        "task": "apps.alerts.tasks.rules_evaluate",
+        "schedule": float(envint("COSTPLATFORM_ALERTS_EVALUATE_EVERY", 30)),
+        "options": {"expires": envint("COSTPLATFORM_ALERTS_EVALUATE_EVERY", 30)},
+    },
+    # Deliveries held by quiet hours, and any whose task message was lost, are sent when due.
+    "alerts-notifications-due": {
+        "task": "apps.alerts.tasks.notifications_due",
+        "schedule": 60.0,
+        "options": {"expires": 60},
     },
 }

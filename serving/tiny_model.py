@@ -88,7 +88,7 @@ def build_tiny_model(directory: Path | str, *, vocab_size: int = 1024, layers: i
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
-        torch_dtype="float32",
+        dtype="float32",
     )
     model = LlamaForCausalLM(config)
     model.save_pretrained(path, safe_serialization=True)
