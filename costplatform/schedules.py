@@ -51,4 +51,10 @@ BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60},
     },
+    # The monthly token audit of the month that just ended (after late records and pricing settle).
+    "audits-previous-month": {
+        "task": "apps.audits.tasks.audit_previous_month",
+        "schedule": crontab(minute=0, hour=4, day_of_month=1),
+        "options": {"expires": 20 * HOUR},
+    },
 }

@@ -14,6 +14,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("apps.ledger.urls")),
+    path("", include("apps.audits.urls")),
     path("api/v1/", include("apps.ingest.api.urls")),
     path("api/v1/", include("apps.classification.api.urls")),
     path("api/v1/", include("apps.ledger.api.urls")),

@@ -43,12 +43,15 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
         ("accounts", "collectorkey", ("view", "change")),
+        ("audits", "modeldowngrade", ("add", "change", "delete", "view")),
+        ("audits", "*", ("view",)),
     ),
     "finance": (
         ("pricing", "*", ("add", "change", "view")),
         ("ledger", "*", ("add", "change", "view")),
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
+        ("audits", "*", ("view",)),
     ),
     "viewer": (
         ("ingest", "*", ("view",)),

@@ -1,0 +1,179 @@
+"""What every finder shares: the month's window and rates, token sums by price kind, the
+draft finding, the registry, and the lookups that turn ids from SQL into names and links."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db import connection, transaction
+
+from apps.ingest.models import DimSet, ServedModel
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Tokens by price kind: uncached prompt (input), cached prompt, completion (output)."""
+
+    uncached: int = 0
+    cached: int = 0
+    completion: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.uncached + self.cached + self.completion
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.uncached + other.uncached, self.cached + other.cached, self.completion + other.completion)
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> Tokens:
+        return cls(*(int(v or 0) for v in row))
+
+
+ModelTokens = dict[str, Tokens]  # by served model name
+
+
+@dataclass
+class Rates:
+    """Money per token of each model and price kind in one currency, as the month was priced:
+    the priced rows' cost over their tokens (price versions and cost pools alike), else the
+    price book's version for what the priced rows lack (a model or kind not priced yet)."""
+
+    currency: str
+    per_token: dict[tuple[str, str], Decimal]  # (model name, kind) -> money per token
+    # Money per token by kind of a model from the price book (asked once per model).
+    fallback: Callable[[str], dict[str, Decimal]] | None = None
+    _asked: set[str] = field(default_factory=set)
+
+    def _fill(self, model: str) -> None:
+        if self.fallback is None or model in self._asked:
+            return
+        self._asked.add(model)
+        # Kinds the month's priced rows lack for this model (no cached tokens, say) come from the book.
+        for kind, rate in self.fallback(model).items():
+            self.per_token.setdefault((model, kind), rate)
+
+    def money(self, tokens: Tokens, model: str) -> Decimal | None:
+        self._fill(model)
+        parts = (("input", tokens.uncached), ("cached_input", tokens.cached), ("output", tokens.completion))
+        total = Decimal(0)
+        for kind, count in parts:
+            if not count:
+                continue
+            rate = self.per_token.get((model, kind))
+            if rate is None:
+                return None
+            total += rate * count
+        return total
+
+    def money_of(self, by_model: ModelTokens) -> Decimal | None:
+        """The money of tokens over several models; None when any part is unpriced."""
+        total = Decimal(0)
+        for model, tokens in by_model.items():
+            money = self.money(tokens, model)
+            if money is None:
+                return None
+            total += money
+        return total
+
+
+@dataclass(frozen=True)
+class AuditWindow:
+    month: str  # YYYY-MM
+    start: datetime
+    end: datetime
+    rates: Rates
+
+    @property
+    def hours(self) -> int:
+        return int((self.end - self.start).total_seconds() // 3600)
+
+
+@dataclass
+class Draft:
+    """A finding before it is stored (see models.AuditFinding)."""
+
+    kind: str
+    title: str
+    dims: dict[str, str]
+    tokens: int
+    savings_tokens: int
+    savings: Decimal | None
+    evidence: str
+    suggestion: str
+    model: str = ""
+    figures: dict[str, Any] = field(default_factory=dict)
+    counted: bool = True
+
+
+Finder = Callable[[AuditWindow], list[Draft]]
+FINDERS: dict[str, Finder] = {}
+
+
+def register_finder(kind: str) -> Callable[[Finder], Finder]:
+    """Register a finder for `kind`; they run in registration order (zombies first, so later
+    findings on a zombie's dims are not counted twice)."""
+
+    def register(finder: Finder) -> Finder:
+        FINDERS[kind] = finder
+        return finder
+
+    return register
+
+
+@contextmanager
+def analytic_cursor() -> Iterator[Any]:
+    """One large aggregate over the month: no JIT, room to hash and sort in memory."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute("SET LOCAL work_mem = '128MB'")
+        yield cursor
+
+
+def fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with analytic_cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def dims_of(ids: Iterable[int]) -> dict[int, dict[str, str]]:
+    return {d.pk: d.dims for d in DimSet.objects.filter(pk__in=set(ids)).only("id", "dims")}
+
+
+def model_names(ids: Iterable[int]) -> dict[int, str]:
+    return dict(ServedModel.objects.filter(pk__in=set(ids)).values_list("id", "name"))
+
+
+def evidence_url(window: AuditWindow, dims: dict[str, str], model: str = "", **query: str) -> str:
+    """The records drill-down (GET /api/v1/records) filtered to the finding's month, dims,
+    model and any further `query` parameters (status=error, ...)."""
+    params = {"from": window.start.isoformat(), "to": window.end.isoformat()}
+    params |= {f"dims.{k}": v for k, v in sorted(dims.items())}
+    if model:
+        params["model"] = model
+    return f"/api/v1/records?{urlencode(params | query)}"
+
+
+def label(dims: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(dims.items())) or "(no dims)"
+
+
+def share(part: int | Decimal, whole: int | Decimal) -> Decimal:
+    return Decimal(part) / Decimal(whole) if whole else Decimal(0)
+
+
+def pct(value: Decimal) -> str:
+    return f"{(value * 100).quantize(Decimal('0.1'))} %"
+
+
+# SQL: each record's rollup dims id, from the dims set table (a rollup set is its own rollup).
+ROLLUP_JOIN = "JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id FROM ingest_dimset) d ON d.id = r.dims_id"
+MONTH = "r.ts >= %(start)s AND r.ts < %(end)s"
+# Token sums by price kind over records r (optionally FILTERed or scaled per group).
+KIND_SUMS = "sum(r.prompt - r.prompt_cached), sum(r.prompt_cached), sum(r.completion)"

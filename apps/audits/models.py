@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+
+class FindingKind(models.TextChoices):
+    ZOMBIE = "zombie"
+    DUPLICATE = "duplicate"
+    LOOP = "loop"
+    MODEL_MISMATCH = "model_mismatch"
+    SYSTEM_PROMPT = "system_prompt"
+    CONTEXT_BLOAT = "context_bloat"
+    RETRY_STORM = "retry_storm"
+    LEDGER_CHECK = "ledger_check"
+
+
+# Labels in report order: finders run in this order too (zombies first, see services).
+KIND_LABELS: dict[str, str] = {
+    FindingKind.ZOMBIE: "Zombie workloads",
+    FindingKind.DUPLICATE: "Duplicate computation",
+    FindingKind.LOOP: "Agent loops and over-calling",
+    FindingKind.MODEL_MISMATCH: "Model mismatch",
+    FindingKind.SYSTEM_PROMPT: "System-prompt overhead",
+    FindingKind.CONTEXT_BLOAT: "Context bloat",
+    FindingKind.RETRY_STORM: "Retry storms",
+    FindingKind.LEDGER_CHECK: "Ledger month-end checks",
+}
+
+
+class ModelDowngrade(models.Model):
+    """A large model and the smaller one that serves its short requests as well: the model-
+    mismatch finding prices requests of `large_model` within both limits at `small_model`."""
+
+    large_model = models.CharField(max_length=200, unique=True, help_text="Served model name (any version).")
+    small_model = models.CharField(max_length=200)
+    max_prompt_tokens = models.PositiveIntegerField(default=1000, validators=[MinValueValidator(1)])
+    max_completion_tokens = models.PositiveIntegerField(default=200, validators=[MinValueValidator(1)])
+    enabled = models.BooleanField(default=True)
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["large_model"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(large_model=models.F("small_model")), name="audits_downgrade_differs")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.large_model} -> {self.small_model}"
+
+
+class AuditReport(models.Model):
+    """The audit of one month; a rerun replaces it (and its findings) as a whole."""
+
+    month = models.DateField(unique=True)
+    currency = models.CharField(max_length=3, blank=True, help_text="Of all money figures; empty when unpriced.")
+    tokens = models.BigIntegerField(default=0, help_text="All tokens processed in the month.")
+    savings_tokens = models.BigIntegerField(default=0)
+    savings = models.DecimalField(max_digits=24, decimal_places=6, null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    broadcast_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-month"]
+        constraints = [models.CheckConstraint(condition=Q(month__day=1), name="audits_report_month")]
+
+    def __str__(self) -> str:
+        return f"audit {self.month:%Y-%m}"
+
+
+class AuditFinding(models.Model):
+    """One thing to cut: tokens it concerns, what removing it saves, where to look, what to do.
+    `counted` is false when another finding (a zombie of the same dims) already holds its savings."""
+
+    report = models.ForeignKey(AuditReport, on_delete=models.CASCADE, related_name="findings")
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=list(KIND_LABELS.items()))
+    title = models.CharField(max_length=500)
+    dims = models.JSONField(default=dict)
+    model = models.CharField(max_length=200, blank=True)
+    tokens = models.BigIntegerField(help_text="Tokens the finding concerns.")
+    savings_tokens = models.BigIntegerField(help_text="Tokens acting on it would save.")
+    savings = models.DecimalField(max_digits=24, decimal_places=6, null=True, blank=True)
+    evidence = models.CharField(max_length=2000, help_text="Link to the filtered drill-down.")
+    suggestion = models.TextField()
+    figures = models.JSONField(default=dict)
+    counted = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["report", "position"]
+        constraints = [models.UniqueConstraint(fields=["report", "position"], name="audits_finding_position")]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def dims_label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.dims.items())) or "(no dims)"

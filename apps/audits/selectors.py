@@ -1,0 +1,94 @@
+"""Reads of the audit: the month's money per token (its price basis), reports, CSV rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from apps.audits.finders.base import Rates, fetch
+from apps.audits.models import AuditFinding, AuditReport
+from apps.classification.engine import COMPONENT_KIND
+from apps.pricing.book import PriceBook
+from apps.pricing.selectors import price_book_load
+
+_KIND_OF_COMPONENT = "(ARRAY[{}])[c.component + 1]".format(", ".join(f"'{k}'" for k in COMPONENT_KIND))
+_RATES_SQL = f"""
+SELECT m.name, c.currency, {_KIND_OF_COMPONENT}, sum(c.tokens)::bigint, sum(c.cost)
+FROM pricing_hourlycost c JOIN ingest_servedmodel m ON m.id = c.model_id
+WHERE c.hour >= %(start)s AND c.hour < %(end)s AND c.tokens > 0
+GROUP BY 1, 2, 3
+"""
+_TOKENS_SQL = """
+SELECT coalesce(sum(u.prompt + u.completion), 0)::bigint FROM ingest_hourlyusage u
+WHERE u.hour >= %(start)s AND u.hour < %(end)s
+"""
+
+
+def month_rates(*, start: datetime, end: datetime) -> Rates:
+    """Money per token by model name and price kind in the month's main currency (the one with
+    the most cost): what the month's priced rows cost per token, whatever priced them (a price
+    version or a cost pool's allocation). What the priced rows lack comes from the price book's
+    version in force mid-month, when it is in that currency."""
+    rows = fetch(_RATES_SQL, {"start": start, "end": end})
+    spend: dict[str, Decimal] = {}
+    for _, currency, _, _, cost in rows:
+        spend[currency] = spend.get(currency, Decimal(0)) + cost
+    book = price_book_load()
+    middle = start + (end - start) / 2
+    currency = max(spend, key=lambda c: (spend[c], c)) if spend else _book_currency(book, middle)
+    per_token = {(name, kind): cost / tokens for name, cur, kind, tokens, cost in rows if cur == currency}
+    return Rates(currency=currency, per_token=per_token, fallback=_book_rates(book, middle, currency))
+
+
+def _book_currency(book: PriceBook, at: datetime) -> str:
+    version = book.version_at(at)
+    return version.currency if version is not None else ""
+
+
+def _book_rates(book: PriceBook, at: datetime, currency: str) -> Callable[[str], dict[str, Decimal]]:
+    hour = at.replace(minute=0, second=0, microsecond=0)
+
+    def rates(model: str) -> dict[str, Decimal]:
+        basis = book.basis(model, hour)
+        if basis is None or basis.version is None or basis.version.currency != currency:
+            return {}
+        return {kind: Decimal(per_million) / 1_000_000 for kind, per_million in basis.prices.items()}
+
+    return rates
+
+
+def month_tokens(*, start: datetime, end: datetime) -> int:
+    return int(fetch(_TOKENS_SQL, {"start": start, "end": end})[0][0])
+
+
+def report_for_month(*, month: Any) -> AuditReport | None:
+    return AuditReport.objects.filter(month=month).first()
+
+
+def report_findings(*, report: AuditReport) -> list[AuditFinding]:
+    return list(report.findings.order_by("position"))
+
+
+CSV_COLUMNS = ("kind", "title", "dims", "model", "tokens", "savings_tokens", "evidence", "suggestion", "counted")
+MONEY_COLUMNS = ("savings", "currency")
+
+
+def report_csv_rows(*, report: AuditReport, with_money: bool) -> tuple[tuple[str, ...], list[list[Any]]]:
+    """The header and rows of the report's CSV; money columns only `with_money`."""
+    columns = (*CSV_COLUMNS, *MONEY_COLUMNS) if with_money else CSV_COLUMNS
+    rows = []
+    for f in report_findings(report=report):
+        row: list[Any] = [f.kind, f.title, f.dims_label, f.model, f.tokens, f.savings_tokens, f.evidence]
+        row += [f.suggestion, "yes" if f.counted else "no"]
+        if with_money:
+            row += ["" if f.savings is None else f"{f.savings:.2f}", report.currency]
+        rows.append(row)
+    return columns, rows
+
+
+def month_bounds(month: Any) -> tuple[datetime, datetime]:
+    from apps.ledger.services.accrual import day_start, next_month
+
+    return day_start(month), day_start(next_month(month))

@@ -1,0 +1,151 @@
+"""Writes of the audit: run a month's audit (replacing its report) and send its summary."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.audits import conf
+from apps.audits.finders import FINDERS, AuditWindow, Draft
+from apps.audits.models import KIND_LABELS, AuditFinding, AuditReport, FindingKind
+from apps.audits.selectors import month_bounds, month_rates, month_tokens, report_findings
+
+log = logging.getLogger(__name__)
+
+NOT_A_MONTH = "an audit covers a whole month: pass its first day"
+
+
+def audit_run(*, month: date) -> AuditReport:
+    """Run every finder over `month` and store the report, replacing the month's earlier one.
+
+    The findings are computed outside any long transaction (each finder is one aggregate
+    query); the replacement is one short transaction, so readers see the old report or the
+    new one, never a mix."""
+    if month.day != 1:
+        raise ValueError(NOT_A_MONTH)
+    started = timezone.now()
+    start, end = month_bounds(month)
+    window = AuditWindow(month=f"{month:%Y-%m}", start=start, end=end, rates=month_rates(start=start, end=end))
+    drafts: list[Draft] = []
+    for kind in KIND_LABELS:
+        found = FINDERS[kind](window)
+        log.info("audit %s: %s findings of %s", window.month, len(found), kind)
+        drafts.extend(found)
+    _not_counted_twice(drafts)
+    return _report_replace(month, window, drafts, started=started, tokens=month_tokens(start=start, end=end))
+
+
+def _not_counted_twice(drafts: list[Draft]) -> None:
+    """A zombie's savings are all its tokens: other findings on the same dims are listed but
+    not added to the total again."""
+    zombie_dims = [d.dims for d in drafts if d.kind == FindingKind.ZOMBIE]
+    for draft in drafts:
+        if draft.kind != FindingKind.ZOMBIE and draft.counted:
+            draft.counted = not any(z.items() <= draft.dims.items() for z in zombie_dims)
+
+
+def _report_replace(
+    month: date, window: AuditWindow, drafts: list[Draft], *, started: datetime, tokens: int
+) -> AuditReport:
+    counted = [d for d in drafts if d.counted]
+    money = [d.savings for d in counted if d.savings is not None]
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            # Two runs of one month take turns: the second replaces the first's report.
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('audits.report'), %s)", [month.year * 100 + month.month]
+            )
+        AuditReport.objects.filter(month=month).delete()
+        report = AuditReport.objects.create(
+            month=month,
+            currency=window.rates.currency,
+            tokens=tokens,
+            savings_tokens=sum(d.savings_tokens for d in counted),
+            savings=sum(money, Decimal(0)) if money or not counted else None,
+            started_at=started,
+            finished_at=timezone.now(),
+        )
+        AuditFinding.objects.bulk_create(
+            AuditFinding(
+                report=report,
+                position=position,
+                kind=d.kind,
+                title=d.title[:500],
+                dims=d.dims,
+                model=d.model[:200],
+                tokens=d.tokens,
+                savings_tokens=d.savings_tokens,
+                savings=d.savings,
+                evidence=d.evidence[:2000],
+                suggestion=d.suggestion,
+                figures=d.figures,
+                counted=d.counted,
+            )
+            for position, d in enumerate(_ordered(drafts), start=1)
+        )
+    return report
+
+
+def _ordered(drafts: list[Draft]) -> list[Draft]:
+    """Biggest savings first (money where priced, then tokens), kinds in registry order on ties."""
+    order = {kind: i for i, kind in enumerate(KIND_LABELS)}
+    return sorted(drafts, key=lambda d: (not d.counted, -(d.savings or 0), -d.savings_tokens, order[d.kind], d.title))
+
+
+def report_broadcast(*, report_id: int) -> int:
+    """Send the report's summary to the channels (once): one message for everyone and one per
+    business line with findings, routed like alerts. Returns the messages written."""
+    from apps.alerts.services import broadcast
+
+    with transaction.atomic():
+        claimed = AuditReport.objects.filter(pk=report_id, broadcast_at=None).update(broadcast_at=timezone.now())
+        if not claimed:
+            return 0
+        report = AuditReport.objects.get(pk=report_id)
+        findings = report_findings(report=report)
+        link = f"{conf.get('AUDIT_SITE_URL')}/audits/{report.month:%Y-%m}/"
+        sent = 0
+        for business_line, listed in _summaries(findings):
+            broadcast(
+                title=f"Token audit {report.month:%Y-%m}" + (f": {business_line}" if business_line else ""),
+                body_markdown=summary_markdown(report, listed, whole=business_line is None),
+                link=link,
+                business_line=business_line,
+                severity="info",
+                kind="audit",
+            )
+            sent += 1
+    return sent
+
+
+def _summaries(findings: list[AuditFinding]) -> list[tuple[str | None, list[AuditFinding]]]:
+    by_line: dict[str, list[AuditFinding]] = defaultdict(list)
+    for finding in findings:
+        if finding.dims.get("business_line"):
+            by_line[finding.dims["business_line"]].append(finding)
+    return [(None, findings), *sorted(by_line.items())]
+
+
+def summary_markdown(report: AuditReport, findings: list[AuditFinding], *, whole: bool, top: int = 5) -> str:
+    """The chat summary: what to cut, biggest first, in tokens (money only when configured)."""
+    with_money = conf.get("AUDIT_BROADCAST_MONEY")
+    counted = [f for f in findings if f.counted]
+    saved = report.savings_tokens if whole else sum(f.savings_tokens for f in counted)
+    lines = [f"**{len(findings)} findings**, estimated savings **{saved:,} tokens**"]
+    if with_money:
+        money = report.savings if whole else sum((f.savings or Decimal(0)) for f in counted)
+        if money is not None:
+            lines[0] += f" / **{money:,.2f} {report.currency}**"
+    for finding in findings[:top]:
+        money = f", {finding.savings:,.2f} {report.currency}" if with_money and finding.savings is not None else ""
+        lines.append(f"- {finding.title} ({finding.savings_tokens:,} tokens{money})")
+    if len(findings) > top:
+        lines.append(f"- ... and {len(findings) - top} more in the report")
+    if not findings:
+        lines.append("Nothing to cut this month.")
+    return "\n".join(lines)

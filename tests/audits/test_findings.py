@@ -1,0 +1,175 @@
+"""The audit over a generated month: what was planted is found, with its dims, tokens and
+money; a clean month of interactive traffic reports nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.core.management import call_command
+
+from apps.audits.models import AuditFinding, AuditReport, ModelDowngrade
+from apps.audits.services import audit_run
+from apps.ledger.models import Finding
+from tests.audits import month as gen
+
+pytestmark = pytest.mark.django_db
+NOV = date(2026, 11, 1)
+CENT = Decimal("0.000001")
+
+
+@pytest.fixture(autouse=True)
+def _after_the_month() -> Iterator[None]:
+    with time_machine.travel(gen.AFTER, tick=False):
+        yield
+
+
+@pytest.fixture
+def downgrade() -> ModelDowngrade:
+    return ModelDowngrade.objects.create(
+        large_model=gen.LARGE, small_model=gen.SMALL, max_prompt_tokens=500, max_completion_tokens=64
+    )
+
+
+def only(kind: str, report: AuditReport) -> AuditFinding:
+    found = list(report.findings.filter(kind=kind))
+    assert len(found) == 1, [(f.kind, f.title) for f in report.findings.all()]
+    return found[0]
+
+
+class TestPlantedMonth:
+    @pytest.fixture
+    def planted(self, downgrade: ModelDowngrade) -> dict[str, list[dict]]:
+        month = gen.Month()
+        month.interactive()
+        planted = {
+            "zombie": month.zombie(),
+            "duplicate": month.duplicates(),
+            "loop": month.loops(),
+            "retry_storm": month.retry_storm(),
+            "model_mismatch": month.mismatch(),
+        }
+        month.ingest()
+        return planted
+
+    def test_it_finds_each_planted_workload_and_nothing_else(self, planted: dict[str, list[dict]]) -> None:
+        report = audit_run(month=NOV)
+
+        assert sorted(report.findings.values_list("kind", flat=True)) == sorted(planted)
+        assert report.currency == "CNY"
+
+    def test_it_finds_the_zombie_with_its_dims_tokens_and_money(self, planted: dict[str, list[dict]]) -> None:
+        zombie = only("zombie", audit_run(month=NOV))
+
+        assert zombie.dims == gen.ZOMBIE
+        assert zombie.tokens == zombie.savings_tokens == gen.tokens(planted["zombie"])
+        assert zombie.savings is not None
+        assert zombie.savings.quantize(CENT) == gen.money(planted["zombie"]).quantize(CENT)
+        assert zombie.figures["active_hours"] == 720
+        assert "dims.feature=load-test" in zombie.evidence and "from=2026-11-01" in zombie.evidence
+
+    def test_it_finds_the_duplicates_as_the_repeats_beyond_the_first(self, planted: dict[str, list[dict]]) -> None:
+        dup = only("duplicate", audit_run(month=NOV))
+
+        assert dup.dims == gen.DUPLICATES
+        assert dup.figures["repeats"] == 5 * 11 and dup.figures["prompt_hashes"] == 5
+        repeats = Decimal(11) / 12
+        assert dup.savings_tokens == gen.tokens(planted["duplicate"]) * 11 // 12
+        assert dup.savings is not None
+        assert dup.savings.quantize(CENT) == gen.money(planted["duplicate"], repeats).quantize(CENT)
+        assert dup.evidence.startswith("/api/v1/records?") and "dims.feature=autocomplete" in dup.evidence
+
+    def test_it_finds_the_agent_loops(self, planted: dict[str, list[dict]]) -> None:
+        loop = only("loop", audit_run(month=NOV))
+
+        assert loop.dims == gen.LOOPS  # the rollup dims; conversation ids are in the figures
+        assert loop.figures["conversations"] == 3 and loop.figures["calls"] == 90
+        assert loop.figures["repeated_calls"] == 3 * 27
+        assert loop.tokens == gen.tokens(planted["loop"])
+        assert loop.savings_tokens == 3 * 27 * (1500 + 120)
+        assert "dims.conversation_id=loop-" in loop.evidence
+
+    def test_it_finds_the_retry_storm_as_the_failed_attempts(self, planted: dict[str, list[dict]]) -> None:
+        storm = only("retry_storm", audit_run(month=NOV))
+
+        assert storm.dims == gen.RETRIES
+        assert storm.figures["storm_hours"] == 2 and storm.figures["retries"] == 80
+        assert storm.savings_tokens == gen.tokens(planted["retry_storm"])
+        assert storm.savings is not None
+        assert storm.savings.quantize(CENT) == gen.money(planted["retry_storm"]).quantize(CENT)
+
+    def test_it_prices_the_model_mismatch_at_the_configured_small_model(self, planted: dict[str, list[dict]]) -> None:
+        mismatch = only("model_mismatch", audit_run(month=NOV))
+
+        short = planted["model_mismatch"]
+        assert mismatch.dims == gen.MISMATCH and mismatch.model == gen.LARGE
+        assert mismatch.figures == {"requests": 170, "fitting": 150, "small_model": gen.SMALL}
+        assert mismatch.tokens == gen.tokens(short)
+        at_small = [r | {"model": gen.SMALL} for r in short]
+        assert mismatch.savings is not None
+        assert mismatch.savings.quantize(CENT) == (gen.money(short) - gen.money(at_small)).quantize(CENT)
+
+    def test_it_totals_the_savings_and_a_rerun_replaces_the_report(self, planted: dict[str, list[dict]]) -> None:
+        first = audit_run(month=NOV)
+        second = audit_run(month=NOV)
+
+        assert not AuditReport.objects.filter(pk=first.pk).exists()
+        assert AuditReport.objects.get().pk == second.pk and second.findings.count() == 5
+        findings = list(second.findings.all())
+        assert second.savings_tokens == sum(f.savings_tokens for f in findings)
+        assert second.savings == sum(f.savings for f in findings if f.savings is not None)
+        assert [f.position for f in findings] == [1, 2, 3, 4, 5]
+
+
+def test_it_reports_nothing_in_a_clean_month(downgrade: ModelDowngrade) -> None:
+    month = gen.Month(seed=7)
+    month.interactive()
+    month.ingest()
+
+    report = audit_run(month=NOV)
+
+    assert list(report.findings.values_list("kind", "title")) == []
+    assert report.savings_tokens == 0 and report.savings == 0
+    assert report.tokens == gen.tokens(month.records)
+
+
+def test_it_lists_the_ledgers_month_end_findings_without_counting_them() -> None:
+    Finding.objects.create(
+        kind=Finding.Kind.EFFECTIVE_SHARE_LOW,
+        action=Finding.Action.NOTIFY_PRODUCT_OWNER,
+        period=NOV,
+        business_line="search",
+        figures={"tokens": {"effective": 60, "waste": 40}, "share": "0.6000"},
+        message="Effective tokens were 60.0 % of search's tokens in 2026-11: notify the product owner.",
+    )
+
+    report = audit_run(month=NOV)
+
+    check = only("ledger_check", report)
+    assert check.dims == {"business_line": "search"} and check.tokens == 100 and not check.counted
+    assert check.suggestion.startswith("Effective tokens were 60.0 %") and check.evidence == "/finance/?month=2026-11"
+    assert report.savings_tokens == 0
+
+
+def test_the_command_audits_a_month_and_prints_the_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    month = gen.Month()
+    planted = month.zombie()
+    month.ingest()
+
+    call_command("run_audit", "2026-11")
+    call_command("run_audit", "2026-11")
+
+    out = capsys.readouterr().out
+    assert "zombie: Zombie workload: business_line=data-platform" in out
+    assert f"estimated savings {gen.tokens(planted):,} tokens" in out
+    assert AuditReport.objects.count() == 1
+
+
+def test_the_command_refuses_a_bad_month() -> None:
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="not a month"):
+        call_command("run_audit", "2026-13")
