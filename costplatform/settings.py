@@ -41,7 +41,6 @@ INSTALLED_APPS = [
     "apps.pricing",
     "apps.ledger",
     "apps.alerts",
-    "apps.audits",
 ]
 
 MIDDLEWARE = [
@@ -88,7 +87,6 @@ MIGRATION_MODULES = {
     "pricing": "migrations.pricing",
     "ledger": "migrations.ledger",
     "alerts": "migrations.alerts",
-    "audits": "migrations.audits",
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -168,6 +166,8 @@ ALERTS_SITE_URL = env("COSTPLATFORM_SITE_URL", "http://localhost:8000")
 ALERTS_OUTBOUND_ALLOW = envlist("COSTPLATFORM_OUTBOUND_ALLOW", [])
 ALERTS_HTTP_TIMEOUT = float(env("COSTPLATFORM_ALERTS_HTTP_TIMEOUT", "10"))
 # Seconds before each retry of a failed delivery; attempts = len + 1.
+# How often every rule is evaluated (seconds); the beat entry and each task's expiry use it.
+ALERTS_EVALUATE_EVERY = envint("COSTPLATFORM_ALERTS_EVALUATE_EVERY", 30)
 ALERTS_RETRY_DELAYS = [float(s) for s in envlist("COSTPLATFORM_ALERTS_RETRY_DELAYS", ["30", "120", "600", "1800"])]
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", "localhost")

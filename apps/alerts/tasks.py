@@ -25,3 +25,19 @@ def notifications_due() -> None:
 
     for notification_id in due():
         notification_send.delay(notification_id)
+
+
+@shared_task(ignore_result=True)
+def rules_evaluate() -> None:
+    """Beat entry: one evaluation task per enabled rule, so a slow rule never delays the others."""
+    from apps.alerts.evaluation import rules_due
+
+    for rule_id in rules_due():
+        rule_evaluate.apply_async((rule_id,), expires=settings.ALERTS_EVALUATE_EVERY)
+
+
+@shared_task(ignore_result=True)
+def rule_evaluate(rule_id: int) -> None:
+    from apps.alerts.evaluation import rule_evaluate as evaluate
+
+    evaluate(rule_id=rule_id)

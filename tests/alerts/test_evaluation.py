@@ -1,0 +1,174 @@
+"""Evaluation over the rollups: the state machine (fire once, deduplicate, resolve, cooldown),
+muting, budget levels, and the sources of each detector."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from apps.accounts.models import CollectorKey
+from apps.alerts.evaluation import rule_evaluate
+from apps.alerts.models import Alert, AlertState, Notification
+from apps.ingest.models import HourlyUsage, Rejection, ServedModel
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)
+HOUR = NOW.replace(minute=0)
+
+
+def usage(hour: datetime, tokens: int, business_line: str = "search", model: str = "qwen2.5-7b-instruct") -> None:
+    key = CollectorKey.objects.filter(name="vllm-test").first() or factories.collector_key("vllm-test").key
+    dims = factories.dimset({"business_line": business_line} if business_line else {})
+    row, _ = HourlyUsage.objects.get_or_create(
+        hour=hour,
+        source_id=key.id,
+        model=ServedModel.objects.get_or_create(name=model, version="")[0],
+        dims=dims,
+        endpoint=1,
+        status=0,
+    )
+    HourlyUsage.objects.filter(id=row.id).update(prompt=tokens - tokens // 4, completion=tokens // 4, prompt_cached=0)
+
+
+def weekly_baseline(tokens: int = 50_000, **kw) -> None:
+    for weeks in range(1, 5):
+        usage(HOUR - timedelta(weeks=weeks), tokens, **kw)
+
+
+def test_it_fires_once_deduplicates_and_resolves(receiver):
+    factories.channel("slack", url=receiver.url())
+    rule = factories.alert_rule("spike", params={"by": "business_line"})
+    weekly_baseline()
+    usage(HOUR, 60_000)  # half an hour gone: 2.4x the pro-rated median
+
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert (fired.status, fired.subject, fired.figures["ratio"]) == ("firing", "search", 2.4)
+    assert "dims.business_line=search" in fired.link
+    assert Notification.objects.filter(alert=fired).count() == 1
+    assert rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=1)) == []  # still firing: deduplicated
+
+    usage(HOUR, 20_000)
+    [resolved] = rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=2))
+    assert resolved.status == "resolved"
+    assert AlertState.objects.get(rule=rule).status == "resolved"
+
+
+def test_it_waits_for_the_cooldown_before_firing_again(receiver):
+    rule = factories.alert_rule("spike", cooldown=timedelta(minutes=20))
+    weekly_baseline()
+    usage(HOUR, 60_000)
+    rule_evaluate(rule_id=rule.id, now=NOW)
+    usage(HOUR, 20_000)
+    rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=1))
+    usage(HOUR, 90_000)
+    assert rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=5)) == []  # cooling down
+    assert rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=20)) == []
+    [again] = rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=22))
+    assert again.status == "firing" and AlertState.objects.get(rule=rule).episode == 2
+
+
+def test_it_fires_per_model_too():
+    rule = factories.alert_rule("spike", params={"by": "model"})
+    weekly_baseline(model="big-model")
+    weekly_baseline(business_line="ads", model="big-model")
+    usage(HOUR, 70_000, model="big-model")
+    usage(HOUR, 70_000, business_line="ads", model="big-model")
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert fired.subject == "model big-model" and "model=big-model" in fired.link
+
+
+def test_it_writes_but_sends_nothing_for_a_muted_rule(receiver):
+    factories.channel("slack", url=receiver.url())
+    rule = factories.alert_rule("spike", muted_until=NOW + timedelta(hours=1))
+    weekly_baseline()
+    usage(HOUR, 60_000)
+    [muted] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert muted.suppressed == "muted" and not muted.notifications.exists()
+
+
+def test_it_sends_again_when_a_budget_level_rises(receiver):
+    from apps.ledger.models import Budget
+
+    factories.channel("slack", url=receiver.url())
+    Budget.objects.create(business_line="search", month=NOW.date().replace(day=1), currency="CNY", amount=Decimal(1000))
+    factories.hourly_cost(hour=NOW - timedelta(days=2), cost="850", dims={"business_line": "search"})
+    rule = factories.alert_rule("budget")
+    [warned] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert (warned.level, warned.severity) == ("80", 20)
+    factories.hourly_cost(hour=NOW - timedelta(days=1), cost="200", dims={"business_line": "search"})
+    [exceeded] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert (exceeded.level, exceeded.severity) == ("100", 30)
+    assert rule_evaluate(rule_id=rule.id, now=NOW) == []
+
+
+def test_it_fires_on_three_days_of_rising_unit_cost():
+    rule = factories.alert_rule("trend")
+    for day, cost in enumerate(["1.0", "1.1", "1.2", "1.3"]):
+        hour = NOW.replace(hour=3) - timedelta(days=4 - day)
+        factories.hourly_cost(hour=hour, cost=cost, tokens=1000, dims={"business_line": "search"})
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert fired.subject == "search CNY" and fired.figures["days"] == [1.0, 1.1, 1.2, 1.3]
+
+
+def test_it_reads_health_ratios_from_the_class_rollup():
+    rule = factories.alert_rule("health", params={"min_tokens": 1000})
+    dims = {"business_line": "search"}
+    factories.dimset(dims)
+    factories.hourly_class(hour=HOUR, tokens=6000, reason="effective.input", dims=dims)
+    factories.hourly_class(hour=HOUR, tokens=4000, reason="waste.failed", dims=dims)
+    usage(HOUR, 8000)
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert fired.figures["breaches"] == ["effective", "waste", "cache_hit"]
+
+
+def test_it_fires_when_unattributed_tokens_grow():
+    rule = factories.alert_rule("unattributed")
+    for day in range(1, 8):
+        usage(HOUR - timedelta(days=day), 95_000)
+        usage(HOUR - timedelta(days=day), 5_000, business_line="")
+    usage(HOUR, 80_000)
+    usage(HOUR, 20_000, business_line="")
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert fired.figures == {"share": 0.2, "baseline_share": 0.05}
+
+
+def test_it_fires_when_rejections_grow():
+    rule = factories.alert_rule("dead_letters")
+    key = factories.collector_key("vllm-a").key
+    Rejection.objects.bulk_create([Rejection(source=key, raw="{}", errors=["bad"]) for _ in range(25)])
+    [fired] = rule_evaluate(rule_id=rule.id)
+    assert fired.figures["rejected"] == 25
+
+
+def test_it_fires_for_a_silent_collector_and_resolves_when_it_reports():
+    rule = factories.alert_rule("collector_silent")
+    key = factories.collector_key("vllm-b").key
+    CollectorKey.objects.filter(id=key.id).update(last_seen_at=NOW - timedelta(hours=2))
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert fired.subject == "vllm-b"
+    CollectorKey.objects.filter(id=key.id).update(last_seen_at=NOW)
+    [resolved] = rule_evaluate(rule_id=rule.id, now=NOW + timedelta(minutes=1))
+    assert resolved.status == "resolved"
+
+
+def test_it_delivers_each_ledger_finding_once(receiver):
+    from apps.ledger.models import Finding
+
+    factories.channel("slack", url=receiver.url())
+    finding = Finding.objects.create(
+        kind="effective_share_low",
+        action="notify_product_owner",
+        period=NOW.date().replace(day=1, month=10),
+        business_line="search",
+        message="Effective share 62 % < 70 %",
+    )
+    rule = factories.alert_rule("ledger_finding")
+    [event] = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert event.status == "event" and event.business_line == "search"
+    finding.refresh_from_db()
+    assert finding.delivered_at == NOW
+    assert rule_evaluate(rule_id=rule.id, now=NOW) == []
+    assert Alert.objects.count() == 1
