@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "apps.pricing",
     "apps.ledger",
     "apps.alerts",
+    "apps.audits",
 ]
 
 MIDDLEWARE = [
@@ -87,6 +88,7 @@ MIGRATION_MODULES = {
     "pricing": "migrations.pricing",
     "ledger": "migrations.ledger",
     "alerts": "migrations.alerts",
+    "audits": "migrations.audits",
 }
 
 AUTH_PASSWORD_VALIDATORS = [
