@@ -37,8 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_CONTEXT_MIN_WEEK_REQUESTS": 20,
     # Chat summaries list money only when set (the report page shows it to finance and admin only).
     "AUDIT_BROADCAST_MONEY": False,
-    # Absolute links in chat messages start with this (e.g. https://cost.example.com).
-    "AUDIT_SITE_URL": "",
+    # Severity of the summaries: channels take "warning" and up unless set lower.
+    "AUDIT_BROADCAST_SEVERITY": "warning",
 }
 
 

@@ -108,7 +108,7 @@ def report_broadcast(*, report_id: int) -> int:
             return 0
         report = AuditReport.objects.get(pk=report_id)
         findings = report_findings(report=report)
-        link = f"{conf.get('AUDIT_SITE_URL')}/audits/{report.month:%Y-%m}/"
+        link = f"/audits/{report.month:%Y-%m}/"  # made absolute with ALERTS_SITE_URL
         sent = 0
         for business_line, listed in _summaries(findings):
             broadcast(
@@ -116,7 +116,7 @@ def report_broadcast(*, report_id: int) -> int:
                 body_markdown=summary_markdown(report, listed, whole=business_line is None),
                 link=link,
                 business_line=business_line,
-                severity="info",
+                severity=conf.get("AUDIT_BROADCAST_SEVERITY"),
                 kind="audit",
             )
             sent += 1

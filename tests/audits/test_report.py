@@ -1,0 +1,177 @@
+"""The report page and CSV (finance, engineer, admin; money for finance and admin only), the
+summary to the channels, and the monthly beat job."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.test import Client
+
+from apps.alerts import services as alerts
+from apps.alerts.models import Alert
+from apps.audits.models import AuditFinding, AuditReport
+from apps.audits.services import report_broadcast
+from costplatform.schedules import BEAT_SCHEDULE
+from tests import factories
+from tests.alerts.receivers import Receiver
+
+pytestmark = pytest.mark.django_db
+Role = Callable[[str | None], Client]
+PAGE = "/audits/2026-11/"
+
+
+@pytest.fixture
+def as_role(db: None) -> Role:
+    ids = itertools.count(1)
+
+    def client(role: str | None) -> Client:
+        browser = Client()
+        if role is not None:
+            browser.force_login(factories.finance_user(f"user-{role}-{next(ids)}", role=role))
+        return browser
+
+    return client
+
+
+@pytest.fixture
+def report() -> AuditReport:
+    """A stored report: a zombie in data-platform and duplicates in search."""
+    at = datetime(2026, 12, 1, 4, tzinfo=UTC)
+    made = AuditReport.objects.create(
+        month=date(2026, 11, 1),
+        currency="CNY",
+        tokens=9_000_000,
+        savings_tokens=1_900_000,
+        savings=Decimal("5.43"),
+        started_at=at,
+        finished_at=at,
+    )
+    for position, (kind, title, dims, saved, money) in enumerate(
+        [
+            ("zombie", "Zombie workload: load-test", {"business_line": "data-platform"}, 1_800_000, "5.035184"),
+            ("duplicate", "Duplicate computation: 55 repeated prompts", {"business_line": "search"}, 100_000, "0.4"),
+        ],
+        start=1,
+    ):
+        AuditFinding.objects.create(
+            report=made,
+            position=position,
+            kind=kind,
+            title=title,
+            dims=dims,
+            tokens=saved,
+            savings_tokens=saved,
+            savings=Decimal(money),
+            evidence=f"/api/v1/records?dims.business_line={dims['business_line']}",
+            suggestion=f"Cut the {kind}.",
+        )
+    return made
+
+
+@pytest.mark.parametrize("role", ["finance", "admin"])
+def test_it_shows_findings_with_money_to_finance_and_admin(as_role: Role, report: AuditReport, role: str) -> None:
+    html = as_role(role).get(PAGE).content.decode()
+
+    assert "Zombie workload: load-test" in html and "Duplicate computation: 55 repeated prompts" in html
+    assert "5.04 CNY" in html and "5.43 CNY" in html
+    assert 'href="/api/v1/records?dims.business_line=search"' in html and "Cut the zombie." in html
+
+
+def test_it_shows_engineers_tokens_but_no_money(as_role: Role, report: AuditReport) -> None:
+    response = as_role("engineer").get(PAGE)
+
+    html = response.content.decode()
+    assert response.status_code == 200 and "Zombie workload: load-test" in html and "1900000" in html
+    assert "CNY" not in html and "5.43" not in html and "5.04" not in html
+
+
+@pytest.mark.parametrize("role", ["viewer", None])
+def test_it_keeps_the_report_from_others(as_role: Role, report: AuditReport, role: str | None) -> None:
+    response = as_role(role).get(PAGE)
+
+    assert response.status_code == (403 if role else 302)
+    assert as_role(role).get(PAGE + "?download=csv").status_code == (403 if role else 302)
+    assert as_role(role).get("/audits/").status_code == (403 if role else 302)
+
+
+def test_it_lists_the_reports(as_role: Role, report: AuditReport) -> None:
+    html = as_role("engineer").get("/audits/").content.decode()
+
+    assert f'href="{PAGE}"' in html and "CNY" not in html
+
+
+def test_it_answers_404_for_a_month_without_a_report(as_role: Role) -> None:
+    assert as_role("finance").get(PAGE).status_code == 404
+    assert as_role("finance").get("/audits/2026-13/").status_code == 404
+
+
+def read_csv(response: object) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(response.content.decode())))  # type: ignore[attr-defined]
+
+
+def test_it_downloads_the_csv_with_money_for_finance(as_role: Role, report: AuditReport) -> None:
+    response = as_role("finance").get(PAGE + "?download=csv")
+
+    assert response["Content-Type"].startswith("text/csv")
+    assert 'filename="audit-2026-11.csv"' in response["Content-Disposition"]
+    rows = read_csv(response)
+    assert [(r["kind"], r["dims"], r["savings_tokens"], r["savings"], r["currency"]) for r in rows] == [
+        ("zombie", "business_line=data-platform", "1800000", "5.04", "CNY"),
+        ("duplicate", "business_line=search", "100000", "0.40", "CNY"),
+    ]
+    assert rows[1]["evidence"] == "/api/v1/records?dims.business_line=search"
+
+
+def test_it_downloads_the_csv_without_money_for_engineers(as_role: Role, report: AuditReport) -> None:
+    rows = read_csv(as_role("engineer").get(PAGE + "?download=csv"))
+
+    assert len(rows) == 2 and "savings" not in rows[0] and "currency" not in rows[0]
+    assert rows[0]["suggestion"] == "Cut the zombie."
+
+
+def test_it_sends_the_summary_once_to_the_routed_channels(report: AuditReport, settings: object) -> None:
+    settings.ALERTS_OUTBOUND_ALLOW = ["127.0.0.1/32"]  # type: ignore[attr-defined]
+    receiver = Receiver()
+    try:
+        everyone = factories.channel("webhook", url=receiver.url("/all"), secret="s1", min_severity=20)
+        factories.channel("webhook", url=receiver.url("/search"), secret="s2", business_lines=["search"])
+
+        assert report_broadcast(report_id=report.pk) == 3  # the whole report, data-platform, search
+        assert report_broadcast(report_id=report.pk) == 0  # sent once
+        for alert in Alert.objects.all():
+            for notification in alert.notifications.all():
+                alerts.notification_send(notification_id=notification.id, retry_delays=[1.0])
+    finally:
+        receiver.close()
+
+    got = {(r.path, r.json()["title"]): r.json() for r in receiver.received}
+    assert set(got) == {
+        ("/all", "Token audit 2026-11"),
+        ("/all", "Token audit 2026-11: data-platform"),
+        ("/all", "Token audit 2026-11: search"),
+        ("/search", "Token audit 2026-11: search"),
+    }
+    whole = str(got[("/all", "Token audit 2026-11")])
+    assert "2 findings" in whole and "1,900,000 tokens" in whole and "Zombie workload: load-test" in whole
+    assert "CNY" not in whole  # money only on the page, for finance (AUDIT_BROADCAST_MONEY)
+    search = str(got[("/search", "Token audit 2026-11: search")])
+    assert "Duplicate computation" in search and "Zombie" not in search
+    assert everyone.pk
+
+
+def test_the_beat_job_audits_the_previous_month_on_the_first() -> None:
+    from apps.audits.tasks import audit_previous_month
+
+    entry = BEAT_SCHEDULE["audits-previous-month"]
+    assert entry["task"] == "apps.audits.tasks.audit_previous_month"
+    assert entry["schedule"].day_of_month == {1}
+    with time_machine.travel(datetime(2026, 12, 1, 4, tzinfo=UTC), tick=False):
+        audit_previous_month.apply(kwargs={}).get()  # no channels: the summary goes nowhere
+    assert list(AuditReport.objects.values_list("month", flat=True)) == [date(2026, 11, 1)]
