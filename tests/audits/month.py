@@ -28,6 +28,8 @@ DUPLICATES = {"business_line": "search", "team": "search-web", "feature": "autoc
 LOOPS = {"business_line": "customer-service", "team": "cs-bot", "feature": "agent", "step": "plan", "env": "prod"}
 RETRIES = {"business_line": "payments", "team": "risk", "feature": "risk-check", "env": "prod"}
 MISMATCH = {"business_line": "customer-service", "team": "cs-bot", "feature": "intent", "env": "prod"}
+SYSTEM = {"business_line": "marketing", "team": "growth", "feature": "copywriter", "env": "prod"}
+BLOAT = {"business_line": "legal", "team": "contracts", "feature": "doc-qa", "env": "prod"}
 
 
 class Month:
@@ -48,8 +50,8 @@ class Month:
             "model": extra.pop("model", SMALL),
             "endpoint": "chat.completions",
             "dims": dims,
-            "tokens": {"prompt": prompt, "prompt_cached": cached, "completion": completion, "system": prompt // 5}
-            | {"tool": prompt // 5},
+            "tokens": {"prompt": prompt, "prompt_cached": cached, "completion": completion}
+            | {"system": extra.pop("system", prompt // 5), "tool": extra.pop("tool", prompt // 5)},
             "outcome": {"status": extra.pop("status", "ok"), "finish_reason": "stop"},
             "prompt_hash": extra.pop("prompt_hash", None) or self.hash(),
         } | extra
@@ -149,6 +151,27 @@ class Month:
             if not long:
                 short.append(record)
         return short
+
+    def system_prompt(self) -> list[dict[str, Any]]:
+        """A 2,400-token system prompt in a 3,000-token prompt, never cached: 300 requests."""
+        return [
+            self.add(START + timedelta(days=i % 30, hours=i % 12), SYSTEM, prompt=3000, completion=150, system=2400)
+            for i in range(300)
+        ]
+
+    def context_bloat(self) -> list[dict[str, Any]]:
+        """Document Q&A whose retrieved context grows by 40 tokens a day: 30 requests a day."""
+        return [
+            self.add(
+                START + timedelta(days=day, hours=i % 12, minutes=i),
+                BLOAT,
+                prompt=1300 + 40 * day,
+                completion=200,
+                tool=500 + 40 * day,
+            )
+            for day in range(30)
+            for i in range(30)
+        ]
 
     # --- into the platform ---------------------------------------------------------------------
 

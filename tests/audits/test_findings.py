@@ -4,7 +4,7 @@ money; a clean month of interactive traffic reports nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
@@ -51,6 +51,8 @@ class TestPlantedMonth:
             "loop": month.loops(),
             "retry_storm": month.retry_storm(),
             "model_mismatch": month.mismatch(),
+            "system_prompt": month.system_prompt(),
+            "context_bloat": month.context_bloat(),
         }
         month.ingest()
         return planted
@@ -112,16 +114,39 @@ class TestPlantedMonth:
         assert mismatch.savings is not None
         assert mismatch.savings.quantize(CENT) == (gen.money(short) - gen.money(at_small)).quantize(CENT)
 
+    def test_it_finds_the_uncached_system_prompt(self, planted: dict[str, list[dict]]) -> None:
+        system = only("system_prompt", audit_run(month=NOV))
+
+        assert system.dims == gen.SYSTEM and system.model == gen.SMALL
+        assert system.tokens == system.savings_tokens == 300 * 2400  # nothing of it was cached
+        assert system.savings == Decimal(300 * 2400) * (Decimal(2) - Decimal("0.5")) / 1_000_000
+        assert "80.0 % of prompt tokens" in system.title
+
+    def test_it_finds_the_growing_context(self, planted: dict[str, list[dict]]) -> None:
+        bloat = only("context_bloat", audit_run(month=NOV))
+
+        records = planted["context_bloat"]
+        weeks: dict[int, list[dict]] = {}
+        for r in records:
+            weeks.setdefault((datetime.fromisoformat(r["ts"]) - gen.START).days // 7, []).append(r)
+        base = Decimal(sum(r["tokens"]["tool"] for r in weeks[0])) / len(weeks[0])
+        excess = sum(int(sum(r["tokens"]["tool"] for r in rs) - base * len(rs)) for w, rs in weeks.items() if w)
+        assert bloat.dims == gen.BLOAT
+        assert bloat.tokens == sum(r["tokens"]["tool"] for r in records)
+        assert bloat.savings_tokens == excess > 0
+        assert bloat.savings == Decimal(excess) * 2 / 1_000_000
+        assert "grew from 620 to 1,640" in bloat.title
+
     def test_it_totals_the_savings_and_a_rerun_replaces_the_report(self, planted: dict[str, list[dict]]) -> None:
         first = audit_run(month=NOV)
         second = audit_run(month=NOV)
 
         assert not AuditReport.objects.filter(pk=first.pk).exists()
-        assert AuditReport.objects.get().pk == second.pk and second.findings.count() == 5
+        assert AuditReport.objects.get().pk == second.pk and second.findings.count() == len(planted)
         findings = list(second.findings.all())
         assert second.savings_tokens == sum(f.savings_tokens for f in findings)
         assert second.savings == sum(f.savings for f in findings if f.savings is not None)
-        assert [f.position for f in findings] == [1, 2, 3, 4, 5]
+        assert [f.position for f in findings] == list(range(1, len(planted) + 1))
 
 
 def test_it_reports_nothing_in_a_clean_month(downgrade: ModelDowngrade) -> None:
