@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -271,21 +273,57 @@ def _flat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
 class PromptSegments:
     """System and tool prompt tokens of a chat request, measured with the model's own
     tokenizer and chat template: each message's share is the growth of the rendered
-    prompt when it is added, so template scaffolding around a message counts with it."""
+    prompt when it is added, so template scaffolding around a message counts with it.
+
+    It runs for every request on the serving host, so it avoids re-tokenizing: a message's
+    share is remembered by a hash of the messages up to it (system prompts repeat; a
+    bounded LRU), and where the template only appends and the seam is a special token
+    (Llama 3, ChatML, ...: the tokenizer splits there) only the appended text is tokenized,
+    which gives the same count as tokenizing both prefixes."""
 
     MAX_MESSAGES = 256
+    CACHE_SIZE = 4096
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, *, cache_size: int = CACHE_SIZE) -> None:
         self.tokenizer = tokenizer
+        self.cache_size = cache_size
+        self._sizes: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+        added = getattr(tokenizer, "added_tokens_encoder", None)
+        self._seams = tuple(t for t in (added if isinstance(added, Mapping) else ()) if isinstance(t, str) and t)
 
-    def _length(self, messages: list[dict[str, Any]]) -> int:
+    def _render(self, messages: list[dict[str, Any]]) -> str:
         if not messages:
-            return 0
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return ""
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False))
+
+    def _tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
 
     def _content_length(self, message: Mapping[str, Any]) -> int:
         return len(self.tokenizer(_content_text(message.get("content")), add_special_tokens=False)["input_ids"])
+
+    def _size(self, flat: list[dict[str, Any]], i: int, rendered: dict[int, str]) -> int:
+        """Tokens the i-th message adds to the rendered prompt."""
+        key = hashlib.blake2b(json.dumps(flat[: i + 1], sort_keys=True, default=str).encode(), digest_size=16).digest()
+        with self._lock:
+            if key in self._sizes:
+                self._sizes.move_to_end(key)
+                return self._sizes[key]
+        for n in (i, i + 1):
+            if n not in rendered:
+                rendered[n] = self._render(flat[:n])
+        before, after = rendered[i], rendered[i + 1]
+        added = after[len(before) :]
+        if after.startswith(before) and (not before or before.endswith(self._seams) or added.startswith(self._seams)):
+            size = self._tokens(added)
+        else:
+            size = self._tokens(after) - self._tokens(before)
+        with self._lock:
+            self._sizes[key] = size
+            while len(self._sizes) > self.cache_size:
+                self._sizes.popitem(last=False)
+        return size
 
     def count(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
         if self.tokenizer is None or not messages:
@@ -297,11 +335,12 @@ class PromptSegments:
         system = tool = 0
         flat = _flat_messages(messages)
         use_template = len(flat) <= self.MAX_MESSAGES and getattr(self.tokenizer, "chat_template", None)
+        rendered: dict[int, str] = {}
         for i in wanted:
             size = 0
             if use_template:
                 try:
-                    size = self._length(flat[: i + 1]) - self._length(flat[:i])
+                    size = self._size(flat, i, rendered)
                 except Exception:  # a template that refuses a prefix (e.g. "must end with user")
                     use_template = False
             if not use_template or size <= 0:

@@ -221,6 +221,7 @@ class Emitter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tokenizer: Any = None
         self._tokenizer_failed = False
+        self._segments: Any = None  # one PromptSegments, so its cache outlives the request
         self._thread = threading.Thread(target=self._run, name="costplatform-records", daemon=True)
         self._thread.start()
 
@@ -285,7 +286,9 @@ class Emitter:
         tokenizer = self.tokenizer()
         messages = body.get("messages") if isinstance(body.get("messages"), list) else None
         if tokenizer is not None and messages:
-            tokens["system"], tokens["tool"] = rec.PromptSegments(tokenizer).count(messages)
+            if self._segments is None:
+                self._segments = rec.PromptSegments(tokenizer)
+            tokens["system"], tokens["tool"] = self._segments.count(messages)
         if tokenizer is not None and _wants_json(body) and response.get("text"):
             tokens["structural"] = rec.structural_tokens(response["text"], tokenizer)
         if not counts and response.get("usage"):
