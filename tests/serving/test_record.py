@@ -119,6 +119,32 @@ def test_it_counts_system_and_tool_tokens_with_the_chat_template(tokenizer: obje
     assert 0 < tool < total - system
 
 
+def test_its_segment_counts_are_the_growth_of_the_tokenized_prompt_and_repeats_come_from_its_cache(
+    tokenizer: object,
+) -> None:
+    def length(messages: list[dict[str, str]]) -> int:
+        text = tokenizer.apply_chat_template(messages, tokenize=False) if messages else ""  # type: ignore[attr-defined]
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0  # type: ignore[operator]
+
+    segments = rec.PromptSegments(tokenizer, cache_size=8)
+    for n in range(12):
+        messages = [
+            {"role": "system", "content": "you help with orders, {json} and refunds. " * 20},
+            {"role": "user", "content": f"where is order {n}?"},
+            {"role": "tool", "content": f'{{"order": {n}, "status": "shipped"}}'},
+        ]
+        expected = (length(messages[:1]), length(messages) - length(messages[:2]))
+        assert segments.count(messages) == expected
+    assert len(segments._sizes) == 8  # bounded
+
+    calls: list[str] = []
+    counting = rec.PromptSegments(tokenizer)
+    counting._tokens = lambda text: calls.append(text) or rec.PromptSegments._tokens(counting, text)  # type: ignore[method-assign]
+    counting.count(messages)
+    counting.count(messages)
+    assert len(calls) == 2  # the system message and the tool message, once each
+
+
 @pytest.mark.parametrize(
     ("status", "disconnected", "reasons", "aborted", "expected"),
     [
