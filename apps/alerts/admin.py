@@ -120,7 +120,17 @@ class RuleForm(forms.ModelForm):
 
     class Meta:
         model = Rule
-        fields = ["name", "detector", "params", "business_line", "severity", "cooldown", "enabled", "muted_until"]
+        fields = [
+            "name",
+            "detector",
+            "params",
+            "business_line",
+            "severity",
+            "cooldown",
+            "every",
+            "enabled",
+            "muted_until",
+        ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

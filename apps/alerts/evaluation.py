@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.alerts.detectors import DETECTORS, DetectionResult, Detector, Subject
@@ -170,5 +171,9 @@ def rule_evaluate(*, rule_id: int, now: datetime | None = None) -> list[Alert]:
     return _apply(rule_id, outcomes, now)
 
 
-def rules_due() -> list[int]:
-    return list(Rule.objects.filter(enabled=True).order_by("id").values_list("id", flat=True))
+def rules_due(*, now: datetime | None = None) -> list[int]:
+    """Enabled rules whose interval has passed (with a little slack for the beat's jitter)."""
+    now = now or timezone.now()
+    never = Q(last_evaluated_at__isnull=True)
+    due = Q(last_evaluated_at__lte=now + timedelta(seconds=5) - F("every"))
+    return list(Rule.objects.filter(never | due, enabled=True).order_by("id").values_list("id", flat=True))

@@ -35,6 +35,9 @@ class Rule(models.Model):
     cooldown = models.DurationField(
         default=timedelta(hours=1), help_text="A subject that resolved fires again only after this long."
     )
+    every = models.DurationField(
+        default=timedelta(seconds=30), help_text="Evaluated at most this often (beat ticks every 30 s)."
+    )
     enabled = models.BooleanField(default=True)
     muted_until = models.DateTimeField(null=True, blank=True, help_text="Evaluated, but nothing is sent until then.")
     last_evaluated_at = models.DateTimeField(null=True, blank=True)

@@ -110,11 +110,13 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
     )
     for line, currency, cost in _rows(sql, [start, end]):
         money[(line, currency)] += cost
-    sql = (
-        f"SELECT d.business_line, sum({TOKENS}) FROM ingest_hourlyusage u "
-        "JOIN ingest_dimset d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
-    )
-    tokens = {line: Decimal(total) for line, total in _rows(sql, [start, end])}
+    tokens: dict[str, Decimal] = {}
+    if any(b.tokens is not None for b in budgets):  # a month of usage rows is read only when needed
+        sql = (
+            f"SELECT d.business_line, sum({TOKENS}) FROM ingest_hourlyusage u "
+            "JOIN ingest_dimset d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
+        )
+        tokens = {line: Decimal(total) for line, total in _rows(sql, [start, end])}
     elapsed = (now - start) / (end - start)
     for b in budgets:
         link = records_link(start=start, end=now, business_line=b.business_line)

@@ -125,7 +125,7 @@ def test_it_reads_health_ratios_from_the_class_rollup():
 
 
 def test_it_fires_when_unattributed_tokens_grow():
-    rule = factories.alert_rule("unattributed")
+    rule = factories.alert_rule("unattributed", params={"window_hours": 24, "windows": 7})
     for day in range(1, 8):
         usage(HOUR - timedelta(days=day), 95_000)
         usage(HOUR - timedelta(days=day), 5_000, business_line="")
@@ -133,6 +133,20 @@ def test_it_fires_when_unattributed_tokens_grow():
     usage(HOUR, 20_000, business_line="")
     [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
     assert fired.figures == {"share": 0.2, "baseline_share": 0.05}
+
+
+def test_it_evaluates_a_rule_only_when_its_interval_has_passed():
+    from apps.alerts.evaluation import rules_due
+    from apps.alerts.models import Rule
+
+    Rule.objects.all().delete()
+    fast = factories.alert_rule("spike")
+    slow = factories.alert_rule("trend", every=timedelta(hours=1))
+    assert rules_due(now=NOW) == [fast.id, slow.id]
+    rule_evaluate(rule_id=fast.id, now=NOW)
+    rule_evaluate(rule_id=slow.id, now=NOW)
+    assert rules_due(now=NOW + timedelta(seconds=30)) == [fast.id]
+    assert rules_due(now=NOW + timedelta(hours=1)) == [fast.id, slow.id]
 
 
 def test_it_fires_when_rejections_grow():

@@ -58,7 +58,7 @@ class ShareInput:
 @register_detector(
     "unattributed",
     source="unattributed_series",
-    defaults={"window_hours": 24, "windows": 7, "factor": 1.5, "min_share": 0.05},
+    defaults={"window_hours": 1, "windows": 24, "factor": 1.5, "min_share": 0.05},
 )
 def unattributed(series: ShareInput, p: Params) -> DetectionResult:
     """The share of tokens without a business line grows: above `min_share` and `factor`
