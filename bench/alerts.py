@@ -129,14 +129,14 @@ def generate(lines: int, models: int, now: datetime) -> dict[str, Any]:
 
 
 def cycles(count: int) -> list[dict[str, Any]]:
-    from apps.alerts.evaluation import rule_evaluate, rules_due
+    from apps.alerts.evaluation import rule_evaluate
     from apps.alerts.models import Rule
 
-    names = dict(Rule.objects.values_list("id", "name"))
+    names = dict(Rule.objects.filter(enabled=True).values_list("id", "name"))
     results = []
     for _ in range(count):
         per_rule, alerts = {}, 0
-        for rule_id in rules_due():
+        for rule_id in sorted(names):  # every rule, whatever its interval
             started = time.monotonic()
             alerts += len(rule_evaluate(rule_id=rule_id))
             per_rule[names[rule_id]] = round(time.monotonic() - started, 3)
