@@ -79,6 +79,9 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
     for flag in ("--enable-prompt-tokens-details", "--enable-request-id-headers"):
         if flag not in rest:
             command.append(flag)
+    speculative = any(a.startswith(("--speculative-config", "--speculative_config")) for a in rest)
+    if speculative and not any(a.startswith("--per-request-spec-decode-metrics") for a in rest):
+        command += ["--per-request-spec-decode-metrics", "summary"]  # draft/accepted per request
     if not args.no_middleware:
         command += ["--middleware", MIDDLEWARE]
     return command + rest, env

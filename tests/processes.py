@@ -108,7 +108,11 @@ class PlatformServer:
             stdout=handle,
             stderr=subprocess.STDOUT,
         )
-        wait_for(f"{self.url}/healthz", 60, self.proc, self.log)
+        try:
+            wait_for(f"{self.url}/healthz", 60, self.proc, self.log)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -194,7 +198,11 @@ class VllmServer:
         self.proc = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
         )
-        wait_for(f"{self.url}/health", timeout, self.proc, self.log)
+        try:
+            wait_for(f"{self.url}/health", timeout, self.proc, self.log)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
