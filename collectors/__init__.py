@@ -1,5 +1,7 @@
-"""Collectors: programs that send token records to the ingest API over HTTP.
+"""Collectors: programs that move token records to the ingest API over HTTP.
 
-They run next to the serving stack, not inside the platform: standard library only, and
-never an import of Django or of the platform's apps.
+They run next to the serving stack, not inside the platform, and never import Django or
+the platform's apps. The spool, the shipper and the /metrics reconciliation need only the
+standard library, msgspec and prometheus_client; the OTLP receiver and the proxy also
+aiohttp and opentelemetry-proto (the `collectors` extra).
 """
