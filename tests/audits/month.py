@@ -72,7 +72,7 @@ class Month:
             for hour in range(24):
                 at = START + timedelta(days=day, hours=hour)
                 for dims in features:
-                    for i in range(5 if hour < 12 else self.rng.choice((0, 1))):
+                    for i in range(3 if hour < 12 else self.rng.choice((0, 1))):
                         conv = {"conversation_id": f"c-{day}-{hour}-{dims['feature']}-{i // 3}"}
                         self.add(
                             at + timedelta(minutes=self.rng.randrange(60)),
