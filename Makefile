@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy services clean
+.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits services clean
 
 install: $(STAMP)
 
@@ -53,6 +53,10 @@ bench-shipper: install  ## records/s into the durable spool; see docs/collectors
 
 bench-proxy: install  ## latency the proxy adds, p50/p99; see docs/collectors.md
 	$(PY) bench/proxy.py $(BENCH_ARGS)
+
+bench-audits: install services  ## the monthly audit over a generated month (2M records); see docs/audits.md
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits} \
+	  $(PY) bench/audits.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
