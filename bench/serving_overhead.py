@@ -199,7 +199,7 @@ def system_prompt(seed: int, words: int = 400) -> str:
     from serving.tiny_model import WORDS
 
     rng = random.Random(seed)
-    sentences = []
+    sentences: list[str] = []
     while sum(len(s.split()) for s in sentences) < words:
         sentences.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 16))).capitalize() + ".")
     return "You are the support assistant. " + " ".join(sentences)
