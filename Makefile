@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits services clean
+.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving services clean
 
 install: $(STAMP)
 
@@ -53,6 +53,9 @@ bench-shipper: install  ## records/s into the durable spool; see docs/collectors
 
 bench-proxy: install  ## latency the proxy adds, p50/p99; see docs/collectors.md
 	$(PY) bench/proxy.py $(BENCH_ARGS)
+
+bench-serving: install  ## the same load against vLLM with and without the instrumentation (7-10 min); see docs/serving.md
+	$(PY) bench/serving_overhead.py $(BENCH_ARGS)
 
 bench-audits: install services  ## the monthly audit over a generated month (2M records); see docs/audits.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits} \

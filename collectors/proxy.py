@@ -327,6 +327,17 @@ def local_prompt_tokens(body: Mapping[str, Any], tokenizer: Any) -> int:
     return 0
 
 
+_SEGMENTS: dict[int, rec.PromptSegments] = {}
+
+
+def segments_for(tokenizer: Any) -> rec.PromptSegments:
+    """One PromptSegments per tokenizer, so its cache of repeated system prompts lasts."""
+    segments = _SEGMENTS.get(id(tokenizer))
+    if segments is None or segments.tokenizer is not tokenizer:
+        segments = _SEGMENTS[id(tokenizer)] = rec.PromptSegments(tokenizer)
+    return segments
+
+
 def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
     body = exchange.body
     tokenizer = settings.tokenizer
@@ -343,7 +354,7 @@ def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
         tokens["completion"] = completion or exchange.deltas
     messages = body.get("messages")
     if tokenizer is not None and isinstance(messages, list) and messages:
-        tokens["system"], tokens["tool"] = rec.PromptSegments(tokenizer).count(messages)
+        tokens["system"], tokens["tool"] = segments_for(tokenizer).count(messages)
     if tokenizer is not None and text and wants_json(body):
         tokens["structural"] = rec.structural_tokens(text, tokenizer)
     finish = FINISH_REASONS.get(exchange.finish_reason or "")
