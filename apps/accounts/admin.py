@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from apps.accounts.models import CollectorKey
+from apps.accounts.models import CollectorKey, UserScope
 
 
 @admin.register(CollectorKey)
@@ -24,3 +26,31 @@ class CollectorKeyAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[CollectorKey]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} key(s).")
+
+
+class UserScopeInline(admin.StackedInline):
+    model = UserScope
+    can_delete = True
+    extra = 0
+    max_num = 1
+    verbose_name_plural = "Scope (business lines, money)"
+
+
+@admin.register(UserScope)
+class UserScopeAdmin(admin.ModelAdmin):
+    list_display = ["user", "lines", "can_see_money"]
+    list_filter = ["can_see_money"]
+    search_fields = ["user__username"]
+    autocomplete_fields = ["user"]
+
+    @admin.display(description="business lines")
+    def lines(self, scope: UserScope) -> str:
+        return ", ".join(scope.business_lines) or "all"
+
+
+class ScopedUserAdmin(UserAdmin):
+    inlines = [*UserAdmin.inlines, UserScopeInline]
+
+
+admin.site.unregister(User)
+admin.site.register(User, ScopedUserAdmin)

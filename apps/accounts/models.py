@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 ROLES = ("admin", "finance", "engineer", "viewer")
@@ -24,3 +26,23 @@ class CollectorKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class UserScope(models.Model):
+    """What a person may see beyond their role: the business lines (none listed = all) and
+    money, which otherwise only the finance and admin roles see."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scope")
+    business_lines = ArrayField(
+        models.CharField(max_length=256),
+        default=list,
+        blank=True,
+        help_text="Business lines this user sees; empty = all of them.",
+    )
+    can_see_money = models.BooleanField(
+        default=False, help_text="Show costs and spend although the user is neither finance nor admin."
+    )
+
+    def __str__(self) -> str:
+        lines = ", ".join(self.business_lines) or "all business lines"
+        return f"{self.user} ({lines}{', money' if self.can_see_money else ''})"

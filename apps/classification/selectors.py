@@ -37,6 +37,7 @@ def _grouped(
     group_by: list[str],
     dims: dict[str, str] | None,
     extra: tuple[str, ...] = (),
+    business_lines: list[str] | None = None,
 ) -> list[tuple[Any, ...]]:
     select = [f"date_trunc('{granularity}', c.hour, 'UTC')"]
     params: list[Any] = []
@@ -52,6 +53,9 @@ def _grouped(
     if dims:
         where += " AND d.dims @> %s::jsonb"
         params.append(json.dumps(dims))
+    if business_lines is not None:
+        where += " AND d.business_line = ANY(%s)"
+        params.append(business_lines)
     sql = (
         f"SELECT {', '.join(select)}, {measure} FROM {table} c {_JOINS} WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}"
@@ -62,15 +66,29 @@ def _grouped(
 
 
 def class_usage(
-    *, start: datetime, end: datetime, granularity: str, group_by: list[str], dims: dict[str, str] | None = None
+    *,
+    start: datetime,
+    end: datetime,
+    granularity: str,
+    group_by: list[str],
+    dims: dict[str, str] | None = None,
+    business_lines: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Tokens per period and group (class, reason, component, model, source or a rollup dim),
-    with their cost per currency where priced. Tokens not yet (or never) priced are counted
-    in `unpriced_tokens`, never as a cost of 0."""
+    with their cost per currency where priced; only of `business_lines` when given. Tokens not
+    yet (or never) priced are counted in `unpriced_tokens`, never as a cost of 0."""
 
     def grouped(table: str, measure: str, extra: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
         return _grouped(
-            table, measure, start=start, end=end, granularity=granularity, group_by=group_by, dims=dims, extra=extra
+            table,
+            measure,
+            start=start,
+            end=end,
+            granularity=granularity,
+            group_by=group_by,
+            dims=dims,
+            extra=extra,
+            business_lines=business_lines,
         )
 
     width = 1 + len(group_by)

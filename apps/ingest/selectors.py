@@ -41,6 +41,8 @@ class RecordFilter:
     status: int | None = None
     source_id: int | None = None
     dims: dict[str, str] | None = None
+    business_lines: list[str] | None = None  # the reader's scope; None = all
+    finish_reason: int | None = None
 
 
 def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> tuple[list[Record], str | None]:
@@ -56,6 +58,10 @@ def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> 
         qs = qs.filter(source_id=flt.source_id)
     if flt.dims:
         qs = qs.filter(dims__dims__contains=flt.dims)
+    if flt.business_lines is not None:
+        qs = qs.filter(dims__business_line__in=flt.business_lines)
+    if flt.finish_reason is not None:
+        qs = qs.filter(finish_reason=flt.finish_reason)
     if after:
         ts, source_id, key = cursor_decode(after)
         qs = qs.filter(
@@ -81,8 +87,10 @@ def usage_series(
     granularity: str,
     group_by: list[str],
     dims: dict[str, str] | None = None,
+    business_lines: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Token sums from the hourly rollups, per period and the requested groups.
+    """Token sums from the hourly rollups, per period and the requested groups (only of
+    `business_lines` when given: the reader's scope).
 
     `group_by` items are USAGE_GROUPS or names of rollup dims (settings.ROLLUP_DIMS).
     """
@@ -107,6 +115,9 @@ def usage_series(
     if dims:
         where += " AND d.dims @> %s::jsonb"
         where_params.append(json.dumps(dims))
+    if business_lines is not None:
+        where += " AND d.business_line = ANY(%s)"
+        where_params.append(business_lines)
     sql = (
         f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
         "JOIN ingest_servedmodel m ON m.id = u.model_id JOIN accounts_collectorkey k ON k.id = u.source_id "

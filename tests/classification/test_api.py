@@ -50,7 +50,8 @@ def stored(collector):
     )
 
 
-def test_usage_by_class_and_reason_with_cost(reader, stored):
+def test_usage_by_class_and_reason_with_cost(reader, stored, django_user_model):
+    Group.objects.get_or_create(name="finance")[0].user_set.add(django_user_model.objects.get(username="reader"))
     price_set(
         model_pattern="qwen2.5-*",
         prices={"input": Decimal("2"), "cached_input": Decimal("0.5"), "output": Decimal("8")},

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.roles import roles_required
+from apps.accounts.scopes import business_lines_of, sees_money
 from apps.classification.engine import BUILTIN_RULES, COMPONENT_GROUPS, COMPONENTS
 from apps.classification.models import Rule, RuleSet
 from apps.classification.selectors import CLASS_GROUPS, class_usage
@@ -54,9 +55,12 @@ class ClassUsageView(APIView):
             granularity=window.granularity,
             group_by=window.group_by,
             dims=window.dims,
+            business_lines=business_lines_of(request.user),
         )
+        money = sees_money(request.user)
         for row in rows:
-            row["cost"] = {currency: str(amount) for currency, amount in row["cost"].items()}  # never a float
+            # never a float; none at all for readers without money (finance and admin, or granted)
+            row["cost"] = {currency: str(amount) for currency, amount in row["cost"].items()} if money else {}
         unpriced = unpriced_models(start=window.start, end=window.end)
         return Response(
             {

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
+from apps.accounts.scopes import business_lines_of
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
 from apps.ingest.selectors import (
@@ -212,6 +213,7 @@ class RecordsView(APIView):
             status=_status_code(request.query_params.get("status")),
             source_id=_source_id(request.query_params.get("source")),
             dims=dim_filters(request),
+            business_lines=business_lines_of(request.user),
         )
         try:
             rows, nxt = records_list(flt=flt, limit=page_limit(request), after=request.query_params.get("cursor"))
@@ -254,6 +256,7 @@ class UsageView(APIView):
             granularity=window.granularity,
             group_by=window.group_by,
             dims=window.dims,
+            business_lines=business_lines_of(request.user),
         )
         for row in rows:
             if "status" in row:

@@ -1,0 +1,45 @@
+"""Business-line scoping and money visibility of a person, on top of their role.
+
+`business_lines_of(user)` is None for a user who sees every business line, else the list of
+lines every page and read API filters to (by `ingest_dimset.business_line`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.accounts.roles import user_has_role
+
+MONEY_ROLES = ("finance", "admin")
+
+
+def _scope(user: Any) -> Any:
+    from apps.accounts.models import UserScope
+
+    if not (user and user.is_authenticated) or not getattr(user, "pk", None):
+        return None
+    cached = getattr(user, "_costplatform_scope", False)
+    if cached is False:
+        cached = UserScope.objects.filter(user_id=user.pk).first()
+        user._costplatform_scope = cached
+    return cached
+
+
+def business_lines_of(user: Any) -> list[str] | None:
+    """The business lines `user` may see; None = all (superusers always see all)."""
+    if getattr(user, "is_superuser", False):
+        return None
+    scope = _scope(user)
+    return sorted(scope.business_lines) if scope is not None and scope.business_lines else None
+
+
+def sees_money(user: Any) -> bool:
+    """Finance and admin see money; others only when their scope grants it."""
+    if user_has_role(user, *MONEY_ROLES):
+        return True
+    scope = _scope(user)
+    return bool(scope is not None and scope.can_see_money)
+
+
+def line_visible(user: Any, business_line: str) -> bool:
+    lines = business_lines_of(user)
+    return lines is None or business_line in lines
