@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving services clean
+.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts services clean
 
 install: $(STAMP)
 
@@ -56,6 +56,9 @@ bench-proxy: install  ## latency the proxy adds, p50/p99; see docs/collectors.md
 
 bench-serving: install  ## the same load against vLLM with and without the instrumentation (7-10 min); see docs/serving.md
 	$(PY) bench/serving_overhead.py $(BENCH_ARGS)
+
+bench-alerts: install services  ## one evaluation cycle at 1,000 business lines x 20 models, and ingest -> delivered; see docs/alerts.md
+	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} $(PY) bench/alerts.py $(BENCH_ARGS)
 
 bench-audits: install services  ## the monthly audit over a generated month (2M records); see docs/audits.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits} \
