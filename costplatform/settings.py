@@ -183,6 +183,14 @@ EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "costplatform@localhost")
 
+# /metrics (see docs/metrics.md): a bearer token or a client address in the allow-list; labels
+# keep the top N business lines and models (by tokens over 24 h), the rest as "other".
+METRICS_TOKEN = env("COSTPLATFORM_METRICS_TOKEN")
+METRICS_ALLOW = envlist("COSTPLATFORM_METRICS_ALLOW", ["127.0.0.1/32", "::1/128"])
+METRICS_TOP_BUSINESS_LINES = envint("COSTPLATFORM_METRICS_TOP_BUSINESS_LINES", 20)
+METRICS_TOP_MODELS = envint("COSTPLATFORM_METRICS_TOP_MODELS", 10)
+METRICS_CACHE_SECONDS = envint("COSTPLATFORM_METRICS_CACHE_SECONDS", 15)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

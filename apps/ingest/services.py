@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
@@ -27,6 +28,7 @@ from apps.ingest.contract import (
     Rejected,
     decode_batch,
 )
+from apps.ingest.metrics import ingest_counted
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
 from apps.ingest.partitions import month_start, partitions_ensure
 from apps.pricing.services import hours_mark_dirty
@@ -415,6 +417,7 @@ def batch_ingest(*, source_id: int, body: bytes, ndjson: bool) -> IngestResult:
 
     Raises BodyError (kept too) when the body is not a batch, TooManyRecords over the limit.
     """
+    started = time.perf_counter()
     try:
         batch = decode_batch(
             body,
@@ -428,6 +431,11 @@ def batch_ingest(*, source_id: int, body: bytes, ndjson: bool) -> IngestResult:
     if batch.rejected:
         rejections_save(source_id=source_id, rejected=batch.rejected)
     stored = records_store(source_id=source_id, records=batch.records)
-    return IngestResult(
-        accepted=stored.accepted, duplicates=stored.duplicates + batch.duplicates, rejected=batch.rejected
+    duplicates = stored.duplicates + batch.duplicates
+    ingest_counted(
+        accepted=stored.accepted,
+        duplicates=duplicates,
+        rejected=len(batch.rejected),
+        seconds=time.perf_counter() - started,
     )
+    return IngestResult(accepted=stored.accepted, duplicates=duplicates, rejected=batch.rejected)

@@ -1,0 +1,199 @@
+"""Reads behind /metrics: a few aggregate queries over the rollups and small tables, with
+business lines and models outside the top N folded into "other" in SQL (docs/metrics.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+
+HOUR = timedelta(hours=1)
+OTHER = "other"
+NONE = "(none)"  # records without a business_line dim
+
+# A label value: the name when it is in the top list (a text[] parameter), else 'other'.
+_LINE = "CASE WHEN d.business_line = ANY(%s) THEN d.business_line ELSE 'other' END"
+_MODEL = "CASE WHEN m.name = ANY(%s) THEN m.name ELSE 'other' END"
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Rollup windows: `hour` is the clock hour now falls in, `day` the 24 hour buckets ending
+    with it (the alert detectors' convention). Event tables use rolling windows from `now`."""
+
+    now: datetime
+    hour: datetime
+    day: datetime
+
+    @classmethod
+    def at(cls, now: datetime) -> Windows:
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        return cls(now=now, hour=hour, day=hour - 23 * HOUR)
+
+
+@dataclass
+class Snapshot:
+    """Rows as (labels..., value in the last hour, value in the last day)."""
+
+    lines: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    tokens: list[tuple[Any, ...]] = field(default_factory=list)  # class, reason, model, line
+    cost: list[tuple[Any, ...]] = field(default_factory=list)  # class, model, line, currency
+    records: list[tuple[Any, ...]] = field(default_factory=list)  # model, line, status
+    prompt: tuple[int, int] = (0, 0)  # prompt, prompt_cached over the day
+    unpriced: list[tuple[str, int]] = field(default_factory=list)  # model, tokens over the day
+    lag: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # source, last seen, newest ts
+    rejections: list[tuple[Any, ...]] = field(default_factory=list)  # source
+    deliveries: list[tuple[Any, ...]] = field(default_factory=list)  # channel kind, status
+    overdue: int = 0
+    firing: list[tuple[str, int]] = field(default_factory=list)  # detector, subjects firing
+
+
+def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(params))
+        return cursor.fetchall()
+
+
+def _label(value: str) -> str:
+    return value if value else NONE
+
+
+def top_lines_and_models(*, w: Windows, lines: int, models: int) -> tuple[list[str], list[str]]:
+    """The business lines and model names with most tokens in the day window, at most N each."""
+    usage = (
+        "SELECT {label} FROM ingest_hourlyusage u JOIN {join} WHERE u.hour >= %s "
+        "GROUP BY 1 ORDER BY sum(u.prompt + u.completion) DESC, 1 LIMIT %s"
+    )
+    top_lines = _rows(usage.format(label="d.business_line", join="ingest_dimset d ON d.id = u.dims_id"), [w.day, lines])
+    top_models = _rows(usage.format(label="m.name", join="ingest_servedmodel m ON m.id = u.model_id"), [w.day, models])
+    return [row[0] for row in top_lines], [row[0] for row in top_models]
+
+
+def _windowed(
+    select: str, table: str, measure: str, joins: str, w: Windows, params: list[Any], group: int
+) -> list[tuple[Any, ...]]:
+    """The `select` columns of a rollup, with sum(measure) over the hour and the day windows."""
+    sql = (
+        f"SELECT {select}, sum({measure}) FILTER (WHERE c.hour >= %s), sum({measure}) "
+        f"FROM {table} c {joins} WHERE c.hour >= %s GROUP BY {', '.join(str(i) for i in range(1, group + 1))}"
+    )
+    return _rows(sql, [*params, w.hour, w.day])
+
+
+_CLASS_JOINS = (
+    "JOIN classification_reason r ON r.id = c.reason_id JOIN ingest_servedmodel m ON m.id = c.model_id "
+    "JOIN ingest_dimset d ON d.id = c.dims_id"
+)
+
+
+def tokens_by_reason(*, w: Windows, lines: list[str], models: list[str]) -> list[tuple[Any, ...]]:
+    """(class, reason, model, business line, tokens hour, tokens day) from the class rollup."""
+    select = f"split_part(r.name, '.', 1), r.name, {_MODEL}, {_LINE}"
+    rows = _windowed(select, "classification_hourlyclass", "c.tokens", _CLASS_JOINS, w, [models, lines], 4)
+    return [(c, r, m, _label(line), int(h or 0), int(d or 0)) for c, r, m, line, h, d in rows]
+
+
+def cost_by_class(*, w: Windows, lines: list[str], models: list[str]) -> list[tuple[Any, ...]]:
+    """(class, model, business line, currency, cost hour, cost day) from the cost rollup."""
+    select = f"split_part(r.name, '.', 1), {_MODEL}, {_LINE}, c.currency"
+    rows = _windowed(select, "pricing_hourlycost", "c.cost", _CLASS_JOINS, w, [models, lines], 4)
+    return [(c, m, _label(line), cur, Decimal(h or 0), Decimal(d or 0)) for c, m, line, cur, h, d in rows]
+
+
+def records_by_status(*, w: Windows, lines: list[str], models: list[str]) -> list[tuple[Any, ...]]:
+    """(model, business line, status, records hour, records day) from the usage rollup."""
+    from apps.ingest.models import Status
+
+    joins = "JOIN ingest_servedmodel m ON m.id = c.model_id JOIN ingest_dimset d ON d.id = c.dims_id"
+    select = f"{_MODEL}, {_LINE}, c.status"
+    rows = _windowed(select, "ingest_hourlyusage", "c.records", joins, w, [models, lines], 3)
+    names = dict(Status.choices)
+    return [(m, _label(line), names.get(s, str(s)), int(h or 0), int(d or 0)) for m, line, s, h, d in rows]
+
+
+def prompt_day(*, w: Windows) -> tuple[int, int]:
+    """All prompt tokens and the cached ones in the day window (the cache hit rate)."""
+    rows = _rows("SELECT sum(prompt), sum(prompt_cached) FROM ingest_hourlyusage WHERE hour >= %s", [w.day])
+    prompt, cached = rows[0]
+    return int(prompt or 0), int(cached or 0)
+
+
+def unpriced_day(*, w: Windows, models: list[str]) -> list[tuple[str, int]]:
+    sql = (
+        f"SELECT {_MODEL}, sum(c.tokens) FROM pricing_unpricedhour c JOIN ingest_servedmodel m ON m.id = c.model_id "
+        "WHERE c.hour >= %s GROUP BY 1"
+    )
+    return [(m, int(t)) for m, t in _rows(sql, [models, w.day])]
+
+
+def source_lag(*, w: Windows) -> list[tuple[str, float | None, float | None]]:
+    """Per collector key that is not revoked: when it last sent (epoch s) and the ts of its
+    newest record (epoch s), looked for only in the last hour bucket it has rows in over the
+    last two days, so a scrape reads one hour of one index per source."""
+    sql = """
+        SELECT k.name, extract(epoch FROM k.last_seen_at),
+               extract(epoch FROM (SELECT max(r.ts) FROM ingest_record r WHERE r.source_id = k.id
+                                   AND r.ts >= u.last_hour AND r.ts < u.last_hour + interval '1 hour'))
+        FROM accounts_collectorkey k
+        LEFT JOIN LATERAL (SELECT max(hour) AS last_hour FROM ingest_hourlyusage
+                           WHERE source_id = k.id AND hour >= %s) u ON true
+        WHERE k.revoked_at IS NULL
+        ORDER BY k.name
+    """
+    rows = _rows(sql, [w.hour - 47 * HOUR])
+    return [(name, _float(seen), _float(newest)) for name, seen, newest in rows]
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def rejections(*, w: Windows) -> list[tuple[Any, ...]]:
+    """(source, refused hour, refused day): dead-letter rows received in the rolling windows."""
+    sql = (
+        "SELECT k.name, count(*) FILTER (WHERE j.received_at >= %s), count(*) FROM ingest_rejection j "
+        "JOIN accounts_collectorkey k ON k.id = j.source_id WHERE j.received_at >= %s GROUP BY 1"
+    )
+    return _rows(sql, [w.now - HOUR, w.now - 24 * HOUR])
+
+
+def deliveries(*, w: Windows) -> tuple[list[tuple[Any, ...]], int]:
+    """(channel kind, status, attempts hour, attempts day) of alert notifications due in the
+    rolling windows, and the queued ones already due (the backlog)."""
+    rows = _rows(
+        "SELECT c.kind, n.status, count(*) FILTER (WHERE n.due_at >= %s), count(*) FROM alerts_notification n "
+        "JOIN alerts_channel c ON c.id = n.channel_id WHERE n.due_at >= %s GROUP BY 1, 2",
+        [w.now - HOUR, w.now - 24 * HOUR],
+    )
+    overdue = _rows("SELECT count(*) FROM alerts_notification WHERE status = 'queued' AND due_at <= %s", [w.now])
+    return rows, int(overdue[0][0])
+
+
+def firing() -> list[tuple[str, int]]:
+    sql = (
+        "SELECT r.detector, count(*) FROM alerts_alertstate s JOIN alerts_rule r ON r.id = s.rule_id "
+        "WHERE s.status = 'firing' GROUP BY 1"
+    )
+    return [(detector, int(n)) for detector, n in _rows(sql, [])]
+
+
+def platform_snapshot(*, now: datetime, top_lines: int, top_models: int) -> Snapshot:
+    """Everything /metrics reports from the database, read at `now`."""
+    w = Windows.at(now)
+    lines, models = top_lines_and_models(w=w, lines=top_lines, models=top_models)
+    shot = Snapshot(lines=lines, models=models)
+    shot.tokens = tokens_by_reason(w=w, lines=lines, models=models)
+    shot.cost = cost_by_class(w=w, lines=lines, models=models)
+    shot.records = records_by_status(w=w, lines=lines, models=models)
+    shot.prompt = prompt_day(w=w)
+    shot.unpriced = unpriced_day(w=w, models=models)
+    shot.lag = source_lag(w=w)
+    shot.rejections = rejections(w=w)
+    shot.deliveries, shot.overdue = deliveries(w=w)
+    shot.firing = firing()
+    return shot
