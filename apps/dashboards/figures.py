@@ -1,0 +1,36 @@
+"""Plotly figures of the dashboards, drawn by the locally served plotly.js."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import plotly.graph_objects as go
+from django.utils.translation import gettext as _
+
+CLASS_COLOURS = {"effective": "#2e7d32", "cache": "#1565c0", "waste": "#c62828", "shadow": "#6d4c41"}
+
+
+def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: dict[str, str]) -> str:
+    """Stacked bars of tokens per class over time, as an HTML fragment (div + script)."""
+    periods = sorted({p for by_period in series.values() for p in by_period})
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=str(class_labels.get(name, name)),
+                x=periods,
+                y=[by_period.get(p, 0) for p in periods],
+                marker_color=CLASS_COLOURS.get(name),
+            )
+            for name, by_period in series.items()
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=320,
+        margin={"l": 50, "r": 10, "t": 10, "b": 40},
+        legend={"orientation": "h"},
+        yaxis_title=_("tokens"),
+    )
+    config = {"displaylogo": False, "responsive": True}
+    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id="tokens-by-class", config=config)
+    return html

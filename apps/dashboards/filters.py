@@ -1,0 +1,91 @@
+"""The filters every dashboard page reads from and carries along in its links: a time range,
+any dim, and the drill-down position (class, reason, model, breakdown dim)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import Http404, HttpRequest
+from django.utils.dateparse import parse_date
+from django.utils.translation import gettext_lazy as _
+
+from apps.classification.engine import CLASSES
+
+RANGES = {
+    "24h": (timedelta(days=1), _("Last 24 hours")),
+    "7d": (timedelta(days=7), _("Last 7 days")),
+    "30d": (timedelta(days=30), _("Last 30 days")),
+    "90d": (timedelta(days=90), _("Last 90 days")),
+}
+DEFAULT_RANGE = "7d"
+# The breakdown dims of the drill-down, in the order a click walks them.
+BREAKDOWN = ("business_line", "feature", "step")
+
+
+@dataclass(frozen=True)
+class Filters:
+    start: datetime
+    end: datetime
+    range: str = DEFAULT_RANGE  # a RANGES key, or "" when from/to are given
+    dims: dict[str, str] = field(default_factory=dict)
+    token_class: str = ""
+    reason: str = ""
+    model: str = ""
+    by: str = BREAKDOWN[0]
+
+    @property
+    def granularity(self) -> str:
+        return "hour" if self.end - self.start <= timedelta(days=2) else "day"
+
+    def params(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        if self.range:
+            found["range"] = self.range
+        else:
+            found["from"] = f"{self.start:%Y-%m-%d}"
+            found["to"] = f"{self.end - timedelta(days=1):%Y-%m-%d}"
+        found.update({f"dims.{name}": value for name, value in sorted(self.dims.items())})
+        for name, value in (("class", self.token_class), ("reason", self.reason), ("model", self.model)):
+            if value:
+                found[name] = value
+        if self.by != BREAKDOWN[0]:
+            found["by"] = self.by
+        return found
+
+    def query(self, **changes: Any) -> str:
+        """`?...` of these filters with `changes` applied (dims given as dims={name: value})."""
+        dims = changes.pop("dims", None)
+        changed = replace(self, **changes)
+        if dims is not None:
+            changed = replace(changed, dims={**self.dims, **dims})
+        return "?" + urlencode(changed.params())
+
+    def without_dim(self, name: str) -> str:
+        return replace(self, dims={k: v for k, v in self.dims.items() if k != name}).query()
+
+
+def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filters:
+    """The filters of a request; unknown values are a 404 rather than a silently empty page."""
+    get = request.GET
+    end = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    chosen = get.get("range", "") if not get.get("from") else ""
+    if get.get("from"):
+        first, last = parse_date(get["from"]), parse_date(get.get("to") or get["from"])
+        if first is None or last is None or last < first:
+            raise Http404("from and to are dates (YYYY-MM-DD), from <= to")
+        start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+        end = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1)
+    else:
+        chosen = chosen if chosen in RANGES else DEFAULT_RANGE
+        start = end - RANGES[chosen][0]
+    dims = {k[5:]: v for k, v in get.items() if k.startswith("dims.") and k[5:] in settings.ROLLUP_DIMS and v}
+    reason = get.get("reason", "")
+    token_class = reason.split(".", 1)[0] if reason else get.get("class", "")
+    by = get.get("by", BREAKDOWN[0])
+    if (token_class and token_class not in CLASSES) or by not in BREAKDOWN:
+        raise Http404("unknown class or breakdown")
+    return Filters(start, end, chosen, dims, token_class, reason, get.get("model", ""), by)

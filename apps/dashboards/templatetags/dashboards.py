@@ -1,0 +1,37 @@
+"""Small template helpers of the dashboards: dict lookup, filters without a dim, numbers."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import template
+
+from apps.dashboards.filters import Filters
+
+register = template.Library()
+
+
+@register.filter
+def get_item(mapping: dict[str, Any], key: str) -> Any:
+    return mapping.get(key, "")
+
+
+@register.filter
+def without_dim(flt: Filters, name: str) -> str:
+    return flt.without_dim(name)
+
+
+@register.filter
+def tokens(value: int | None) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+@register.filter
+def money(value: Decimal | None) -> str:
+    return "" if value is None else f"{value:,.2f}"

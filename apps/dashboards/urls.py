@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.dashboards import views
+
+app_name = "dashboards"
+urlpatterns = [
+    path("overview/", views.overview, name="overview"),
+    path("waste/", views.waste, name="waste"),
+    path("waste/requests/", views.requests_list, name="requests"),
+    path("waste/record/", views.record_page, name="record"),
+]

@@ -1,0 +1,244 @@
+"""The engineering pages: the overview (health metrics against their thresholds, spend,
+tokens by class over time) and the waste drill-down, class -> reason -> model -> business
+line / feature / step -> requests -> one record. Every role reads them; money only for
+finance, admin or a user granted it; a scoped user sees only its business lines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+
+from apps.accounts.roles import user_has_role
+from apps.accounts.scopes import business_lines_of, line_visible, sees_money
+from apps.classification.engine import CLASSES
+from apps.dashboards import selectors
+from apps.dashboards.figures import class_series_figure
+from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from
+from apps.dashboards.health import metric_states
+from apps.ingest.contract import STATUSES
+from apps.ingest.models import Record
+from apps.ingest.selectors import InvalidCursor, RecordFilter, records_list
+from apps.ingest.services import FINISH_CODES
+
+READERS = ("admin", "finance", "engineer", "viewer")
+PAGE_SIZE = 50
+# Reasons that a record's own fields decide; other reasons (duplicates, custom rules) list the
+# requests of the model and dims, with a note.
+REASON_RECORDS: dict[str, dict[str, int]] = {
+    **{f"waste.{status}": {"status": STATUSES.index(status)} for status in STATUSES[1:]},
+    "waste.truncated": {"status": 0, "finish_reason": FINISH_CODES["length"]},
+}
+
+
+def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    @require_GET
+    @login_required
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not user_has_role(request.user, *READERS):
+            raise PermissionDenied("the dashboards need a role: admin, finance, engineer or viewer")
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+def class_labels() -> dict[str, str]:
+    return {"effective": _("effective"), "waste": _("waste"), "cache": _("cache"), "shadow": _("shadow")}
+
+
+def _context(request: HttpRequest, flt: Filters, **extra: Any) -> dict[str, Any]:
+    from django.conf import settings
+
+    return {
+        "flt": flt,
+        "ranges": [(key, label) for key, (_width, label) in RANGES.items()],
+        "dim_names": settings.ROLLUP_DIMS,
+        "scope": business_lines_of(request.user),
+        "money": sees_money(request.user),
+        "class_labels": class_labels(),
+        **extra,
+    }
+
+
+@reader_required
+def overview(request: HttpRequest) -> HttpResponse:
+    flt = filters_from(request)
+    flt = Filters(flt.start, flt.end, flt.range, flt.dims, model=flt.model)  # the overview shows every class
+    lines, money = business_lines_of(request.user), sees_money(request.user)
+    found = selectors.health(flt=flt, lines=lines)
+    waste = reverse("dashboards:waste")
+    classes = [
+        {"name": c, "tokens": found.by_class.get(c, 0), "href": waste + flt.query(token_class=c)} for c in CLASSES
+    ]
+    context = _context(
+        request,
+        flt,
+        metrics=[{**state, "href": waste + flt.query(token_class=state["drill"])} for state in metric_states(found)],
+        total=found.total,
+        classes=classes,
+        spend=sorted(selectors.spend(flt=flt, lines=lines).items()) if money else [],
+        figure=class_series_figure(selectors.class_series(flt=flt, lines=lines), class_labels()),
+        lines=[
+            {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
+            for s in selectors.breakdown(flt=flt, lines=lines, group="business_line", money=money, limit=20)
+        ],
+    )
+    return render(request, "dashboards/overview.html", context)
+
+
+def _level(flt: Filters) -> str:
+    if not flt.token_class:
+        return "class"
+    if not flt.reason:
+        return "reason"
+    return "model" if not flt.model else "dims"
+
+
+def _next_href(flt: Filters, level: str, value: str) -> str:
+    """Where a number of the `level` table leads: one level deeper with `value` chosen."""
+    waste, requests = reverse("dashboards:waste"), reverse("dashboards:requests")
+    if level == "class":
+        return waste + flt.query(token_class=value)
+    if level == "reason":
+        return waste + flt.query(reason=value)
+    if level == "model":
+        return waste + flt.query(model=value)
+    position = BREAKDOWN.index(flt.by)
+    if not value:
+        return requests + flt.query()
+    if position + 1 < len(BREAKDOWN):
+        return waste + flt.query(dims={flt.by: value}, by=BREAKDOWN[position + 1])
+    return requests + flt.query(dims={flt.by: value})
+
+
+def _trail(flt: Filters) -> list[tuple[str, str]]:
+    """The breadcrumb: each step back up the drill-down, with its link."""
+    waste = reverse("dashboards:waste")
+    top = Filters(flt.start, flt.end, flt.range, flt.dims)
+    trail = [(_("All classes"), waste + top.query())]
+    if flt.token_class:
+        trail.append((class_labels()[flt.token_class], waste + top.query(token_class=flt.token_class)))
+    if flt.reason:
+        trail.append((flt.reason, waste + top.query(token_class=flt.token_class, reason=flt.reason)))
+    if flt.model:
+        trail.append((flt.model, waste + flt.query(by=BREAKDOWN[0])))
+    return trail
+
+
+@reader_required
+def waste(request: HttpRequest) -> HttpResponse:
+    flt = filters_from(request)
+    lines, money = business_lines_of(request.user), sees_money(request.user)
+    level = _level(flt)
+    group = flt.by if level == "dims" else level
+    slices = selectors.breakdown(flt=flt, lines=lines, group=group, money=money)
+    requests = reverse("dashboards:requests")
+    rows = [
+        {
+            "slice": s,
+            "label": class_labels().get(s.value, s.value) if level == "class" else (s.value or _("(none)")),
+            "href": _next_href(flt, level, s.value),
+            "requests": requests + flt.query(dims={flt.by: s.value}) if level == "dims" and s.value else "",
+        }
+        for s in slices
+    ]
+    context = _context(
+        request,
+        flt,
+        level=level,
+        group=group,
+        rows=rows,
+        total=sum(s.tokens for s in slices),
+        trail=_trail(flt),
+        tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
+        requests_href=requests + flt.query(),
+    )
+    return render(request, "dashboards/waste.html", context)
+
+
+@reader_required
+def requests_list(request: HttpRequest) -> HttpResponse:
+    flt = filters_from(request)
+    predicate = REASON_RECORDS.get(flt.reason, {})
+    record_filter = RecordFilter(
+        start=flt.start,
+        end=flt.end,
+        model=flt.model or None,
+        dims=flt.dims or None,
+        business_lines=business_lines_of(request.user),
+        **predicate,
+    )
+    try:
+        rows, nxt = records_list(flt=record_filter, limit=PAGE_SIZE, after=request.GET.get("after") or None)
+    except InvalidCursor as exc:
+        raise Http404(str(exc)) from exc
+    record_url = reverse("dashboards:record")
+    context = _context(
+        request,
+        flt,
+        records=[{"record": r, "href": record_url + _record_query(flt, r)} for r in rows],
+        next_href=(reverse("dashboards:requests") + flt.query() + f"&after={nxt}") if nxt else "",
+        by_reason=bool(predicate),
+        trail=_trail(flt),
+        back=reverse("dashboards:waste") + flt.query(),
+    )
+    return render(request, "dashboards/requests.html", context)
+
+
+def _record_query(flt: Filters, record: Record) -> str:
+    from urllib.parse import urlencode
+
+    named = {"ts": record.ts.isoformat(), "source": record.source_id, "key": record.record_key}
+    return flt.query() + "&" + urlencode(named)
+
+
+@reader_required
+def record_page(request: HttpRequest) -> HttpResponse:
+    flt = filters_from(request)
+    ts: datetime | None = parse_datetime(request.GET.get("ts", ""))
+    source, key = request.GET.get("source", ""), request.GET.get("key", "")
+    if ts is None or not source.isdigit() or not key.lstrip("-").isdigit():
+        raise Http404("a record is named by ts, source and key")
+    record = (
+        Record.objects.select_related("model", "dims", "source")
+        .filter(ts=ts, source_id=int(source), record_key=int(key))
+        .first()
+    )
+    if record is None or not line_visible(request.user, record.dims.business_line):
+        raise Http404("no such record")
+    context = _context(
+        request,
+        flt,
+        record=record,
+        tokens=[(name, getattr(record, name)) for name in RECORD_TOKENS],
+        timing=[(name, getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
+        prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
+        trail=_trail(flt),
+        back=reverse("dashboards:requests") + flt.query(),
+    )
+    return render(request, "dashboards/record.html", context)
+
+
+RECORD_TOKENS = (
+    "prompt",
+    "prompt_cached",
+    "completion",
+    "system",
+    "tool",
+    "structural",
+    "padding",
+    "draft",
+    "draft_accepted",
+    "recomputed",
+)

@@ -1,0 +1,131 @@
+"""The overview and the waste drill-down, rendered server-side from the rollups: health
+metrics against thresholds, money by role, business-line scopes, links down to one record."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.test import Client
+
+from apps.alerts.models import Rule
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def link_of(page: str, label: str) -> str:
+    """The first link in the table row whose first cell is `label`."""
+    found = re.search(rf"<td>{re.escape(label)}</td>\s*<td><a href=\"([^\"]+)\"", page)
+    assert found, f"no row {label!r} in the page"
+    return html.unescape(found.group(1))
+
+
+def test_it_shows_the_health_metrics_against_their_thresholds(traffic, as_user) -> None:
+    page = as_user("viewer").get("/overview/").content.decode()
+
+    cards = dict(re.findall(r'class="card (\w+)" data-metric="(\w+)"', page)[i][::-1] for i in range(4))
+    assert cards == {"effective": "breach", "waste": "breach", "cache_hit": "breach", "shadow": "ok"}
+    assert "53.2%" in page and "19.0%" in page and "32.0%" in page  # 2936, 1048 of 5520; 1536 of 4800
+    assert 'src="/finance/plotly.min.js"' in page and "Plotly.newPlot" in page and "tokens-by-class" in page
+    assert "16,560" in page
+
+
+def test_it_judges_against_the_health_rules_thresholds(traffic, as_user) -> None:
+    Rule.objects.create(name="health", detector="health", params={"effective_min": 0.5, "cache_hit_min": 0.3})
+
+    page = as_user("engineer").get("/overview/").content.decode()
+
+    assert re.search(r'class="card ok" data-metric="effective"', page)
+    assert re.search(r'class="card ok" data-metric="cache_hit"', page)
+
+
+@pytest.mark.parametrize(("role", "money"), [("finance", True), ("admin", True), ("engineer", False)])
+def test_it_shows_money_only_to_finance_and_admin(traffic, as_user, role, money) -> None:
+    overview = as_user(role).get("/overview/").content.decode()
+    waste = as_user(role).get("/waste/?class=waste").content.decode()
+
+    assert ('id="spend"' in overview) is money
+    assert ("CNY" in overview) is money and ("CNY" in waste) is money
+
+
+def test_a_granted_engineer_sees_money(traffic, as_user) -> None:
+    assert 'id="spend"' in as_user("engineer", money=True).get("/overview/").content.decode()
+
+
+def test_it_drills_from_a_class_down_to_one_record(traffic, as_user) -> None:
+    client: Client = as_user("engineer")
+    page = client.get("/overview/").content.decode()
+
+    for label in ("waste", "waste.timeout", "qwen2.5-7b-instruct", "support", "faq", "reason"):
+        response = client.get(link_of(page, label))
+        assert response.status_code == 200, label
+        page = response.content.decode()
+    rows = re.findall(r'<td class="text"><a href="([^"]+)">(chatcmpl-[^<]+)</a>', page)
+    assert len(rows) == 3  # the three timeouts of support / faq / reason
+    assert page.count(">timeout<") == 3
+    record = client.get(html.unescape(rows[0][0])).content.decode()
+    assert rows[0][1] in record and "support" in record and "timeout" in record
+
+
+def test_the_breakdown_numbers_sum_to_the_class(traffic, as_user) -> None:
+    page = as_user("viewer").get("/waste/?class=waste").content.decode()
+
+    assert ">2,604</a>" in page and ">540</a>" in page  # 3 x (688 + 180) timed out, 3 x 180 truncated
+    assert "<th>3,144</th>" in page
+
+
+def test_a_scoped_user_sees_only_its_business_lines(traffic, as_user) -> None:
+    client = as_user("engineer", lines=["support"])
+
+    overview = client.get("/overview/").content.decode()
+    waste = client.get("/waste/?class=waste").content.decode()
+    requests = client.get("/waste/requests/").content.decode()
+
+    assert ">support<" in overview and ">search<" not in overview
+    assert "waste.timeout" in waste and "waste.truncated" not in waste
+    assert "search" not in re.sub(r"<header>.*?</header>", "", requests, flags=re.S).replace("Your business", "")
+    assert requests.count("chatcmpl-") == 6
+
+
+def test_a_scoped_user_cannot_open_another_lines_record(traffic, as_user) -> None:
+    everyone = as_user("viewer").get("/waste/requests/?dims.business_line=search").content.decode()
+    href = html.unescape(re.findall(r'<td class="text"><a href="([^"]+)">chatcmpl', everyone)[0])
+
+    assert as_user("viewer").get(href).status_code == 200
+    assert as_user("engineer", lines=["support"]).get(href).status_code == 404
+
+
+def test_it_keeps_the_filters_along_the_drill_down(traffic, as_user) -> None:
+    page = as_user("viewer").get("/waste/?range=24h&dims.feature=rank&class=waste").content.decode()
+
+    href = link_of(page, "waste.truncated")
+    assert "range=24h" in href and "dims.feature=rank" in href and "reason=waste.truncated" in href
+    assert "waste.timeout" not in page
+
+
+def test_it_pages_requests_with_a_cursor(traffic, as_user, monkeypatch) -> None:
+    from apps.dashboards import views
+
+    monkeypatch.setattr(views, "PAGE_SIZE", 5)
+    client = as_user("viewer")
+    first = client.get("/waste/requests/").content.decode()
+    second = client.get(html.unescape(re.search(r'href="([^"]+)" id="next"', first).group(1))).content.decode()
+
+    ids = re.findall(r">(chatcmpl-\d+)</a>", first) + re.findall(r">(chatcmpl-\d+)</a>", second)
+    assert len(ids) == 10 and len(set(ids)) == 10
+
+
+def test_it_keeps_the_pages_from_users_without_a_role(traffic, db) -> None:
+    client = Client()
+    assert client.get("/overview/").status_code == 302
+    client.force_login(factories.finance_user("nobody", role="viewer"))
+    client.force_login(type(factories.finance_user("no-role")).objects.create_user("stranger", password="x" * 12))
+    assert client.get("/overview/").status_code == 403
+
+
+def test_it_shows_an_empty_window(as_user) -> None:
+    page = as_user("viewer").get("/overview/?from=2020-01-01&to=2020-01-02").content.decode()
+
+    assert "No tokens in this window." in page and 'class="card none"' in page
