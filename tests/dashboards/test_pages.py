@@ -129,3 +129,13 @@ def test_it_shows_an_empty_window(as_user) -> None:
     page = as_user("viewer").get("/overview/?from=2020-01-01&to=2020-01-02").content.decode()
 
     assert "No tokens in this window." in page and 'class="card none"' in page
+
+
+def test_it_speaks_chinese_after_the_language_switch(traffic, as_user) -> None:
+    client = as_user("viewer")
+    assert "Waste rate" in client.get("/overview/").content.decode()
+
+    page = client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/overview/"}, follow=True).content.decode()
+
+    assert "浪费率" in page and "概览" in page and '<html lang="zh-hans">' in page
+    assert "浪费下钻" in client.get("/waste/").content.decode()
