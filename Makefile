@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts services clean
+.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts services browser clean
 
 install: $(STAMP)
 
@@ -27,7 +27,12 @@ run: install  ## RUN_ARGS=--once exits after loading the sample; see python -m c
 services:
 	bash .ci/services.sh
 
-test: install services
+# The browser tests drive the Debian chromium package (and need a CJK font for the Chinese pages).
+browser:
+	@command -v chromium >/dev/null && fc-list :lang=zh | grep -q . \
+	  || (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei)
+
+test: install services browser
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
