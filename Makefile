@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts services browser clean
+.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts services browser clean
 
 install: $(STAMP)
 
@@ -23,6 +23,10 @@ $(STAMP): pyproject.toml
 
 run: install  ## RUN_ARGS=--once exits after loading the sample; see python -m costplatform.run --help
 	$(PY) -m costplatform.run $(RUN_ARGS)
+
+demo-data: install  ## a generated month (DEMO_MONTH=YYYY-MM, default this one; DEMO_RECORDS=200000) without vLLM
+	$(PY) manage.py migrate --no-input -v0
+	$(PY) manage.py demo_data --month $${DEMO_MONTH:-$$(date -u +%Y-%m)} --records $${DEMO_RECORDS:-200000}
 
 services:
 	bash .ci/services.sh

@@ -1,0 +1,53 @@
+"""`manage.py demo_data` (make demo-data) on a small month: every workload lands in the class
+and reason it should, the month is priced (pool and price book) and accrued, and loading it
+again stores nothing new."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import UTC, datetime
+
+import pytest
+import time_machine
+from django.core.management import call_command
+
+from apps.classification.selectors import class_usage
+from apps.ledger.models import ElasticWindow, JournalEntry
+from apps.pricing.models import PoolIdleHour
+
+START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def run(records: int) -> str:
+    out = io.StringIO()
+    call_command("demo_data", "--month", "2026-10", "--records", str(records), stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_data_loads_a_priced_accrued_month_once(truncate_records: None) -> None:
+    with time_machine.travel(datetime(2026, 11, 3, 12, tzinfo=UTC), tick=True):
+        first = run(3000)
+        stored = re.search(r"loaded ([\d,]+) records: ([\d,]+) stored, ([\d,]+) already there, 0 refused", first)
+        assert stored, first
+        total, accepted, again = (int(g.replace(",", "")) for g in stored.groups())
+        assert total == accepted >= 3000 and again == 0
+        for line in ("customer-service", "search", "marketing", "data-platform", "payments", "legal"):
+            assert re.search(rf"^  {line} +[\d,]+ ", first, re.M), first
+
+        rows = class_usage(start=START, end=END, granularity="month", group_by=["reason", "model"])
+        reasons = {row["reason"] for row in rows if row["tokens"]}
+        assert {
+            "cache.prefix_cache", "effective.input", "effective.output", "effective.structural", "waste.aborted",
+            "waste.timeout", "waste.truncated", "waste.duplicate", "waste.padding", "shadow.spec_rejected",
+        } <= reasons  # fmt: skip
+        assert not [row for row in rows if row["unpriced_tokens"]], "every model has a price or a pool"
+        idle = PoolIdleHour.objects.filter(hour__gte=START, hour__lt=END)
+        assert idle.count() == 31 * 24 and all(h.idle > 0 for h in idle[:5])
+        assert JournalEntry.objects.filter(day__gte=START.date(), day__lt=END.date()).exists()
+        assert ElasticWindow.objects.filter(business_line="marketing").count() == 1
+
+        second = run(3000)
+        assert f"loaded {total:,} records: 0 stored, {total:,} already there, 0 refused" in second, second
+        assert ElasticWindow.objects.filter(business_line="marketing").count() == 1
