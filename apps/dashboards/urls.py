@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.dashboards import views
+from apps.dashboards import operations, views
 
 app_name = "dashboards"
 urlpatterns = [
@@ -10,4 +10,12 @@ urlpatterns = [
     path("waste/", views.waste, name="waste"),
     path("waste/requests/", views.requests_list, name="requests"),
     path("waste/record/", views.record_page, name="record"),
+]
+urlpatterns += [
+    path("rules/", operations.rules, name="rules"),
+    path("rules/draft/", operations.rules_draft, name="rules-draft"),
+    path("rules/<int:version>/try/", operations.rules_try, name="rules-try"),
+    path("prices/", operations.prices, name="prices"),
+    path("collectors/", operations.collectors, name="collectors"),
+    path("budgets/", operations.budgets, name="budgets"),
 ]

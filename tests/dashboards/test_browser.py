@@ -105,6 +105,11 @@ def test_it_logs_in_and_renders_every_page_with_data(open_as: Any, site: str) ->
         ("/waste/requests/", "#requests", "requests"),
         ("/finance/", "#spend", "finance"),
         ("/audits/", "main h1", "audits"),
+        ("/rules/", "#ruleset-1", "rules"),
+        ("/rules/1/try/", "#moves", "rules-try"),
+        ("/prices/", "#unpriced", "prices"),
+        ("/collectors/", "#keys", "collectors"),
+        ("/budgets/", "#budgets", "budgets"),
     ):
         response = page.goto(site + path)
         assert response is not None and response.status == 200, path

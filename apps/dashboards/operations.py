@@ -1,0 +1,97 @@
+"""Read-mostly operations pages reusing the existing services: rules (rule sets, a new draft,
+try a set against recent records; rules are edited in the admin), prices and cost pools,
+collectors (keys, last seen, rejections), budgets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Max, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from apps.accounts.models import CollectorKey
+from apps.accounts.roles import user_has_role
+from apps.accounts.scopes import business_lines_of, sees_money
+from apps.classification.models import RuleSet
+from apps.classification.services import ruleset_draft_create, ruleset_try
+from apps.dashboards.views import reader_required
+from apps.ingest.models import Rejection
+from apps.ledger.selectors import budget_vs_actual
+from apps.ledger.services.accrual import month_of
+from apps.pricing.models import CostPool, PriceVersion
+from apps.pricing.selectors import unpriced_models_recent
+
+RULE_EDITORS = ("admin", "engineer")
+OPERATORS = ("admin", "engineer")
+
+
+@reader_required
+def rules(request: HttpRequest) -> HttpResponse:
+    sets = RuleSet.objects.prefetch_related("rules").order_by("-version")[:20]
+    context = {"rulesets": sets, "can_edit": user_has_role(request.user, *RULE_EDITORS)}
+    return render(request, "dashboards/rules.html", context)
+
+
+@require_POST
+@login_required
+def rules_draft(request: HttpRequest) -> HttpResponse:
+    if not user_has_role(request.user, *RULE_EDITORS):
+        raise PermissionDenied("rules are edited by engineers and admins")
+    draft = ruleset_draft_create(user=request.user, name=request.POST.get("name", "")[:200])
+    return redirect("dashboards:rules-try", version=draft.version)
+
+
+@reader_required
+def rules_try(request: HttpRequest, version: int) -> HttpResponse:
+    if not user_has_role(request.user, *RULE_EDITORS):
+        raise PermissionDenied("trying rules is for engineers and admins")
+    ruleset = get_object_or_404(RuleSet.objects.prefetch_related("rules"), version=version)
+    hours = int(request.GET["hours"]) if request.GET.get("hours", "").isdigit() else 24
+    end = datetime.now(UTC)
+    moves = ruleset_try(ruleset=ruleset, start=end - timedelta(hours=min(max(hours, 1), 24 * 31)), end=end)
+    return render(request, "dashboards/rules_try.html", {"ruleset": ruleset, "moves": moves, "hours": hours})
+
+
+@reader_required
+def prices(request: HttpRequest) -> HttpResponse:
+    money = sees_money(request.user)
+    context = {
+        "money": money,
+        "versions": PriceVersion.objects.prefetch_related("prices")[:20] if money else [],
+        "pools": CostPool.objects.all() if money else [],
+        "unpriced": unpriced_models_recent(),
+    }
+    return render(request, "dashboards/prices.html", context)
+
+
+@reader_required
+def collectors(request: HttpRequest) -> HttpResponse:
+    if not user_has_role(request.user, *OPERATORS):
+        raise PermissionDenied("collectors are for engineers and admins")
+    since = datetime.now(UTC) - timedelta(days=7)
+    keys = CollectorKey.objects.annotate(
+        rejections_7d=Count("rejections", filter=Q(rejections__received_at__gte=since)),
+        last_rejection=Max("rejections__received_at"),
+    ).order_by("revoked_at", "name")
+    latest = Rejection.objects.select_related("source").order_by("-id")[:50]
+    return render(request, "dashboards/collectors.html", {"keys": keys, "rejections": latest})
+
+
+@reader_required
+def budgets(request: HttpRequest) -> HttpResponse:
+    month = month_of(datetime.now(UTC).date())
+    if request.GET.get("month"):
+        from apps.ledger.services.periods import PeriodError, parse_month
+
+        try:
+            month = parse_month(request.GET["month"])
+        except PeriodError:
+            pass
+    lines = business_lines_of(request.user)
+    rows = [r for r in budget_vs_actual(month=month) if lines is None or r["business_line"] in lines]
+    context = {"rows": rows, "month": f"{month:%Y-%m}", "money": sees_money(request.user)}
+    return render(request, "dashboards/budgets.html", context)
