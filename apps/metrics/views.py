@@ -9,9 +9,10 @@ import secrets
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from apps.ingest.metrics import PROCESS_REGISTRY
 from apps.metrics.collector import platform_collector
 
 ERR_FORBIDDEN = (
@@ -40,7 +41,7 @@ def _address_ok(request: HttpRequest) -> bool:
 def _process_registry() -> CollectorRegistry:
     """The ingest counters: this process's, or every worker's under PROMETHEUS_MULTIPROC_DIR."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return REGISTRY
+        return PROCESS_REGISTRY
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
     return registry
