@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 
-run: install  ## RUN_ARGS=--once exits after loading the sample; see python -m costplatform.run --help
+run: install  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
 	$(PY) -m costplatform.run $(RUN_ARGS)
 
 demo-data: install  ## a generated month (DEMO_MONTH=YYYY-MM, default this one; DEMO_RECORDS=200000) without vLLM

@@ -1,12 +1,18 @@
 """`make run`: the whole product on one machine.
 
-    python -m costplatform.run [--port 8000] [--once] [--sample FILE | --no-sample]
+    python -m costplatform.run [--port 8000] [--once] [--sample FILE | --no-sample] [--no-vllm]
 
 Prepares the database (migrations, static files, record partitions for this month and
 ahead, an `admin` superuser, a collector key `demo`), starts the web server (gunicorn), a
 Celery worker and Celery beat as child processes, checks that the worker runs a task,
 loads a sample file of token records through the HTTP API, prints the URL and the login,
 and runs until Ctrl-C or SIGTERM, then stops its children.
+
+Unless --no-vllm (or --once, where --vllm asks for it) it then runs the product end to end
+(costplatform/demo.py): a local webhook receiver registered as an alert channel, the tiny
+model built into the data dir and served by the instrumented vLLM on the CPU (a child on
+--port + 1, shipping to the platform with the collector key `vllm-demo`), and the workload of
+serving/workload.py through it for --workload-seconds, with progress on the terminal.
 
 With no DATABASE_URL the settings start an embedded PostgreSQL (pgserver) whose data lives
 in the data dir ($COSTPLATFORM_DATA_DIR, default .data/); with no CELERY_BROKER_URL the
@@ -202,17 +208,17 @@ def ensure_admin(data_dir: Path) -> tuple[str | None, str]:
     return password, note
 
 
-def ensure_demo_key(data_dir: Path) -> tuple[str | None, str]:
-    """The collector key `demo`, its secret kept in the data dir. Returns (secret, note);
-    no secret when the key is revoked."""
+def ensure_demo_key(data_dir: Path, name: str = DEMO_KEY) -> tuple[str | None, str]:
+    """The collector key `name` (default `demo`), its secret kept in the data dir (file
+    collector_key_<name>). Returns (secret, note); no secret when the key is revoked."""
     from apps.accounts.models import CollectorKey
     from apps.accounts.services import KEY_PREFIX, collector_key_create, key_digest
 
-    key_file = data_dir / "collector_key_demo"
-    key = CollectorKey.objects.filter(name=DEMO_KEY).first()
+    key_file = data_dir / f"collector_key_{name}"
+    key = CollectorKey.objects.filter(name=name).first()
     saved = key_file.read_text().strip() if key_file.exists() else None
     if key is None:
-        new = collector_key_create(name=DEMO_KEY)
+        new = collector_key_create(name=name)
         key_file.unlink(missing_ok=True)
         secret, _ = secret_file(key_file, lambda: new.secret)
         return secret, f"created (secret kept in {_shown(key_file)})"
@@ -512,6 +518,18 @@ def _parser() -> argparse.ArgumentParser:
         "--sample", type=Path, default=SAMPLE, metavar="FILE", help=f"NDJSON file to load (default {_shown(SAMPLE)})"
     )
     parser.add_argument("--no-sample", action="store_true", help="load nothing")
+    parser.add_argument(
+        "--vllm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=(
+            "build the tiny model, start the instrumented vLLM on the CPU, a local webhook receiver as an "
+            "alert channel, and drive the demo workload through vLLM (default: on, off with --once)"
+        ),
+    )
+    parser.add_argument("--workload-seconds", type=float, default=180, help="how long the workload runs (default 180)")
+    parser.add_argument("--vllm-port", type=int, default=0, help="vLLM port (default: --port + 1)")
+    parser.add_argument("--receiver-port", type=int, default=0, help="webhook receiver port (default: --port + 2)")
     parser.add_argument("--batch", type=int, default=1000, help="records per ingest request (default 1000)")
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     parser.add_argument("--worker-concurrency", type=int, default=2, help="Celery worker processes (default 2)")
@@ -546,6 +564,13 @@ def main(argv: list[str] | None = None) -> int:
     if not port_free(args.port):
         say(f"port {args.port} on 127.0.0.1 is in use; pass --port N (or set PORT)")
         return 2
+    args.vllm = (not args.once) if args.vllm is None else args.vllm
+    args.vllm_port = args.vllm_port or args.port + 1
+    args.receiver_port = args.receiver_port or args.port + 2
+    for flag, port in (("--vllm-port", args.vllm_port), ("--receiver-port", args.receiver_port)):
+        if args.vllm and not port_free(port):
+            say(f"port {port} on 127.0.0.1 is in use; pass {flag} N (or --no-vllm)")
+            return 2
     if not args.no_sample and not args.sample.is_file():
         say(f"sample file {args.sample} not found (pass --sample FILE or --no-sample)")
         return 2
@@ -593,6 +618,14 @@ def _stop_db(embedded_db: bool, started_db: bool, pgdata: Path) -> None:
         say("left the embedded PostgreSQL running, as it was before (python -m costplatform.run --stop-db stops it)")
 
 
+def _fresh_dir(path: Path) -> Path:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
 def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: list[Child]) -> int:
     from costplatform.env import env
 
@@ -633,6 +666,17 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     child_env.update(COSTPLATFORM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     child_env.setdefault("DJANGO_SETTINGS_MODULE", "costplatform.settings")
     logs = data_dir / "logs"
+    child_env["PROMETHEUS_MULTIPROC_DIR"] = str(_fresh_dir(data_dir / "prometheus"))  # /metrics sums the workers
+    receiver = None
+    if args.vllm:
+        from costplatform.demo import WebhookReceiver
+
+        receiver = WebhookReceiver(logs / "webhook.log", say, port=args.receiver_port)
+        say(f"webhook receiver: {receiver.url}/ (messages also in {_shown(logs / 'webhook.log')})")
+        # The alert worker may post to it: loopback is blocked for channel URLs unless allowed.
+        allow = [c for c in child_env.get("COSTPLATFORM_OUTBOUND_ALLOW", "").split(",") if c]
+        child_env["COSTPLATFORM_OUTBOUND_ALLOW"] = ",".join([*allow, "127.0.0.1/32"])
+        child_env.setdefault("COSTPLATFORM_SITE_URL", base_url)
     celery = [sys.executable, "-m", "celery", "-A", "costplatform.celery:app"]
     from django.db import connections
 
@@ -677,8 +721,15 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     print(f"  login:     {login}", flush=True)
     print(f"  API docs:  {base_url}/api/docs/", flush=True)
     print(f"  admin:     {base_url}/admin/", flush=True)
-    print(f"  logs:      {_shown(logs)}/{{web,worker,beat}}.log", flush=True)
+    print(f"  metrics:   {base_url}/metrics (Prometheus; Grafana dashboard docs/grafana/costplatform.json)", flush=True)
+    print(f"  logs:      {_shown(logs)}/{{web,worker,beat{',vllm,webhook' if args.vllm else ''}}}.log", flush=True)
+    if receiver is not None:
+        print(f"  alerts:    {receiver.url}/ (the local webhook receiver: every message it got)", flush=True)
     print(flush=True)
+    if receiver is not None:
+        from costplatform.demo import end_to_end
+
+        end_to_end(args, data_dir=data_dir, base_url=base_url, env=child_env, children=children, receiver=receiver)
     if args.once:
         say("--once: exiting after the load")
         return 0
