@@ -25,8 +25,8 @@ def run(records: int) -> str:
     return out.getvalue()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_demo_data_loads_a_priced_accrued_month_once(truncate_records: None) -> None:
+@pytest.mark.django_db
+def test_demo_data_loads_a_priced_accrued_month_once() -> None:
     with time_machine.travel(datetime(2026, 11, 3, 12, tzinfo=UTC), tick=True):
         first = run(3000)
         stored = re.search(r"loaded ([\d,]+) records: ([\d,]+) stored, ([\d,]+) already there, 0 refused", first)
