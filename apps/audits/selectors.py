@@ -67,19 +67,37 @@ def report_for_month(*, month: Any) -> AuditReport | None:
     return AuditReport.objects.filter(month=month).first()
 
 
-def report_findings(*, report: AuditReport) -> list[AuditFinding]:
-    return list(report.findings.order_by("position"))
+def report_findings(*, report: AuditReport, business_lines: list[str] | None = None) -> list[AuditFinding]:
+    """The report's findings in order; only those whose `business_line` dim is in
+    `business_lines` unless it is None (findings without one are outside every scope)."""
+    findings = report.findings.order_by("position")
+    if business_lines is not None:
+        findings = findings.filter(dims__business_line__in=business_lines)
+    return list(findings)
+
+
+def scope_totals(*, report: AuditReport, findings: list[AuditFinding]) -> None:
+    """Replace the report's company-wide totals (in memory) by those of the given findings: the
+    tokens they concern and the counted savings, for a user who sees only some business lines."""
+    counted = [f for f in findings if f.counted]
+    report.tokens = sum(f.tokens for f in findings)
+    report.savings_tokens = sum(f.savings_tokens for f in counted)
+    priced = [f.savings for f in counted if f.savings is not None]
+    report.savings = sum(priced, Decimal(0)) if priced or not counted else None
 
 
 CSV_COLUMNS = ("kind", "title", "dims", "model", "tokens", "savings_tokens", "evidence", "suggestion", "counted")
 MONEY_COLUMNS = ("savings", "currency")
 
 
-def report_csv_rows(*, report: AuditReport, with_money: bool) -> tuple[tuple[str, ...], list[list[Any]]]:
-    """The header and rows of the report's CSV; money columns only `with_money`."""
+def report_csv_rows(
+    *, report: AuditReport, with_money: bool, business_lines: list[str] | None = None
+) -> tuple[tuple[str, ...], list[list[Any]]]:
+    """The header and rows of the report's CSV; money columns only `with_money`; findings of
+    `business_lines` only unless it is None."""
     columns = (*CSV_COLUMNS, *MONEY_COLUMNS) if with_money else CSV_COLUMNS
     rows = []
-    for f in report_findings(report=report):
+    for f in report_findings(report=report, business_lines=business_lines):
         row: list[Any] = [f.kind, f.title, f.dims_label, f.model, f.tokens, f.savings_tokens, f.evidence]
         row += [f.suggestion, "yes" if f.counted else "no"]
         if with_money:

@@ -1,5 +1,6 @@
 """The audit report pages: finance, engineers and admins read them; money only for finance
-and admin (engineers see tokens). `?download=csv` gives the findings as CSV."""
+and admin (engineers see tokens). A user scoped to some business lines sees only their
+findings and totals over those. `?download=csv` gives the findings as CSV."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import user_has_role
+from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
-from apps.audits.selectors import report_csv_rows, report_findings, report_for_month
+from apps.audits.selectors import report_csv_rows, report_findings, report_for_month, scope_totals
 from apps.ledger.services.periods import PeriodError, parse_month
 
 READERS = ("finance", "engineer", "admin")
@@ -30,7 +32,13 @@ def _allowed(request: HttpRequest) -> bool:
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
     with_money = _allowed(request)
-    return render(request, "audits/list.html", {"reports": AuditReport.objects.all(), "with_money": with_money})
+    lines = business_lines_of(request.user)
+    reports = list(AuditReport.objects.all())
+    if lines is not None:
+        for report in reports:
+            scope_totals(report=report, findings=report_findings(report=report, business_lines=lines))
+    context = {"reports": reports, "with_money": with_money, "scoped": lines is not None}
+    return render(request, "audits/list.html", context)
 
 
 @require_GET
@@ -43,16 +51,26 @@ def report_page(request: HttpRequest, month: str) -> HttpResponse:
         raise Http404(str(exc)) from exc
     if report is None:
         raise Http404(f"no audit of {month} yet: run `manage.py run_audit {month}`")
+    lines = business_lines_of(request.user)
     if request.GET.get("download") == "csv":
-        return _csv(report, with_money)
-    findings = report_findings(report=report)
+        return _csv(report, with_money, lines)
+    findings = report_findings(report=report, business_lines=lines)
+    if lines is not None:
+        scope_totals(report=report, findings=findings)
     by_kind = {label: [f for f in findings if f.kind == kind] for kind, label in KIND_LABELS.items()}
-    context = {"report": report, "findings": findings, "by_kind": by_kind, "with_money": with_money, "month": month}
+    context = {
+        "report": report,
+        "findings": findings,
+        "by_kind": by_kind,
+        "with_money": with_money,
+        "month": month,
+        "scoped": lines is not None,
+    }
     return render(request, "audits/report.html", context)
 
 
-def _csv(report: AuditReport, with_money: bool) -> HttpResponse:
-    columns, rows = report_csv_rows(report=report, with_money=with_money)
+def _csv(report: AuditReport, with_money: bool, lines: list[str] | None) -> HttpResponse:
+    columns, rows = report_csv_rows(report=report, with_money=with_money, business_lines=lines)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="audit-{report.month:%Y-%m}.csv"'
     writer = csv.writer(response, lineterminator="\n")

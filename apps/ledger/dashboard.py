@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 import plotly.graph_objects as go
+from django.utils.translation import gettext as _
 
 from apps.ledger.models import Account, Finding
 from apps.ledger.selectors import budget_vs_actual, ledger_matrix, periods_status, spend_trend
@@ -51,20 +52,22 @@ def _figure(fig: go.Figure, barmode: str = "stack") -> str:
     return html
 
 
-def dashboard_build(*, month: date, currency: str | None = None) -> Dashboard:
+def dashboard_build(*, month: date, currency: str | None = None, business_lines: list[str] | None = None) -> Dashboard:
+    """The page's tables; `business_lines` (a user's scope, None = all) limits spend, budgets,
+    trend and findings to those cost centres."""
     month = month_of(month)
     start = month_of(month - timedelta(days=365 - 31))
-    trend = spend_trend(start=start, end=month)
-    matrix = ledger_matrix(start=month, end=month)
+    trend = spend_trend(start=start, end=month, business_lines=business_lines)
+    matrix = ledger_matrix(start=month, end=month, business_lines=business_lines)
     currencies = sorted({r["currency"] for r in trend} | {r["currency"] for r in matrix}) or ["CNY"]
     shown = currency if currency is not None and currency in currencies else currencies[0]
     board = Dashboard(month, shown, currencies)
     board.tables = [
         _spend_table(month, [r for r in matrix if r["currency"] == shown]),
-        _budget_table(month, shown),
+        _budget_table(month, shown, business_lines),
         _trend_table([r for r in trend if r["currency"] == shown]),
         _periods_table(),
-        _findings_table(month),
+        _findings_table(month, business_lines),
     ]
     return board
 
@@ -83,15 +86,15 @@ def _spend_table(month: date, matrix: list[dict[str, Any]]) -> Table:
     )
     return Table(
         "spend",
-        f"Spend by account and cost centre, {month:%Y-%m}",
+        _("Spend by account and cost centre, %(month)s") % {"month": f"{month:%Y-%m}"},
         ["cost_centre", *accounts, "total"],
         rows,
         _figure(fig),
     )
 
 
-def _budget_table(month: date, currency: str) -> Table:
-    rows = [r for r in budget_vs_actual(month=month) if r["currency"] in (currency, "")]
+def _budget_table(month: date, currency: str, business_lines: list[str] | None) -> Table:
+    rows = [r for r in budget_vs_actual(month=month, business_lines=business_lines) if r["currency"] in (currency, "")]
     columns = [
         "business_line",
         "budget_amount",
@@ -108,7 +111,13 @@ def _budget_table(month: date, currency: str) -> Table:
             go.Bar(name="actual", x=names, y=[float(r["actual_amount"]) for r in rows]),
         ]
     )
-    return Table("budget", f"Budget vs actual, {month:%Y-%m} ({currency})", columns, rows, _figure(fig, "group"))
+    return Table(
+        "budget",
+        _("Budget vs actual, %(month)s (%(currency)s)") % {"month": f"{month:%Y-%m}", "currency": currency},
+        columns,
+        rows,
+        _figure(fig, "group"),
+    )
 
 
 def _trend_table(trend: list[dict[str, Any]]) -> Table:
@@ -117,21 +126,28 @@ def _trend_table(trend: list[dict[str, Any]]) -> Table:
     amounts = {(r["month"], r["account"]): r["amount"] for r in trend}
     rows = [{"month": m, **{a: amounts.get((m, a), Decimal(0)) for a in accounts}} for m in months]
     fig = go.Figure([go.Bar(name=a, x=months, y=[float(amounts.get((m, a), 0)) for m in months]) for a in accounts])
-    return Table("trend", f"Spend by account, last {TREND_MONTHS} months", ["month", *accounts], rows, _figure(fig))
+    return Table(
+        "trend",
+        _("Spend by account, last %(months)d months") % {"months": TREND_MONTHS},
+        ["month", *accounts],
+        rows,
+        _figure(fig),
+    )
 
 
 def _periods_table() -> Table:
     columns = ["month", "status", "closed_at", "closed_by", "days_booked", "booked_through", "adjustments_posted"]
-    return Table("periods", "Periods", columns, periods_status(months=TREND_MONTHS))
+    return Table("periods", _("Periods"), columns, periods_status(months=TREND_MONTHS))
 
 
-def _findings_table(month: date) -> Table:
-    rows = list(
-        Finding.objects.filter(period=month).values("kind", "business_line", "action", "message", "delivered_at")
-    )
+def _findings_table(month: date, business_lines: list[str] | None) -> Table:
+    findings = Finding.objects.filter(period=month)
+    if business_lines is not None:
+        findings = findings.filter(business_line__in=business_lines)
+    rows = list(findings.values("kind", "business_line", "action", "message", "delivered_at"))
     return Table(
         "findings",
-        f"Month-end findings, {month:%Y-%m}",
+        _("Month-end findings, %(month)s") % {"month": f"{month:%Y-%m}"},
         ["kind", "business_line", "action", "message", "delivered_at"],
         rows,
     )

@@ -66,10 +66,19 @@ def trial_balance(*, month: date) -> dict[str, Any]:
     }
 
 
-def ledger_matrix(*, start: date, end: date, kind: str | None = Account.Kind.EXPENSE) -> list[dict[str, Any]]:
+def ledger_matrix(
+    *,
+    start: date,
+    end: date,
+    kind: str | None = Account.Kind.EXPENSE,
+    business_lines: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """Net amount (debit - credit), debits, credits and tokens per month, account, cost centre
-    and currency, for the months posted in [start's month, end's month]."""
+    and currency, for the months posted in [start's month, end's month]; only the cost centres
+    (business lines) in `business_lines` unless it is None."""
     lines = JournalLine.objects.filter(period_id__gte=month_of(start), period_id__lte=month_of(end))
+    if business_lines is not None:
+        lines = lines.filter(cost_centre__in=business_lines)
     if kind:
         lines = lines.filter(account__kind=kind)
     rows = (
@@ -234,20 +243,22 @@ def _idle_rows(line: JournalLine, start: datetime, end: datetime) -> list[dict[s
     ]
 
 
-def budget_vs_actual(*, month: date) -> list[dict[str, Any]]:
+def budget_vs_actual(*, month: date, business_lines: list[str] | None = None) -> list[dict[str, Any]]:
     """Per business line: the month's budget (money and/or tokens) and what was posted to its
-    expense accounts in the month (adjustments included), with the share used."""
+    expense accounts in the month (adjustments included), with the share used; only the lines
+    in `business_lines` unless it is None."""
     month = month_of(month)
     actual: dict[str, dict[str, Any]] = defaultdict(lambda: {"amounts": defaultdict(Decimal), "tokens": 0})
-    rows = (
-        JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
-        .values("cost_centre", "currency")
-        .annotate(net=Sum(F("debit") - F("credit")), tokens=Sum("tokens"))
-    )
+    lines = JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
+    budget_rows = Budget.objects.filter(month=month)
+    if business_lines is not None:
+        lines = lines.filter(cost_centre__in=business_lines)
+        budget_rows = budget_rows.filter(business_line__in=business_lines)
+    rows = lines.values("cost_centre", "currency").annotate(net=Sum(F("debit") - F("credit")), tokens=Sum("tokens"))
     for row in rows:
         actual[row["cost_centre"]]["amounts"][row["currency"]] += row["net"]
         actual[row["cost_centre"]]["tokens"] += row["tokens"]
-    budgets = {b.business_line: b for b in Budget.objects.filter(month=month)}
+    budgets = {b.business_line: b for b in budget_rows}
     result = []
     for bl in sorted(set(actual) | set(budgets)):
         budget, got = budgets.get(bl), actual[bl]
@@ -311,13 +322,16 @@ def _with_adjustments(periods: list[Period]) -> list[Any]:
     return periods
 
 
-def spend_trend(*, start: date, end: date) -> list[dict[str, Any]]:
-    """Net expense per month and account (all cost centres), for the trend chart."""
+def spend_trend(*, start: date, end: date, business_lines: list[str] | None = None) -> list[dict[str, Any]]:
+    """Net expense per month and account (all cost centres, or those in `business_lines`), for
+    the trend chart."""
+    lines = JournalLine.objects.filter(
+        Q(period_id__gte=month_of(start)) & Q(period_id__lte=month_of(end)), account__kind=Account.Kind.EXPENSE
+    )
+    if business_lines is not None:
+        lines = lines.filter(cost_centre__in=business_lines)
     rows = (
-        JournalLine.objects.filter(
-            Q(period_id__gte=month_of(start)) & Q(period_id__lte=month_of(end)), account__kind=Account.Kind.EXPENSE
-        )
-        .values("period_id", "account__code", "currency")
+        lines.values("period_id", "account__code", "currency")
         .annotate(net=Sum(F("debit") - F("credit")), tokens=Sum("tokens"))
         .order_by("period_id", "account__code", "currency")
     )

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import user_has_role
+from apps.accounts.scopes import business_lines_of
 from apps.ledger.dashboard import dashboard_build
 from apps.ledger.services.accrual import month_of
 from apps.ledger.services.periods import PeriodError, parse_month
@@ -33,11 +34,13 @@ def _month(request: HttpRequest) -> date:
 @require_GET
 @login_required
 def finance_dashboard(request: HttpRequest) -> HttpResponse:
-    """Spend by account and cost centre, budget vs actual, trend, period status, findings;
-    `?download=<table>` gives any of the tables as CSV."""
+    """Spend by account and cost centre, budget vs actual, trend, period status, findings, only
+    of the user's business lines (cost centres); `?download=<table>` gives any table as CSV."""
     if not user_has_role(request.user, "finance", "admin"):
         raise PermissionDenied("the finance dashboard is for the finance and admin roles")
-    board = dashboard_build(month=_month(request), currency=request.GET.get("currency"))
+    board = dashboard_build(
+        month=_month(request), currency=request.GET.get("currency"), business_lines=business_lines_of(request.user)
+    )
     name = request.GET.get("download")
     if name:
         table = board.table(name)

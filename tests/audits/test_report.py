@@ -175,3 +175,20 @@ def test_the_beat_job_audits_the_previous_month_on_the_first() -> None:
     with time_machine.travel(datetime(2026, 12, 1, 4, tzinfo=UTC), tick=False):
         audit_previous_month.apply(kwargs={}).get()  # no channels: the summary goes nowhere
     assert list(AuditReport.objects.values_list("month", flat=True)) == [date(2026, 11, 1)]
+
+
+def test_it_shows_a_scoped_user_only_the_findings_of_its_business_lines(report: AuditReport) -> None:
+    from apps.accounts.models import UserScope
+
+    user = factories.finance_user("scoped-auditor", role="finance")
+    UserScope.objects.create(user=user, business_lines=["search"])
+    browser = Client()
+    browser.force_login(user)
+
+    html = browser.get(PAGE).content.decode()
+    assert "Duplicate computation: 55 repeated prompts" in html and "Zombie workload" not in html
+    assert "0.40 CNY" in html and "5.43" not in html and "1900000" not in html
+    rows = read_csv(browser.get(PAGE + "?download=csv"))
+    assert [r["kind"] for r in rows] == ["duplicate"]
+    listed = browser.get("/audits/").content.decode()
+    assert "100000" in listed and "9000000" not in listed and "1900000" not in listed

@@ -80,3 +80,25 @@ def test_it_downloads_every_table_of_the_page(as_role: Role, booked: None, table
         ]
     if table == "budget":
         assert rows[2] == ["search", "100.00", "2.50", "0.0250", "10000", "1000", "0.1000"]
+
+
+def test_it_shows_a_scoped_user_only_its_business_lines(booked: None) -> None:
+    from apps.accounts.models import UserScope
+    from apps.ledger.models import Finding
+
+    Finding.objects.create(
+        period=SEP, kind="revenue_missing", business_line="customer-service", action="enter_revenue", message="cs"
+    )
+    user = factories.finance_user("scoped-finance", role="finance")
+    UserScope.objects.create(user=user, business_lines=["search"])
+    browser = Client()
+    browser.force_login(user)
+
+    def table(name: str) -> list[list[str]]:
+        return list(csv.reader(io.StringIO(browser.get(f"{PAGE}&download={name}").content.decode())))
+
+    assert [row[0] for row in table("spend")[1:]] == ["search"]
+    assert [row[0] for row in table("budget")[1:]] == ["search"]
+    assert table("trend")[1][-1] == "2.50" and len(table("findings")) == 1
+    html = browser.get(PAGE).content.decode()
+    assert browser.get(PAGE).status_code == 200 and "customer-service" not in html
