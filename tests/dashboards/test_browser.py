@@ -110,6 +110,8 @@ def test_it_logs_in_and_renders_every_page_with_data(open_as: Any, site: str) ->
         ("/prices/", "#unpriced", "prices"),
         ("/collectors/", "#keys", "collectors"),
         ("/budgets/", "#budgets", "budgets"),
+        ("/alerts/", "#alerts", "alerts"),
+        ("/alerts/channels/", "#channels", "alert-channels"),
     ):
         response = page.goto(site + path)
         assert response is not None and response.status == 200, path

@@ -1,0 +1,95 @@
+"""Alerts outside the admin: the history of alerts with their delivery state (scoped by
+business line) and the channels (kind, enabled or why disabled, last deliveries) with a
+"send a test message" button for engineers and admins (the admin action's service)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from apps.accounts.roles import user_has_role
+from apps.accounts.scopes import business_lines_of
+from apps.alerts.admin import redacted
+from apps.alerts.models import Alert, Channel, Notification
+from apps.alerts.services import channel_send_test
+from apps.dashboards.views import READERS, reader_required
+
+TESTERS = ("admin", "engineer")
+HISTORY = 200
+LAST_DELIVERIES = 5
+
+
+@reader_required
+def alerts(request: HttpRequest) -> HttpResponse:
+    """The latest alerts, newest first, with how many deliveries were sent and failed; a
+    scoped user sees only alerts of its business lines (broadcasts and tests have none)."""
+    found = Alert.objects.annotate(
+        sent=Count("notifications", filter=Q(notifications__status=Notification.Status.SENT)),
+        failed=Count("notifications", filter=Q(notifications__status=Notification.Status.FAILED)),
+        pending=Count(
+            "notifications",
+            filter=Q(notifications__status__in=[Notification.Status.QUEUED, Notification.Status.SENDING]),
+        ),
+    )
+    lines = business_lines_of(request.user)
+    if lines is not None:
+        found = found.filter(business_line__in=lines)
+    status = request.GET.get("status", "")
+    if status in Alert.Status.values:
+        found = found.filter(status=status)
+    context = {
+        "alerts": found.order_by("-created_at", "-id")[:HISTORY],
+        "status": status,
+        "statuses": Alert.Status.values,
+    }
+    return render(request, "alerts/history.html", context)
+
+
+def _visible_channels(user: Any) -> list[Channel]:
+    lines = business_lines_of(user)
+    channels = list(Channel.objects.all())
+    if lines is None:
+        return channels
+    return [c for c in channels if not c.business_lines or set(c.business_lines) & set(lines)]
+
+
+@reader_required
+def channels(request: HttpRequest) -> HttpResponse:
+    """Every channel (a scoped user: those routing its lines) with its state and its latest
+    deliveries (a scoped user: of its lines' alerts only)."""
+    shown = _visible_channels(request.user)
+    lines = business_lines_of(request.user)
+    recent = Notification.objects.select_related("alert").order_by("-id")
+    if lines is not None:
+        recent = recent.filter(alert__business_line__in=lines)
+    rows = [
+        {
+            "channel": c,
+            "endpoint": c.email_to if c.kind == Channel.Kind.EMAIL else redacted(c.url),
+            "deliveries": list(recent.filter(channel=c)[:LAST_DELIVERIES]),
+        }
+        for c in shown
+    ]
+    context = {"rows": rows, "can_test": user_has_role(request.user, *TESTERS)}
+    return render(request, "alerts/channels.html", context)
+
+
+@require_POST
+@login_required
+def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
+    if not user_has_role(request.user, *READERS) or not user_has_role(request.user, *TESTERS):
+        raise PermissionDenied("test messages are sent by engineers and admins")
+    channel = get_object_or_404(Channel, id=channel_id)
+    if channel not in _visible_channels(request.user):
+        raise PermissionDenied("the channel is outside your business lines")
+    channel_send_test(channel=channel)
+    messages.success(request, _("Queued a test message to %(name)s.") % {"name": channel.name})
+    return redirect("dashboards:alert-channels")
