@@ -120,3 +120,14 @@ def test_strangers_go_to_the_login() -> None:
     response = Client().get("/alerts/")
 
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_pages_speak_chinese(as_user: AsUser, history: dict[str, Any]) -> None:
+    browser = as_user("admin")
+    browser.cookies["django_language"] = "zh-hans"
+
+    assert "告警通道" in browser.get("/alerts/channels/").content.decode()
+    html = browser.get("/alerts/").content.decode()
+    assert "未发送原因" in html and '<a href="/alerts/">告警</a>' in html
+    assert "月度词元审计" in browser.get("/audits/").content.decode()
+    assert "按科目和成本中心的支出" in browser.get("/finance/").content.decode()
