@@ -69,6 +69,10 @@ bench-serving: install  ## the same load against vLLM with and without the instr
 bench-alerts: install services  ## one evaluation cycle at 1,000 business lines x 20 models, and ingest -> delivered; see docs/alerts.md
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} $(PY) bench/alerts.py $(BENCH_ARGS)
 
+bench-pages: install services  ## every dashboard page's p50/p95 over a month of 10M records; BENCH_ARGS="--records 1000000" for a quick run; see docs/dashboards.md
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_pages} \
+	  $(PY) bench/pages.py $(BENCH_ARGS)
+
 bench-audits: install services  ## the monthly audit over a generated month (2M records); see docs/audits.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits} \
 	  $(PY) bench/audits.py $(BENCH_ARGS)
