@@ -222,7 +222,14 @@ def test_it_delivers_every_record_exactly_once_when_the_platform_goes_down_mid_s
     records = platform.records(**{"dims.run": run})
     assert len(records) == 12
     assert len({r["record_id"] for r in records}) == 12
-    assert sum(r["outcome"]["status"] == "aborted" for r in records) == 3
+    # The three abandoned streams: aborted with the tokens made so far, or — when the server
+    # wrote the whole answer before it noticed the hang-up — answered in full.
+    streams = [r for r in records if r["tokens"]["completion"] > 16 or r["outcome"]["status"] == "aborted"]
+    assert len(streams) == 3
+    for r in streams:
+        assert r["outcome"]["status"] == "aborted" or (
+            r["outcome"] == {"status": "ok", "finish_reason": "length"} and r["tokens"]["completion"] == 3000
+        ), r
 
 
 # Last in this module: on the CPU build, once vLLM has served a structured-output request, a
