@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts services browser clean
+.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak services browser clean
 
 install: $(STAMP)
 
@@ -76,6 +76,11 @@ bench-pages: install services  ## every dashboard page's p50/p95 over a month of
 bench-audits: install services  ## the monthly audit over a generated month (2M records); see docs/audits.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits} \
 	  $(PY) bench/audits.py $(BENCH_ARGS)
+
+soak: install services  ## sustained ingest at 50 % of a measured max for 30 min with reads; SOAK_ARGS="--minutes 2"; see docs/reliability.md
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_soak} \
+	  CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/14} \
+	  $(PY) bench/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
