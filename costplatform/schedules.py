@@ -15,6 +15,12 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=7, hour="*/6"),
         "options": {"expires": 6 * HOUR},
     },
+    # Raw record partitions older than COSTPLATFORM_RETENTION_MONTHS are dropped whole; old rejections deleted.
+    "ingest-retention": {
+        "task": "apps.ingest.tasks.retention_apply",
+        "schedule": crontab(minute=17, hour=3),
+        "options": {"expires": 6 * HOUR},
+    },
     # Hours whose classified tokens changed, and pool-hours that ended, are priced within a minute.
     "pricing-price-dirty-hours": {
         "task": "apps.pricing.tasks.price_dirty_hours",
@@ -32,6 +38,12 @@ BEAT_SCHEDULE = {
         "task": "apps.classification.tasks.yesterday_mark_dirty",
         "schedule": crontab(minute=30, hour=2),
         "options": {"expires": 6 * HOUR},
+    },
+    # The pages' daily rollups follow the hourly ones: days that changed are rebuilt within a minute.
+    "dashboards-refresh-daily-rollups": {
+        "task": "apps.dashboards.tasks.refresh_daily_rollups",
+        "schedule": 60.0,
+        "options": {"expires": 60},
     },
     # The ledger's journal follows the priced rows: recent days, dirty days and open months (idempotent).
     "ledger-accrue-recent": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from costplatform.env import database_from_url, env, envbool, envint, envlist
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "apps.alerts",
     "apps.audits",
     "apps.dashboards",
+    "apps.auditlog",
 ]
 
 MIDDLEWARE = [
@@ -54,6 +56,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.auditlog.context.audit_context_middleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -93,6 +96,8 @@ MIGRATION_MODULES = {
     "ledger": "migrations.ledger",
     "alerts": "migrations.alerts",
     "audits": "migrations.audits",
+    "auditlog": "migrations.auditlog",
+    "dashboards": "migrations.dashboards",
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -153,6 +158,10 @@ if not CELERY_BROKER_URL:
     from costplatform.embedded import filesystem_broker
 
     CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker(DATA_DIR)
+elif env("CELERY_BROKER_TRANSPORT_OPTIONS"):
+    # JSON, e.g. {"visibility_timeout": 3600}: on Redis a task whose worker died before acknowledging
+    # it is delivered again once this many seconds have passed since its delivery (docs/reliability.md).
+    CELERY_BROKER_TRANSPORT_OPTIONS = json.loads(env("CELERY_BROKER_TRANSPORT_OPTIONS"))
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -165,9 +174,18 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 INGEST_MAX_BYTES = envint("COSTPLATFORM_INGEST_MAX_BYTES", 10 * 1024 * 1024)
 INGEST_MAX_RECORDS = envint("COSTPLATFORM_INGEST_MAX_RECORDS", 50_000)
 INGEST_MAX_AGE_DAYS = envint("COSTPLATFORM_INGEST_MAX_AGE_DAYS", 3 * 366)
+# Per collector key rate limits (apps/ingest/ratelimit.py; 0 = off), overridable on each key in
+# the admin; a key may spend BURST_SECONDS of its rate at once.
+INGEST_RATE_REQUESTS = envint("COSTPLATFORM_RATE_REQUESTS", 1_000)
+INGEST_RATE_RECORDS = envint("COSTPLATFORM_RATE_RECORDS", 100_000)
+INGEST_RATE_BURST_SECONDS = envint("COSTPLATFORM_RATE_BURST_SECONDS", 10)
 # Dims kept in the hourly rollups; per-user or per-conversation dims stay on the records only.
 ROLLUP_DIMS = envlist("COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "project", "feature", "step", "env"])
 PARTITIONS_AHEAD_MONTHS = envint("COSTPLATFORM_PARTITIONS_AHEAD_MONTHS", 2)
+# Retention (docs/reliability.md): raw records of this month and the N months before it are kept,
+# older monthly partitions dropped whole (0 = keep forever); rollups and the ledger are kept forever.
+RETENTION_MONTHS = envint("COSTPLATFORM_RETENTION_MONTHS", 13)
+REJECTIONS_RETENTION_DAYS = envint("COSTPLATFORM_REJECTIONS_RETENTION_DAYS", 90)
 # Late records of an hour still arrive this long after it ends; pool costs are allocated after that.
 POOL_GRACE_MINUTES = envint("COSTPLATFORM_POOL_GRACE_MINUTES", 5)
 

@@ -1,5 +1,6 @@
-"""Reads of the dashboards, all from the hourly rollups (classification_hourlyclass for tokens,
-pricing_hourlycost for money) in one grouped query each; records only a page at a time."""
+"""Reads of the dashboards from the rollups, tokens from the class rollups and money from the
+cost rollups, in one grouped query each: whole days from the daily rollups (apps.dashboards.models)
+where they are current, the rest of the window from the hourly ones; records only a page at a time."""
 
 from __future__ import annotations
 
@@ -13,52 +14,155 @@ from typing import Any
 from django.db import connection
 
 from apps.classification.engine import CLASSES, COMPONENTS
+from apps.classification.models import Reason
 from apps.dashboards.filters import Filters
+from apps.dashboards.rollup import split_window
+from apps.ingest.models import ServedModel
 
-# Group names and their SQL over c (a class or cost rollup row), r (reason), m (model), d (dims).
-GROUPS = {"class": "split_part(r.name, '.', 1)", "reason": "r.name", "model": "m.name"}
-_JOINS = (
-    "JOIN classification_reason r ON r.id = c.reason_id JOIN ingest_servedmodel m ON m.id = c.model_id "
-    "JOIN ingest_dimset d ON d.id = c.dims_id"
-)
-
-
-def _where(flt: Filters, lines: list[str] | None) -> tuple[str, list[Any]]:
-    where: list[str] = ["c.hour >= %s", "c.hour < %s"]
-    params: list[Any] = [flt.start, flt.end]
-    if flt.dims:
-        where.append("d.dims @> %s::jsonb")
-        params.append(json.dumps(flt.dims))
-    if lines is not None:
-        where.append("d.business_line = ANY(%s)")
-        params.append(lines)
-    for column, value in (("m.name", flt.model), ("r.name", flt.reason), (GROUPS["class"], flt.token_class)):
-        if value:
-            where.append(f"{column} = %s")
-            params.append(value)
-    return " AND ".join(where), params
+# The two rollups a page sums: (daily table, hourly table, time column of each).
+CLASS = ("dashboards_dailyclass", "classification_hourlyclass")
+COST = ("dashboards_dailycost", "pricing_hourlycost")
+MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}
 
 
-def _sum(table: str, measures: str, groups: list[str], flt: Filters, lines: list[str] | None) -> list[tuple]:
-    """Rows of (*groups, *measures): groups are GROUPS keys, a rollup dim, "period" or "component"."""
+def _reason_ids(flt: Filters) -> list[int] | None:
+    """The reason ids the class or reason filter keeps (None: no such filter)."""
+    if flt.reason:
+        return list(Reason.objects.filter(name=flt.reason).values_list("id", flat=True))
+    if flt.token_class:
+        return list(Reason.objects.filter(name__startswith=flt.token_class + ".").values_list("id", flat=True))
+    return None
+
+
+def _part(
+    table: str,
+    daily: bool,
+    window: Any,
+    groups: list[str],
+    measures: list[str],
+    flt: Filters,
+    lines: list[str] | None,
+    reasons: list[int] | None,
+    models: list[int] | None,
+) -> tuple[str, list[Any]]:
+    """One grouped SELECT over a daily or an hourly rollup: the window's days or hour ranges,
+    the filters as id lists, the dim set joined only when a dim other than the daily rows'
+    business line is filtered or grouped by."""
+    when = "c.day" if daily else "c.hour"
+    join = False
+    line_col = "c.business_line" if daily else "d.business_line"
     select: list[str] = []
     params: list[Any] = []
     for name in groups:
         if name == "period":
-            select.append(f"date_trunc('{flt.granularity}', c.hour, 'UTC')")
+            select.append(f"date_trunc('{flt.granularity}', {when}, 'UTC')")
         elif name in ("component", "currency"):
             select.append(f"c.{name}")
-        elif name in GROUPS:
-            select.append(GROUPS[name])
+        elif name in ("class", "reason"):
+            select.append("c.reason_id")
+        elif name == "model":
+            select.append("c.model_id")
+        elif name == "business_line":
+            select.append(line_col)
+            join = join or not daily
         else:
             select.append("coalesce(d.dims ->> %s, '')")
             params.append(name)
-    where, where_params = _where(flt, lines)
-    group = f" GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}" if select else ""
-    sql = f"SELECT {', '.join([*select, measures])} FROM {table} c {_JOINS} WHERE {where}{group}"
+            join = True
+    where: list[str] = []
+    where_params: list[Any] = []
+    if daily:
+        where.append("c.day = ANY(%s)")
+        where_params.append(window)
+    else:
+        where.append("(" + " OR ".join(["(c.hour >= %s AND c.hour < %s)"] * len(window)) + ")")
+        where_params += [bound for pair in window for bound in pair]
+    if reasons is not None:
+        where.append("c.reason_id = ANY(%s)")
+        where_params.append(reasons)
+    if models is not None:
+        where.append("c.model_id = ANY(%s)")
+        where_params.append(models)
+    dims = dict(flt.dims)
+    if "business_line" in dims:
+        where.append(f"{line_col} = %s")
+        where_params.append(dims.pop("business_line"))
+        join = join or not daily
+    if dims:
+        where.append("d.dims @> %s::jsonb")
+        where_params.append(json.dumps(dims))
+        join = True
+    if lines is not None:
+        where.append(f"{line_col} = ANY(%s)")
+        where_params.append(lines)
+        join = join or not daily
+    sql = f"SELECT {', '.join([*select, *(MEASURES[m] for m in measures)])} FROM {table} c"
+    if join:
+        sql += " JOIN ingest_dimset d ON d.id = c.dims_id"
+    sql += " WHERE " + " AND ".join(where)
+    if select:
+        sql += f" GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}"
+    return sql, params + where_params
+
+
+def _sum(
+    rollup: tuple[str, str], measures: list[str], groups: list[str], flt: Filters, lines: list[str] | None
+) -> list[tuple]:
+    """Rows of (*groups, *measures) over the window: whole days not stale from the daily rollup,
+    the rest from the hourly one. Groups are "class", "reason", "model", "period", "component",
+    "currency" or a rollup dim; class, reason and model come back as names."""
+    reasons = _reason_ids(flt)
+    models = list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)) if flt.model else None
+    if (reasons is not None and not reasons) or (models is not None and not models):
+        return []
+    if "period" in groups and flt.granularity != "day":
+        days, hours = [], [(flt.start, flt.end)]  # drawn by the hour: only the hourly rows have hours
+    else:
+        days, hours = split_window(flt.start, flt.end)
+    parts: list[str] = []
+    params: list[Any] = []
+    for daily, window, table in ((True, days, rollup[0]), (False, hours, rollup[1])):
+        if window:
+            sql, found = _part(table, daily, window, groups, measures, flt, lines, reasons, models)
+            parts.append(sql)
+            params += found
+    if not parts:
+        return []
     with connection.cursor() as cursor:
-        cursor.execute(sql, params + where_params)
-        return cursor.fetchall()
+        cursor.execute(" UNION ALL ".join(parts), params)
+        rows = cursor.fetchall()
+    return _named(rows, groups, len(measures))
+
+
+def _named(rows: list[tuple], groups: list[str], measures: int) -> list[tuple]:
+    """The rows with reason and model ids turned into names, summed again per named group."""
+    width = len(groups)
+    reason_names: dict[int, str] = {}
+    model_names: dict[int, str] = {}
+    if {"class", "reason"} & set(groups):
+        reason_names = dict(Reason.objects.values_list("id", "name"))
+    if "model" in groups:
+        position = groups.index("model")
+        ids = {row[position] for row in rows}
+        model_names = dict(ServedModel.objects.filter(id__in=ids).values_list("id", "name"))
+    summed: dict[tuple, list[Any]] = {}
+    for row in rows:
+        key = []
+        for name, value in zip(groups, row[:width], strict=True):
+            if name == "class":
+                value = reason_names.get(value, "?").split(".", 1)[0]
+            elif name == "reason":
+                value = reason_names.get(value, "?")
+            elif name == "model":
+                value = model_names.get(value, "?")
+            key.append(value)
+        found = summed.get(tuple(key))
+        if found is None:
+            summed[tuple(key)] = list(row[width:])
+        else:
+            for i, value in enumerate(row[width:]):
+                found[i] = (found[i] or 0) + (value or 0)
+    return [(*key, *values) for key, values in summed.items()]
 
 
 @dataclass(frozen=True)
@@ -78,9 +182,7 @@ def health(*, flt: Filters, lines: list[str] | None) -> Health:
     """Tokens per class, and the prompt and its cached part (the prompt components), in the window."""
     by_class: dict[str, int] = defaultdict(int)
     prompt = cached = 0
-    for token_class, component, tokens in _sum(
-        "classification_hourlyclass", "sum(c.tokens)::bigint", ["class", "component"], flt, lines
-    ):
+    for token_class, component, tokens in _sum(CLASS, ["tokens"], ["class", "component"], flt, lines):
         by_class[token_class] += tokens
         if COMPONENTS[component] in ("cached_prompt", "uncached_prompt"):
             prompt += tokens
@@ -91,9 +193,7 @@ def health(*, flt: Filters, lines: list[str] | None) -> Health:
 def class_series(*, flt: Filters, lines: list[str] | None) -> dict[str, dict[datetime, int]]:
     """Tokens per class and period (hour or day, by the window's length)."""
     series: dict[str, dict[datetime, int]] = {name: {} for name in CLASSES}
-    for period, token_class, tokens in _sum(
-        "classification_hourlyclass", "sum(c.tokens)::bigint", ["period", "class"], flt, lines
-    ):
+    for period, token_class, tokens in _sum(CLASS, ["tokens"], ["period", "class"], flt, lines):
         series.setdefault(token_class, {})[period] = tokens
     return series
 
@@ -109,10 +209,10 @@ class Slice:
 
 def breakdown(*, flt: Filters, lines: list[str] | None, group: str, money: bool, limit: int = 100) -> list[Slice]:
     """Tokens (and cost, when `money`) per value of `group`, largest first."""
-    tokens = dict(_sum("classification_hourlyclass", "sum(c.tokens)::bigint", [group], flt, lines))
+    tokens = dict(_sum(CLASS, ["tokens"], [group], flt, lines))
     cost: dict[str, dict[str, Decimal]] = defaultdict(dict)
     if money:
-        for value, currency, amount in _sum("pricing_hourlycost", "sum(c.cost)", [group, "currency"], flt, lines):
+        for value, currency, amount in _sum(COST, ["cost"], [group, "currency"], flt, lines):
             cost[value][currency] = amount
     ranked = sorted(tokens.items(), key=lambda item: (-item[1], item[0]))[:limit]
     return [Slice(value, int(count), cost.get(value, {})) for value, count in ranked]
@@ -120,4 +220,4 @@ def breakdown(*, flt: Filters, lines: list[str] | None, group: str, money: bool,
 
 def spend(*, flt: Filters, lines: list[str] | None) -> dict[str, Decimal]:
     """Cost per currency of the priced tokens in the window."""
-    return dict(_sum("pricing_hourlycost", "sum(c.cost)", ["currency"], flt, lines))
+    return dict(_sum(COST, ["cost"], ["currency"], flt, lines))

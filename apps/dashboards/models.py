@@ -1,0 +1,57 @@
+"""The pages' daily rollups: the hourly class and cost rollups summed per UTC day, without the
+source and the rule set, with the business line beside the dim set. They hold up to 24 times
+fewer rows than the hourly ones, which is what keeps a month's pages fast (docs/dashboards.md).
+
+They are derived, never written by ingest: a trigger on the hourly tables marks each day a
+statement changes as stale (StaleDay), and `apps.dashboards.rollup.refresh_day` rebuilds a
+day from the hourly rows. Readers take a day from here only when it is not stale, and the
+rest of their window from the hourly rows, so a page is never behind the hourly rollups."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from apps.classification.engine import COMPONENTS
+from apps.classification.models import Reason
+from apps.ingest.models import ROLLUP_REF, DimSet, ServedModel
+from apps.pricing.models import Currency
+
+
+class DailyClass(models.Model):
+    """Tokens per UTC day (its midnight), model, rollup dim set, class.reason and component."""
+
+    day = models.DateTimeField()
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
+    business_line = models.CharField(max_length=256, blank=True, default="")
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
+    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
+    tokens = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day", "reason"], name="dashboards_dailyclass_day")]
+
+
+class DailyCost(models.Model):
+    """Priced tokens and their cost per UTC day, model, rollup dim set, reason, component and currency."""
+
+    day = models.DateTimeField()
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
+    business_line = models.CharField(max_length=256, blank=True, default="")
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
+    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
+    currency = models.CharField(max_length=3, choices=Currency.choices)
+    tokens = models.BigIntegerField()
+    cost = models.DecimalField(max_digits=30, decimal_places=12)
+
+    class Meta:
+        indexes = [models.Index(fields=["day", "reason"], name="dashboards_dailycost_day")]
+
+
+class StaleDay(models.Model):
+    """A UTC day whose hourly rollups changed after its daily rows were built (or that has none
+    yet). Written by the triggers on the hourly tables without a unique key, so concurrent
+    writers never wait on each other; refresh_day deletes every row of its day."""
+
+    day = models.DateField(db_index=True)

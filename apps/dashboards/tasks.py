@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task
+def refresh_daily_rollups(seconds: float = 50.0) -> int:
+    """Rebuild the pages' daily rollups of the days whose hourly rollups changed, oldest first,
+    for up to `seconds`; the day in progress is left to the pages' hourly path."""
+    from apps.dashboards.rollup import refresh_stale
+
+    return len(refresh_stale(seconds=seconds, skip_today=True))
