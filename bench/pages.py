@@ -124,7 +124,7 @@ def month_build(args: argparse.Namespace, url: str) -> dict[str, Any]:
     steps["daily rollups"] = daily_rollups_refresh()
     with connection.cursor() as cursor:
         for table in ("classification_hourlyclass", "pricing_hourlycost", "ledger_journalline", "ledger_journalentry",
-                      "audits_auditfinding", "ingest_dimset", "dashboards_dailyclass", "dashboards_dailycost"):  # fmt: skip
+                      "audits_auditfinding", "ingest_dimset"):  # fmt: skip
             cursor.execute(f"VACUUM ANALYZE {table}")
         cursor.execute("SELECT count(*) FROM classification_hourlyclass")
         class_rows = cursor.fetchone()[0]
