@@ -171,6 +171,8 @@ CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # Ingest limits (see docs/ingest.md).
+# The rules: try page classifies this many of the newest records unless asked for hours.
+RULES_TRY_RECORDS = envint("COSTPLATFORM_RULES_TRY_RECORDS", 20_000)
 INGEST_MAX_BYTES = envint("COSTPLATFORM_INGEST_MAX_BYTES", 10 * 1024 * 1024)
 INGEST_MAX_RECORDS = envint("COSTPLATFORM_INGEST_MAX_RECORDS", 50_000)
 INGEST_MAX_AGE_DAYS = envint("COSTPLATFORM_INGEST_MAX_AGE_DAYS", 3 * 366)

@@ -5,16 +5,17 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from apps.accounts.models import CollectorKey, UserScope
+from apps.accounts.services import collector_key_revoke
 
 
 @admin.register(CollectorKey)
 class CollectorKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "prefix", "created_at", "last_seen_at", "revoked_at"]
+    list_display = ["name", "prefix", "created_at", "last_seen_at", "revoked_at", "rate_requests", "rate_records"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "prefix"]
+    fields = ["name", "prefix", "rate_requests", "rate_records", "created_at", "last_seen_at", "revoked_at"]
     readonly_fields = ["prefix", "created_at", "last_seen_at", "revoked_at"]
     actions = ["revoke"]
 
@@ -24,8 +25,11 @@ class CollectorKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[CollectorKey]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} key(s).")
+        # One by one through the service, so each revocation is in the audit log.
+        names = list(queryset.filter(revoked_at__isnull=True).values_list("name", flat=True))
+        for name in names:
+            collector_key_revoke(name=name)
+        self.message_user(request, f"Revoked {len(names)} key(s).")
 
 
 class UserScopeInline(admin.StackedInline):

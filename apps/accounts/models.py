@@ -16,6 +16,13 @@ class CollectorKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # Ingest rate limits of this key (apps/ingest/ratelimit.py); empty = the platform default.
+    rate_requests = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests per second; empty = COSTPLATFORM_RATE_REQUESTS."
+    )
+    rate_records = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Records per second; empty = COSTPLATFORM_RATE_RECORDS."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -46,3 +53,17 @@ class UserScope(models.Model):
     def __str__(self) -> str:
         lines = ", ".join(self.business_lines) or "all business lines"
         return f"{self.user} ({lines}{', money' if self.can_see_money else ''})"
+
+
+class RateBucket(models.Model):
+    """A token bucket of one collector key and one kind (requests or records), shared by every
+    web worker: refilled and taken from in one SQL statement (apps/ingest/ratelimit.py)."""
+
+    key = models.ForeignKey(CollectorKey, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=8)
+    tokens = models.FloatField()
+    at = models.DateTimeField()
+    admitted = models.BooleanField(default=True, help_text="Whether the last take was admitted.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "kind"], name="accounts_ratebucket_key")]

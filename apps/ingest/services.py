@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, timedelta
+from datetime import UTC, date, datetime
 from operator import attrgetter
 from typing import Generic, TypeVar
 
@@ -31,6 +31,7 @@ from apps.ingest.contract import (
 from apps.ingest.metrics import ingest_counted
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
 from apps.ingest.partitions import month_start, partitions_ensure
+from apps.ingest.retention import ingest_max_age
 from apps.pricing.services import hours_mark_dirty
 
 ENDPOINT_CODES = {name: code for code, name in enumerate(ENDPOINTS, start=1)}
@@ -411,11 +412,15 @@ class IngestResult:
     rejected: list[Rejected]
 
 
-def batch_ingest(*, source_id: int, body: bytes, ndjson: bool) -> IngestResult:
+def batch_ingest(
+    *, source_id: int, body: bytes, ndjson: bool, admit: Callable[[int], None] | None = None
+) -> IngestResult:
     """Decode, validate and store one request body. Invalid records are kept in the
     dead-letter table; the valid ones are stored even when others are refused.
 
     Raises BodyError (kept too) when the body is not a batch, TooManyRecords over the limit.
+    `admit(count)` is called with the batch's record count before anything is written; what it
+    raises (a rate limit) leaves nothing stored.
     """
     started = time.perf_counter()
     try:
@@ -423,11 +428,13 @@ def batch_ingest(*, source_id: int, body: bytes, ndjson: bool) -> IngestResult:
             body,
             ndjson=ndjson,
             max_records=settings.INGEST_MAX_RECORDS,
-            max_age=timedelta(days=settings.INGEST_MAX_AGE_DAYS),
+            max_age=ingest_max_age(now=datetime.now(UTC)),
         )
     except BodyError as exc:
         body_rejection_save(source_id=source_id, body=body, error=str(exc))
         raise
+    if admit is not None:
+        admit(len(batch.records) + len(batch.rejected) + batch.duplicates)
     if batch.rejected:
         rejections_save(source_id=source_id, rejected=batch.rejected)
     stored = records_store(source_id=source_id, records=batch.records)

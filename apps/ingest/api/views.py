@@ -21,6 +21,7 @@ from apps.accounts.models import CollectorKey
 from apps.accounts.scopes import business_lines_of
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
+from apps.ingest.ratelimit import RECORDS, REQUESTS, RateLimited, rate_take
 from apps.ingest.selectors import (
     USAGE_GROUPS,
     InvalidCursor,
@@ -163,12 +164,14 @@ class RecordsView(APIView):
             "(inclusive convention); `tokens.prompt_cached` is the cached part. Valid records are stored "
             "even when others are rejected; a record already stored (same source, record_id and ts) "
             "counts as a duplicate and changes nothing. 413 over the size limit, 415 for other content "
-            "types, 400 when the body cannot be read as a batch."
+            "types, 400 when the body cannot be read as a batch, 429 with Retry-After over the key's "
+            "rate limit (requests or records per second; nothing of that request is stored)."
         ),
         request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
         responses={200: IngestOut},
     )
     def post(self, request: Request) -> Response:
+        _rate_take(request.auth, REQUESTS, 1)
         media = request.content_type.split(";")[0].strip().lower()
         if media not in JSON_TYPES | NDJSON_TYPES:
             raise exceptions.UnsupportedMediaType(
@@ -176,7 +179,12 @@ class RecordsView(APIView):
             )
         body = _read_body(request)
         try:
-            result = batch_ingest(source_id=request.auth.pk, body=body, ndjson=media in NDJSON_TYPES)
+            result = batch_ingest(
+                source_id=request.auth.pk,
+                body=body,
+                ndjson=media in NDJSON_TYPES,
+                admit=lambda count: _rate_take(request.auth, RECORDS, count),
+            )
         except BodyError as exc:
             raise exceptions.ParseError(str(exc)) from exc
         except TooManyRecords as exc:
@@ -220,6 +228,13 @@ class RecordsView(APIView):
         except InvalidCursor as exc:
             raise exceptions.ValidationError({"cursor": [str(exc)]}) from exc
         return Response({"results": RecordOut(rows, many=True).data, "next": nxt})
+
+
+def _rate_take(key: CollectorKey, kind: str, cost: int) -> None:
+    try:
+        rate_take(key=key, kind=kind, cost=cost)
+    except RateLimited as exc:
+        raise exceptions.Throttled(wait=exc.retry_after, detail=str(exc)) from exc
 
 
 def _status_code(raw: str | None) -> int | None:

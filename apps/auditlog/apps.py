@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AuditlogConfig(AppConfig):
+    name = "apps.auditlog"
+    label = "auditlog"
+    verbose_name = "Audit log"
+
+    def ready(self) -> None:
+        from apps.auditlog.receivers import receivers_connect
+
+        receivers_connect()
