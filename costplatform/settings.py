@@ -125,9 +125,25 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG and envbool("HTTPS", False))
+# Production behind a TLS-terminating proxy: HTTPS=true turns on every setting below (each
+# can be overridden); `manage.py check --deploy` is then clean (docs/security.md).
+HTTPS = envbool("HTTPS", False) and not DEBUG
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", HTTPS)
+# Health probes and Prometheus scrapes often come over plain HTTP from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# The proxy must set X-Forwarded-Proto (and drop one sent by the client).
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("SECURE_PROXY_SSL_HEADER", HTTPS) else None
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", HTTPS)
+# Django's defaults, stated because the tests and docs rely on them.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 
 REST_FRAMEWORK = {
@@ -150,6 +166,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Several models have a field named "action"; name each choice set after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "RuleActionEnum": "apps.classification.models.Rule.Action",
+        "LedgerFindingActionEnum": "apps.ledger.models.Finding.Action",
+    },
 }
 
 # Celery: a real broker when CELERY_BROKER_URL is set, else a filesystem queue under the data dir.

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -98,7 +98,7 @@ class RuleSetsView(APIView):
 
     @extend_schema(
         operation_id="rulesets_draft",
-        request=serializers.Serializer,
+        request=inline_serializer("RuleSetDraftIn", {"name": serializers.CharField(required=False, max_length=200)}),
         responses={201: RuleSetOut},
         description="A new draft holding a copy of the active rule set's rules (engineer or admin).",
     )
