@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.db.models import Count, Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -50,10 +52,32 @@ def rules_try(request: HttpRequest, version: int) -> HttpResponse:
     if not user_has_role(request.user, *RULE_EDITORS):
         raise PermissionDenied("trying rules is for engineers and admins")
     ruleset = get_object_or_404(RuleSet.objects.prefetch_related("rules"), version=version)
-    hours = int(request.GET["hours"]) if request.GET.get("hours", "").isdigit() else 24
     end = datetime.now(UTC)
-    moves = ruleset_try(ruleset=ruleset, start=end - timedelta(hours=min(max(hours, 1), 24 * 31)), end=end)
-    return render(request, "dashboards/rules_try.html", {"ruleset": ruleset, "moves": moves, "hours": hours})
+    hours = int(request.GET["hours"]) if request.GET.get("hours", "").isdigit() else None
+    if hours is None:  # by default the newest records, a page's worth of work at any volume
+        start = recent_start(settings.RULES_TRY_RECORDS, end) or end - timedelta(hours=24)
+    else:
+        start = end - timedelta(hours=min(max(hours, 1), 24 * 31))
+    moves = ruleset_try(ruleset=ruleset, start=start, end=end)
+    context = {
+        "ruleset": ruleset,
+        "moves": moves,
+        "hours": hours,
+        "start": start,
+        "records": settings.RULES_TRY_RECORDS,
+    }
+    return render(request, "dashboards/rules_try.html", context)
+
+
+def recent_start(count: int, end: datetime) -> datetime | None:
+    """The time of the `count`-th newest record before `end` (None when there are fewer): read
+    newest first along the records' key, so it costs `count` index entries, not a day of rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ts FROM ingest_record WHERE ts < %s ORDER BY ts DESC OFFSET %s LIMIT 1", [end, max(count, 1) - 1]
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 @reader_required

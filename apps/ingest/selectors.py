@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from apps.ingest.models import TOKEN_FIELDS, HourlyUsage, Record, Rejection
+from apps.ingest.models import TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
 
 USAGE_GROUPS = ("model", "model_version", "source", "endpoint", "status")
 GRANULARITIES = ("hour", "day", "month")
@@ -51,14 +51,19 @@ def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> 
         "model", "dims", "source"
     )
     if flt.model:
-        qs = qs.filter(model__name=flt.model)
+        qs = qs.filter(model_id__in=list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
     if flt.status is not None:
         qs = qs.filter(status=flt.status)
     if flt.source_id is not None:
         qs = qs.filter(source_id=flt.source_id)
     if flt.dims:
-        qs = qs.filter(dims__dims__contains=flt.dims)
-    if flt.business_lines is not None:
+        # The dim sets first (a small table with a GIN index), then the records by their ids:
+        # the records' (dims_id, ts) index instead of a join tested record by record.
+        sets = DimSet.objects.filter(dims__contains=flt.dims)
+        if flt.business_lines is not None:
+            sets = sets.filter(business_line__in=flt.business_lines)
+        qs = qs.filter(dims_id__in=list(sets.values_list("id", flat=True)))
+    elif flt.business_lines is not None:
         qs = qs.filter(dims__business_line__in=flt.business_lines)
     if flt.finish_reason is not None:
         qs = qs.filter(finish_reason=flt.finish_reason)

@@ -31,6 +31,19 @@ def test_it_lists_rule_sets_and_tries_a_draft_against_recent_records(traffic, as
     assert "waste.timeout" in page and "waste.error" in page and "2,064" in page  # 3 x 688 uncached prompt
 
 
+def test_a_try_without_hours_reads_the_newest_records(traffic, as_user, settings) -> None:
+    settings.RULES_TRY_RECORDS = 5  # the newest hour's 4 records and those of the one before (same ts)
+    engineer = as_user("engineer")
+    engineer.post("/rules/draft/", {"name": "timeouts are errors"})
+    draft = RuleSet.objects.get(name="timeouts are errors")
+    rule_add(ruleset=draft, name="t", expression='outcome.status == "timeout"', components="all", target="waste.error")
+
+    page = engineer.get(f"/rules/{draft.version}/try/").content.decode()
+
+    assert "The newest 5 records" in page
+    assert "1,376" in page and "2,064" not in page  # 2 of the 3 timeouts x 688 uncached prompt
+
+
 def test_viewers_read_rules_but_neither_draft_nor_try(traffic, as_user) -> None:
     viewer = as_user("viewer")
 
