@@ -14,6 +14,7 @@ from apps.audits import conf
 from apps.audits.finders import FINDERS, AuditWindow, Draft
 from apps.audits.models import KIND_LABELS, AuditFinding, AuditReport, FindingKind
 from apps.audits.selectors import month_bounds, month_rates, month_tokens, report_findings
+from apps.ingest.retention import records_available_check
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ def audit_run(*, month: date) -> AuditReport:
         raise ValueError(NOT_A_MONTH)
     started = timezone.now()
     start, end = month_bounds(month)
+    # The finders read the month's records: without them the report would be replaced by an empty one.
+    records_available_check(start=start, end=end, what=f"The audit of {month:%Y-%m}")
     window = AuditWindow(month=f"{month:%Y-%m}", start=start, end=end, rates=month_rates(start=start, end=end))
     drafts: list[Draft] = []
     for kind in KIND_LABELS:

@@ -26,6 +26,7 @@ from apps.classification.engine import (
 from apps.classification.models import DirtyDay, Reason, ReclassifyRun, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
 from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
+from apps.ingest.retention import RecordsGone, records_available_check, records_gone
 from apps.pricing.services import hours_mark_dirty
 
 ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the active one."
@@ -334,6 +335,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     """
     if ruleset.status == RuleSet.Status.DRAFT:
         raise ReclassifyError(NOT_A_DRAFT)
+    _records_present(day, day + DAY)
     start = _day_start(day)
     sql, params = reclassify_insert_sql(
         compiled=_ruleset_sql(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
@@ -367,6 +369,7 @@ def reclassify_run(
     ruleset = ruleset or active_ruleset()
     if ruleset.status == RuleSet.Status.DRAFT:
         raise ReclassifyError(NOT_A_DRAFT)
+    _records_present(start, end)
     runs = ReclassifyRun.objects.filter(start=start, end=end, ruleset=ruleset)
     run = runs.exclude(status=ReclassifyRun.Status.DONE).first()
     run = run or ReclassifyRun.objects.create(start=start, end=end, ruleset=ruleset, next_day=start)
@@ -384,6 +387,14 @@ def reclassify_run(
             cursor.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
     run.refresh_from_db()
     return run
+
+
+def _records_present(start: date, end: date) -> None:
+    """Reclassifying a day replaces its rollup by its records: refuse days whose records are gone."""
+    try:
+        records_available_check(start=start, end=end, what="Reclassification")
+    except RecordsGone as exc:
+        raise ReclassifyError(str(exc)) from exc
 
 
 def _run_days(run: ReclassifyRun, ruleset: RuleSet, progress: Progress | None) -> None:
@@ -405,6 +416,10 @@ def dirty_days_reclassify(*, max_days: int = 7) -> list[date]:
     """Reclassify, with the active rule set, the days a late record may have changed (DirtyDay),
     oldest first, at most `max_days` per call (the rest on the next call)."""
     days = list(DirtyDay.objects.order_by("day").values_list("day", flat=True)[:max_days])
+    gone = {d for d in days if records_gone(start=d, end=d + DAY)}
+    if gone:  # their records were dropped by retention: the rollups stay as they are
+        DirtyDay.objects.filter(day__in=gone).delete()
+        days = [d for d in days if d not in gone]
     ruleset = active_ruleset() if days else None
     for day in days:
         assert ruleset is not None

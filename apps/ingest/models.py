@@ -171,3 +171,19 @@ class Rejection(models.Model):
 
     class Meta:
         ordering = ["-id"]
+
+
+class DroppedPartition(models.Model):
+    """A month of raw records dropped by retention (its whole partition): what it held, when it
+    went. Reads that need the records of such a month (reclassify, audits) refuse it."""
+
+    month = models.DateField(unique=True)
+    partition = models.CharField(max_length=63)
+    records = models.BigIntegerField()
+    dropped_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["month"]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} ({self.records} records, dropped {self.dropped_at:%Y-%m-%d})"
