@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 
 class FindingKind(models.TextChoices):
@@ -17,15 +20,15 @@ class FindingKind(models.TextChoices):
 
 
 # Labels in report order: finders run in this order too (zombies first, see services).
-KIND_LABELS: dict[str, str] = {
-    FindingKind.ZOMBIE: "Zombie workloads",
-    FindingKind.DUPLICATE: "Duplicate computation",
-    FindingKind.LOOP: "Agent loops and over-calling",
-    FindingKind.MODEL_MISMATCH: "Model mismatch",
-    FindingKind.SYSTEM_PROMPT: "System-prompt overhead",
-    FindingKind.CONTEXT_BLOAT: "Context bloat",
-    FindingKind.RETRY_STORM: "Retry storms",
-    FindingKind.LEDGER_CHECK: "Ledger month-end checks",
+KIND_LABELS: dict[str, Any] = {
+    FindingKind.ZOMBIE: _("Zombie workloads"),
+    FindingKind.DUPLICATE: _("Duplicate computation"),
+    FindingKind.LOOP: _("Agent loops and over-calling"),
+    FindingKind.MODEL_MISMATCH: _("Model mismatch"),
+    FindingKind.SYSTEM_PROMPT: _("System-prompt overhead"),
+    FindingKind.CONTEXT_BLOAT: _("Context bloat"),
+    FindingKind.RETRY_STORM: _("Retry storms"),
+    FindingKind.LEDGER_CHECK: _("Ledger month-end checks"),
 }
 
 

@@ -107,6 +107,15 @@ def test_it_lists_the_reports(as_role: Role, report: AuditReport) -> None:
     assert f'href="{PAGE}"' in html and "CNY" not in html
 
 
+def test_it_names_the_kinds_of_finding_in_chinese_after_the_language_switch(as_role: Role, report: AuditReport) -> None:
+    client = as_role("finance")
+    assert "<h2>Zombie workloads</h2>" in client.get(PAGE).content.decode()
+
+    html = client.post("/i18n/setlang/", {"language": "zh-hans", "next": PAGE}, follow=True).content.decode()
+
+    assert "<h2>僵尸工作负载</h2>" in html and "<h2>重复计算</h2>" in html
+
+
 def test_it_answers_404_for_a_month_without_a_report(as_role: Role) -> None:
     assert as_role("finance").get(PAGE).status_code == 404
     assert as_role("finance").get("/audits/2026-13/").status_code == 404
