@@ -62,9 +62,9 @@ class PlatformServer:
     """costplatform under gunicorn on a database of its own, so that the tests' own
     database flushes never touch what it stored. stop() and start() keep the data."""
 
-    def __init__(self, workdir: Path, *, database: str) -> None:
+    def __init__(self, workdir: Path, *, database: str = "", database_url: str | None = None) -> None:
         self.workdir = workdir
-        self.database_url = database_url_named(database)
+        self.database_url = database_url or database_url_named(database)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -107,6 +107,7 @@ class PlatformServer:
             env=self.env,
             stdout=handle,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # kill() reaches the master and its workers
         )
         try:
             wait_for(f"{self.url}/healthz", 60, self.proc, self.log)
@@ -122,6 +123,16 @@ class PlatformServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL to the master and every worker at once (a crash: nothing is cleaned up)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
         self.proc = None
 
     def get(self, path: str, **params: str) -> Any:

@@ -1,0 +1,96 @@
+"""The fault suite's stage: a private PostgreSQL cluster, the platform under gunicorn on it,
+collector keys, and the table of faults survived printed at the end of the run.
+
+`make test` runs the short form (one repetition of each fault, a few thousand records);
+`make faults` sets FAULTS_FULL=1: more records, several repetitions, each at another point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.faults.harness import OUTCOMES, REPEATS, ops_start, ops_wait, outcome_table, platform_env
+from tests.faults.postgres import PrivatePostgres
+from tests.processes import ROOT, PlatformServer
+
+DATABASE = "faults"
+
+
+@dataclass
+class Key:
+    name: str
+    secret: str
+    id: int
+
+
+@dataclass
+class Suite:
+    pg: PrivatePostgres
+    url: str
+    env: dict[str, str]
+    platform: PlatformServer
+    workdir: Path
+    keys: Iterator[Key] = field(default_factory=lambda: iter(()))
+
+    def key(self) -> Key:
+        return next(self.keys)
+
+    def database(self, name: str) -> tuple[str, dict[str, str]]:
+        """URL and process environment of another database of the cluster."""
+        url = self.pg.url(name)
+        return url, platform_env(url, self.env["CELERY_BROKER_URL"])
+
+
+@pytest.fixture(scope="session")
+def broker_url() -> str:
+    url = os.environ.get("FAULTS_BROKER_URL") or settings.CELERY_BROKER_URL
+    if not url.startswith("redis://"):
+        pytest.fail("the fault suite needs a Redis broker: FAULTS_BROKER_URL or CELERY_BROKER_URL=redis://…")
+    redis.Redis.from_url(url).flushdb()  # this suite's own database number: nothing left from a killed run
+    return url
+
+
+@pytest.fixture(scope="session")
+def suite(broker_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+    workdir = tmp_path_factory.mktemp("faults")
+    pg = PrivatePostgres().init()
+    try:
+        pg.execute("postgres", f'CREATE DATABASE "{DATABASE}"')
+        url = pg.url(DATABASE)
+        env = platform_env(url, broker_url)
+        migrated = subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--no-input", "-v0"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert migrated.returncode == 0, migrated.stderr[-4000:]
+        names = [f"faults-{n}" for n in range(8 + 6 * REPEATS)]
+        setup = ops_start(env, "setup", "--keys", ",".join(names))  # while gunicorn starts
+        platform = PlatformServer(workdir, database_url=url)
+        platform.env.update(env)
+        platform.start()
+        keys = ops_wait(setup)
+        try:
+            yield Suite(pg, url, env, platform, workdir, iter(Key(n, keys[n]["secret"], keys[n]["id"]) for n in names))
+        finally:
+            platform.stop()
+    finally:
+        pg.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if OUTCOMES:
+        terminalreporter.section("faults survived")
+        for line in outcome_table():
+            terminalreporter.write_line(line)

@@ -1,0 +1,421 @@
+"""Faults while the platform works: PostgreSQL restarted and crashed and the web server killed
+while the shipper streams records in; the Celery worker killed in the middle of a month close
+and of a reclassify run; webhook receivers answering 500; the shipper's spool at its quota.
+After each: every record stored exactly once (ids, token sums, hourly rollups), every journal
+entry and trial balance balanced, the interrupted job finished with the same result as a run
+nothing interrupted, every alert delivered once or marked failed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client import CollectorRegistry
+
+from apps.classification.services import _DAY_LOCK as CLASSIFY_DAY_LOCK
+from apps.ledger.services.accrual import _MONTH_LOCK
+from collectors.shipper import Pipeline
+from tests.faults.harness import (
+    ALERTS,
+    CLASSES,
+    FULL,
+    JOURNAL,
+    OUTCOMES,
+    RATE,
+    RECORDS,
+    REPEATS,
+    RETRY_DELAYS,
+    Gate,
+    Hook,
+    Outcome,
+    Stored,
+    Stream,
+    Worker,
+    assert_ledger_balances,
+    assert_stored_once,
+    enqueue,
+    lock_waiters,
+    ops,
+    ops_start,
+    ops_wait,
+    rows,
+    scalar,
+    stored,
+    wait_until,
+)
+from tests.faults.stream import Sent, records
+
+pytestmark = pytest.mark.slow
+
+
+def month_start(months_ago: int) -> date:
+    today = datetime.now(UTC).date().replace(day=1)
+    index = today.year * 12 + today.month - 1 - months_ago
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def record_outcome(fault: str, sent: Sent, found: Stored, dropped: int = 0, note: str = "") -> Outcome:
+    outcome = Outcome(
+        fault,
+        len(sent.ids),
+        len(found.ids),
+        len(sent.ids - found.ids.keys()) - dropped,
+        found.duplicates,
+        dropped,
+        note,
+    )
+    OUTCOMES.append(outcome)
+    return outcome
+
+
+def settle(suite: Any, first: date, days: int = 1) -> dict[str, Any]:
+    """Price the dirty hours and accrue the days, as beat would; the ledger's state."""
+    return ops(suite.env, "settle", "--from", first.isoformat(), "--to", (first + timedelta(days=days)).isoformat())
+
+
+# --- (a) and (b): the database and the web server go away while records stream in --------
+
+
+def streamed_through(suite: Any, fault: str, prefix: str, day: date, inject: Any) -> None:
+    key = suite.key()
+    stream = Stream(suite.platform.url, key.secret, prefix, RECORDS, midnight(day), 24, suite.workdir, RATE).run()
+    stream.wait_submitted(0.3)
+    at_fault = stream.progress()["submitted"]
+    inject()
+    summary = stream.wait()
+    sent, found = stream.sent(), stored(suite.url, key.id)
+    outcome = record_outcome(
+        fault, sent, found, note=f"fault at {at_fault} submitted; {summary['failed_requests']:.0f} failed requests"
+    )
+    assert at_fault < RECORDS, "the fault came after the stream ended"
+    assert_stored_once(found, sent)
+    assert_ledger_balances(suite.url, settle(suite, day))
+    outcome.survived = True
+
+
+@pytest.mark.parametrize("rep", range(REPEATS))
+def test_records_survive_postgresql_restarts_mid_stream(rep, suite):
+    mode = ("fast", "immediate")[rep % 2]  # immediate: a crash, recovered from the WAL
+    streamed_through(
+        suite,
+        f"(a) PostgreSQL restart -m {mode} mid-stream",
+        f"pg{rep}",
+        month_start(2) + timedelta(days=rep),
+        lambda mode=mode: suite.pg.restart(mode, down_for=1.0),
+    )
+
+
+@pytest.mark.parametrize("rep", range(REPEATS))
+def test_records_survive_kill_9_of_the_web_server_mid_stream(rep, suite):
+    def crash() -> None:
+        suite.platform.kill()  # master and workers, SIGKILL
+        time.sleep(1.0)
+        suite.platform.start()
+
+    streamed_through(
+        suite,
+        "(b) kill -9 gunicorn master+workers mid-stream",
+        f"web{rep}",
+        month_start(2) + timedelta(days=10 + rep),
+        crash,
+    )
+
+
+# --- (c): the worker killed in the middle of a month close and of a reclassify run -------
+
+RECLASSIFY_DAYS = 4
+
+
+@pytest.fixture(scope="module")
+def jobs_data(suite: Any) -> dict[str, Any]:
+    """A month to close and days to reclassify, shipped in without faults; a new rule set and the
+    hours priced (not accrued: the close books the month itself)."""
+    month, first = month_start(1), month_start(3)
+    days = (month_start(0) - month).days
+    url, workdir = suite.platform.url, suite.workdir
+    streams = [
+        Stream(url, suite.key().secret, "close", RECORDS, midnight(month), days * 24, workdir, 4 * RATE),
+        Stream(url, suite.key().secret, "recl", RECORDS, midnight(first), RECLASSIFY_DAYS * 24, workdir, 4 * RATE),
+    ]
+    for stream in streams:
+        stream.run()
+    for stream in streams:
+        stream.wait()
+    version = ops(suite.env, "jobs")["version"]
+    return {"month": month, "first": first, "end": first + timedelta(days=RECLASSIFY_DAYS), "version": version}
+
+
+# Where the close is held when its worker is killed: the table lock the test holds (or the
+# month's advisory lock, which the close takes first).
+CLOSE_POINTS = [
+    ("after journal, checks and status, before commit", "ledger_periodevent"),
+    ("while booking the journal", "ledger_journalentry"),
+    ("waiting for the month lock", "advisory"),
+]
+
+
+class Holder:
+    """A session of the test's own that holds locks the jobs will need."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+
+    def hold_table(self, table: str) -> None:
+        self.conn.execute("BEGIN")
+        self.conn.execute(f"LOCK TABLE {table} IN SHARE MODE".encode())
+
+    def hold_advisory(self, key: tuple[int, int]) -> None:
+        self.conn.execute("SELECT pg_advisory_lock(%s::int, %s::int)", list(key))
+
+    def release(self) -> None:
+        self.conn.execute("ROLLBACK")  # only a warning when no transaction is open
+        self.conn.execute("SELECT pg_advisory_unlock_all()")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def no_orphans(url: str) -> bool:
+    """The killed worker's server sessions have ended (their transactions rolled back)."""
+    return not scalar(
+        url,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend' AND (state <> 'idle' OR wait_event_type = 'Lock')",
+    )
+
+
+@pytest.fixture
+def workers(suite: Any) -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.kill()  # the test has seen every job through; nothing is left half-done
+
+
+def kill_both_mid_job(url: str, env: dict[str, str], broker: str, data: dict[str, Any], rep: int, log: Path) -> None:
+    """Two workers: one takes the close, one the reclassify run; both held at a lock, then killed."""
+    month, first, end = data["month"], data["first"], data["end"]
+    _, lock = CLOSE_POINTS[rep % len(CLOSE_POINTS)]
+    month_key = (_MONTH_LOCK, month.toordinal())
+    held_day = first + timedelta(days=1 + rep % (RECLASSIFY_DAYS - 1))
+    day_key = (CLASSIFY_DAY_LOCK, held_day.toordinal())
+    holder = Holder(url)
+    try:
+        if lock == "advisory":
+            holder.hold_advisory(month_key)
+        else:
+            holder.hold_table(lock)
+        holder.hold_advisory(day_key)
+        pair = [Worker(env, log).launch(), Worker(env, log).launch()]
+        for worker in pair:
+            worker.ready()
+        enqueue(broker, "apps.ledger.tasks.close_period", f"{month:%Y-%m}")
+        wait_until(lambda: lock_waiters(url, lock, month_key), 60, f"the close to wait at {lock}")
+        enqueue(broker, "apps.classification.tasks.reclassify_range", first.isoformat(), end.isoformat())
+        wait_until(lambda: lock_waiters(url, "advisory", day_key), 60, "the reclassify run to wait at its day")
+        assert scalar(url, "SELECT next_day FROM classification_reclassifyrun") == held_day
+        for worker in pair:
+            worker.kill()
+    finally:
+        holder.release()
+        holder.close()
+    wait_until(lambda: no_orphans(url), 30, "the killed jobs' sessions to end")
+    assert scalar(url, "SELECT status FROM ledger_period WHERE month = %s", [month]) in (None, "open")
+    assert not scalar(url, "SELECT count(*) FROM ledger_journalline WHERE period = %s", [month])
+    assert scalar(url, "SELECT status FROM classification_reclassifyrun") == "running"
+
+
+@pytest.mark.parametrize("rep", range(REPEATS))
+def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run(rep, suite, jobs_data, workers):
+    month, first, end = jobs_data["month"], jobs_data["first"], jobs_data["end"]
+    url, env = suite.database(f"jobs{rep}")
+    clean_url, clean_env = suite.database(f"jobs{rep}_clean")
+    suite.pg.copy("faults", f"jobs{rep}")
+    suite.pg.copy("faults", f"jobs{rep}_clean")
+    reference = ops_start(
+        clean_env, "clean", "--month", f"{month:%Y-%m}", "--from", first.isoformat(), "--to", end.isoformat()
+    )
+    log = suite.workdir / f"worker-jobs{rep}.log"
+    broker = env["CELERY_BROKER_URL"]
+
+    kill_both_mid_job(url, env, broker, jobs_data, rep, log)
+
+    # A new worker gets both tasks again from Redis (they were never acknowledged) and finishes them.
+    workers.append(Worker(env, log).start())
+    wait_until(
+        lambda: (
+            scalar(url, "SELECT status FROM ledger_period WHERE month = %s", [month]) == "closed"
+            and scalar(url, "SELECT status FROM classification_reclassifyrun") == "done"
+        ),
+        90,
+        "the redelivered close and reclassify run to finish",
+        0.5,
+    )
+    ops_wait(reference)
+    where = CLOSE_POINTS[rep % len(CLOSE_POINTS)][0]
+    held = 2 + rep % (RECLASSIFY_DAYS - 1)
+    outcome = Outcome(
+        f"(c) kill -9 workers: close {where}; reclassify at day {held}",
+        note="both redelivered; journal, findings, class rollup = clean run",
+    )
+    OUTCOMES.append(outcome)
+
+    assert rows(url, JOURNAL) == rows(clean_url, JOURNAL)
+    assert rows(url, JOURNAL), "the close booked nothing"
+    findings = "SELECT kind, period, business_line, figures::text FROM ledger_finding ORDER BY 1, 2, 3, 4"
+    assert rows(url, findings) == rows(clean_url, findings)
+    assert scalar(url, "SELECT count(*) FROM ledger_periodevent WHERE action = 'close'") == 1
+    assert_ledger_balances(url)
+    assert scalar(url, "SELECT count(*) FROM classification_reclassifyrun") == 1  # resumed, not run again
+    assert rows(url, CLASSES) == rows(clean_url, CLASSES)
+    assert rows(url, CLASSES), "the reclassify run wrote nothing"
+    outcome.survived = True
+    for worker in workers:
+        worker.kill()
+    workers.clear()
+    suite.pg.execute("postgres", f'DROP DATABASE "jobs{rep}" WITH (FORCE)')
+    suite.pg.execute("postgres", f'DROP DATABASE "jobs{rep}_clean" WITH (FORCE)')
+
+
+# --- (d): webhook receivers answering 500 ------------------------------------------------
+
+
+@pytest.mark.parametrize("rep", range(REPEATS))
+def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, suite, workers):
+    attempts = 1 + len(RETRY_DELAYS.split(","))
+    log = suite.workdir / "worker-alerts.log"
+    flaky, down = Hook(failing=True), Hook(failing=True)
+    prefix = f"alert{rep}"
+    try:
+        workers.append(Worker(suite.env, log).start())
+        ops(suite.env, "broadcast", "--urls", f"{flaky.url},{down.url}", "--count", str(ALERTS), "--prefix", prefix)
+        wait_until(lambda: len(flaky.log) >= ALERTS, 30, "the first attempts to fail")
+        if rep % 2 or FULL:  # the worker dies holding the retries it has scheduled
+            workers[-1].kill()
+            workers.append(Worker(suite.env, log).start())
+        flaky.failing = False  # the receiver comes back
+
+        def final() -> list[tuple[Any, ...]] | None:
+            found = rows(
+                suite.url,
+                "SELECT a.title, n.channel_id, n.attempt, n.status FROM alerts_notification n "
+                "JOIN alerts_alert a ON a.id = n.alert_id "
+                "WHERE a.title LIKE %s",
+                [f"{prefix}-%"],
+            )
+            by_pair: dict[tuple[str, int], list[str]] = {}
+            for title, channel, _, status in sorted(found, key=lambda r: r[2]):
+                by_pair.setdefault((title, channel), []).append(status)
+            done = len(by_pair) == 2 * ALERTS and all(s[-1] in {"sent", "failed"} for s in by_pair.values())
+            return found if done else None
+
+        found = wait_until(final, 90, "every delivery to be sent or failed", 0.5)
+    finally:
+        flaky.close()
+        down.close()
+    flaky_channel, down_channel = sorted({r[1] for r in found})  # created in this order
+    last = {
+        (title, channel): (attempt, status) for title, channel, attempt, status in sorted(found, key=lambda r: r[2])
+    }
+    titles = {f"{prefix}-{n}" for n in range(ALERTS)}
+    sent_rows = Counter((r[0], r[1]) for r in found if r[3] == "sent")
+    killed = bool(rep % 2 or FULL)
+    outcome = Outcome(
+        f"(d) webhook 500s then back{', worker killed' if killed else ''}",
+        sent=2 * ALERTS,
+        stored=sum(sent_rows.values()),
+        duplicates=sum(n - 1 for n in sent_rows.values()),
+        note=f"{sum(s == 'sent' for _, s in last.values())} delivered once, "
+        f"{sum(s == 'failed' for _, s in last.values())} marked failed after {attempts} attempts",
+    )
+    OUTCOMES.append(outcome)
+    assert {title: last[title, flaky_channel][1] for title in titles} == dict.fromkeys(titles, "sent")
+    assert {title: sent_rows[title, flaky_channel] for title in titles} == dict.fromkeys(titles, 1)
+    assert flaky.answered(200) == dict.fromkeys(titles, 1)  # the receiver got each alert once
+    assert {title: last[title, down_channel] for title in titles} == dict.fromkeys(titles, (attempts, "failed"))
+    assert down.answered(500) == dict.fromkeys(titles, attempts)  # every attempt made, none twice
+    outcome.survived = True
+
+
+# --- (e): the shipper's spool at its quota -----------------------------------------------
+
+
+def test_a_full_spool_dropping_the_oldest_counts_every_record_it_lost(suite, tmp_path: Path):
+    key = suite.key()
+    count, day = RECORDS, month_start(2) + timedelta(days=20)
+    sent = list(records("drop", count, midnight(day), 24))
+    registry = CollectorRegistry()
+    gate = Gate(suite.platform.url)  # the platform unreachable (503) until opened
+    try:
+        with Pipeline(
+            tmp_path, url=gate.url, key=key.secret, registry=registry, max_bytes=count * 100, segment_bytes=count * 10,
+            flush_interval=0.05, backoff_base=0.05, backoff_cap=0.3,
+        ) as pipeline:  # fmt: skip
+            for n, item in enumerate(sent):
+                pipeline.submit(item)
+                if n % 100 == 99:
+                    assert pipeline.sync(timeout=10)
+            assert pipeline.sync(timeout=10)
+            gate.is_open = True
+            assert pipeline.flush(timeout=60)
+    finally:
+        gate.close()
+    dropped = int(registry.get_sample_value("costplatform_shipper_dropped_records_total") or 0)
+    found = stored(suite.url, key.id)
+    outcome = record_outcome("(e) spool full, drop-oldest, platform down", Sent.of(sent), found, dropped)
+    outcome.note = f"{dropped} dropped and counted (the oldest)"
+    assert dropped > 0, "the spool never filled"
+    assert len(found.ids) + dropped == count and found.duplicates == 0
+    kept = sent[dropped:]  # the oldest went: exactly the first `dropped` records
+    assert_stored_once(found, Sent.of(kept))
+    assert_ledger_balances(suite.url, settle(suite, day))
+    outcome.lost = 0
+    outcome.survived = True
+
+
+def test_a_full_spool_that_refuses_pushes_back_and_stores_every_record(suite, tmp_path: Path):
+    key = suite.key()
+    count, day = RECORDS, month_start(2) + timedelta(days=21)
+    sent = list(records("refuse", count, midnight(day), 24))
+    registry = CollectorRegistry()
+    gate = Gate(suite.platform.url)
+    refusals = [0]
+    with Pipeline(
+        tmp_path, url=gate.url, key=key.secret, registry=registry, max_bytes=count * 60, segment_bytes=count * 10,
+        when_full="refuse", flush_interval=0.05, backoff_base=0.05, backoff_cap=0.3,
+    ) as pipeline:  # fmt: skip
+
+        def produce() -> None:
+            for first in range(0, count, 50):
+                while not pipeline.submit_durable(sent[first : first + 50], timeout=10):
+                    refusals[0] += 1  # backpressure: the producer waits and offers the records again
+                    time.sleep(0.02)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        try:
+            wait_until(lambda: refusals[0] > 0, 30, "the spool to refuse")
+        finally:
+            gate.is_open = True
+            producer.join(60)
+        assert pipeline.flush(timeout=60)
+    gate.close()
+    dropped = int(registry.get_sample_value("costplatform_shipper_dropped_records_total") or 0)
+    found = stored(suite.url, key.id)
+    outcome = record_outcome("(e) spool full, refuse, platform down", Sent.of(sent), found, dropped)
+    outcome.note = f"producer refused {refusals[0]} times and waited"
+    assert dropped == 0
+    assert_stored_once(found, Sent.of(sent))
+    assert_ledger_balances(suite.url, settle(suite, day))
+    outcome.survived = True
