@@ -119,6 +119,15 @@ class TooManyRecords(ValueError):
     pass
 
 
+# msgspec decodes nested arrays and objects recursively and stops at the interpreter's recursion
+# limit with a RecursionError; a record nests four levels at most, so such a body is hostile.
+TOO_DEEP = "JSON nests too deep (a record nests 4 levels at most)"
+_NOT_UTF8 = "Body is not UTF-8 (byte {at}: {hint}); JSON must be sent as UTF-8"
+_BOMS = ((b"\xef\xbb\xbf", "a UTF-8 byte-order mark"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+# A non-blank NDJSON line, as _split_ndjson keeps it (bytes.strip removes these six).
+_NON_BLANK_LINE = re.compile(rb"^[ \t\r\f\v]*[^ \t\n\r\f\v]", re.M)
+
+
 Errors = dict[str, list[str]]
 
 
@@ -178,7 +187,7 @@ def record_problems(record: RecordV1, *, now: datetime, max_age: timedelta) -> E
 def _record_id_of(raw: bytes) -> str:
     try:
         value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return ""
     rid = value.get("record_id") if isinstance(value, dict) else None
     return rid[:128] if isinstance(rid, str) else ""
@@ -196,6 +205,8 @@ def _decode_items(items: list[bytes]) -> tuple[list[tuple[int, RecordV1]], list[
             good.append((index, msgspec.json.decode(raw, type=RecordV1)))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             bad.append(Rejected(index, _record_id_of(raw), error_field(str(exc)), _text(raw)))
+        except RecursionError:
+            bad.append(Rejected(index, "", {"record": [TOO_DEEP]}, _text(raw)))
     return good, bad
 
 
@@ -230,24 +241,60 @@ def _fast_records(body: bytes, *, ndjson: bool) -> list[RecordV1] | None:
             records = _decode_list_fast(b"[" + b",".join(_split_ndjson(body)) + b"]")
         else:
             records = _decode_batch_fast(body).records
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return None
     return records if _dim_keys_valid(records) else None  # type: ignore[return-value]
 
 
-def _typed_items(body: bytes, *, ndjson: bool) -> tuple[list[tuple[int, RecordV1]], list[Rejected], int]:
+def _utf8_problem(body: bytes) -> str | None:
+    """Why the body is not UTF-8 text, or None. Only the slow path asks: a body the fast path
+    accepted was valid UTF-8 (msgspec checks every string, and bytes outside one are malformed)."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return _NOT_UTF8.format(at=0, hint=f"starts with {name}")
+    if b"\x00" in body[:4096]:  # JSON text never holds a raw NUL; UTF-16 and UTF-32 are full of them
+        at = body.index(b"\x00")
+        return f"Body holds a raw NUL byte at {at} (UTF-16 or UTF-32?); JSON must be sent as UTF-8, NUL escaped"
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _NOT_UTF8.format(at=exc.start, hint=f"{body[exc.start : exc.start + 1]!r} is not UTF-8; latin-1?")
+    return None
+
+
+def _typed_items(body: bytes, *, ndjson: bool, max_records: int) -> tuple[list[tuple[int, RecordV1]], list[Rejected]]:
     """Decode a body into (index, record) pairs and rejections, item by item with RecordV1 (the
-    path for a batch _fast_records refused: it says which records are wrong and why)."""
+    path for a batch _fast_records refused: it says which records are wrong and why). The
+    items are counted before any is decoded, so a body of a million tiny bad items costs one
+    list, not a million rejections."""
+    problem = _utf8_problem(body)
+    if problem:
+        raise BodyError(problem)
     if ndjson:
         lines = _split_ndjson(body)
-        good, bad = _decode_items(lines)
-        return good, bad, len(lines)
+        _check_count(len(lines), max_records)
+        return _decode_items(lines)
     try:
         raw_batch = msgspec.json.decode(body, type=_RawBatch)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise BodyError(f'Body must be a JSON object {{"records": [...]}}: {exc}') from exc
-    good, bad = _decode_items([bytes(item) for item in raw_batch.records])
-    return good, bad, len(raw_batch.records)
+    except RecursionError as exc:
+        raise BodyError(f"Body: {TOO_DEEP}.") from exc
+    _check_count(len(raw_batch.records), max_records)
+    return _decode_items([bytes(item) for item in raw_batch.records])
+
+
+def _check_count(total: int, max_records: int) -> None:
+    if total > max_records:
+        raise TooManyRecords(f"A batch holds at most {max_records} records; this one has {total}.")
+
+
+def _check_ndjson_lines(body: bytes, max_records: int) -> None:
+    """Refuse NDJSON with too many lines before splitting it: a 10 MB body of "1\\n" is five
+    million lines. Counting newlines is cheap; only when there are enough of them are the
+    non-blank lines counted."""
+    if body.count(b"\n") >= max_records:
+        _check_count(sum(1 for _ in _NON_BLANK_LINE.finditer(body)), max_records)
 
 
 def decode_batch(
@@ -257,15 +304,15 @@ def decode_batch(
     of the same (record_id, ts) inside the batch; invalid ones come back as Rejected."""
     if not body.strip():
         raise BodyError('Body is empty; send {"records": [...]} or NDJSON.')
+    if ndjson:
+        _check_ndjson_lines(body, max_records)
     fast = _fast_records(body, ndjson=ndjson)
     if fast is not None:
         items: Iterable[tuple[int, RecordV1]] = enumerate(fast)
         rejected: list[Rejected] = []
-        total = len(fast)
+        _check_count(len(fast), max_records)
     else:
-        items, rejected, total = _typed_items(body, ndjson=ndjson)
-    if total > max_records:
-        raise TooManyRecords(f"A batch holds at most {max_records} records; this one has {total}.")
+        items, rejected = _typed_items(body, ndjson=ndjson, max_records=max_records)
     now = now or datetime.now(UTC)
     result = DecodedBatch(rejected=rejected)
     accept = result.records.append

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, serializers
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -19,6 +17,7 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
 from apps.accounts.scopes import business_lines_of
+from apps.ingest.api.body import PayloadTooLarge, body_read, charset_check
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
 from apps.ingest.ratelimit import RECORDS, REQUESTS, RateLimited, rate_take
@@ -36,12 +35,6 @@ JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
 
 
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "Request body too large."
-    default_code = "payload_too_large"
-
-
 class IsCollector(BasePermission):
     message = "Sending records needs a collector key: Authorization: Bearer <key>."
 
@@ -56,37 +49,6 @@ class IsPerson(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return bool(request.user and request.user.is_authenticated and not isinstance(request.auth, CollectorKey))
-
-
-def _read_body(request: Request) -> bytes:
-    """The decompressed body, refusing anything over the size limit without reading it all."""
-    limit = settings.INGEST_MAX_BYTES
-    django_request = request._request
-    declared = int(django_request.META.get("CONTENT_LENGTH") or 0)
-    if declared > limit:
-        raise PayloadTooLarge(f"Body is {declared} bytes; the limit is {limit} bytes.")
-    body = django_request.read(limit + 1)
-    if len(body) > limit:
-        raise PayloadTooLarge(f"Body exceeds the limit of {limit} bytes.")
-    encoding = django_request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding == "gzip":
-        return _gunzip(body, limit)
-    if encoding not in {"", "identity"}:
-        raise exceptions.UnsupportedMediaType(encoding, f"Content-Encoding {encoding!r}: only gzip is accepted.")
-    return body
-
-
-def _gunzip(body: bytes, limit: int) -> bytes:
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        data = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise exceptions.ParseError(f"Body is not valid gzip: {exc}") from exc
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"Decompressed body exceeds the limit of {limit} bytes.")
-    if not inflater.eof:
-        raise exceptions.ParseError("Body is truncated gzip.")
-    return data
 
 
 class TokensOut(serializers.Serializer):
@@ -164,7 +126,9 @@ class RecordsView(APIView):
             "(inclusive convention); `tokens.prompt_cached` is the cached part. Valid records are stored "
             "even when others are rejected; a record already stored (same source, record_id and ts) "
             "counts as a duplicate and changes nothing. 413 over the size limit, 415 for other content "
-            "types, 400 when the body cannot be read as a batch, 429 with Retry-After over the key's "
+            "types or a charset other than UTF-8, 400 when the body cannot be read as a batch (not UTF-8, not JSON, "
+            "nested too deep, broken gzip), 408 when the body takes longer than the body timeout to arrive, "
+            "429 with Retry-After over the key's "
             "rate limit (requests or records per second; nothing of that request is stored)."
         ),
         request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
@@ -177,7 +141,8 @@ class RecordsView(APIView):
             raise exceptions.UnsupportedMediaType(
                 media, f"Content-Type {media!r}: send application/json or application/x-ndjson."
             )
-        body = _read_body(request)
+        charset_check(request._request)
+        body = body_read(request._request)
         try:
             result = batch_ingest(
                 source_id=request.auth.pk,
