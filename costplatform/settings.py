@@ -196,6 +196,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 RULES_TRY_RECORDS = envint("COSTPLATFORM_RULES_TRY_RECORDS", 20_000)
 INGEST_MAX_BYTES = envint("COSTPLATFORM_INGEST_MAX_BYTES", 10 * 1024 * 1024)
 INGEST_MAX_RECORDS = envint("COSTPLATFORM_INGEST_MAX_RECORDS", 50_000)
+# Seconds a client may take to send an ingest body before it is answered 408 (a trickling client
+# would otherwise hold a gunicorn sync worker until its --timeout kills it); 0 turns it off.
+INGEST_BODY_TIMEOUT = envint("COSTPLATFORM_INGEST_BODY_TIMEOUT", 30)
 INGEST_MAX_AGE_DAYS = envint("COSTPLATFORM_INGEST_MAX_AGE_DAYS", 3 * 366)
 # Per collector key rate limits (apps/ingest/ratelimit.py; 0 = off), overridable on each key in
 # the admin; a key may spend BURST_SECONDS of its rate at once.
