@@ -22,7 +22,7 @@ from apps.ingest.models import ServedModel
 # The two rollups a page sums: (daily table, hourly table, time column of each).
 CLASS = ("dashboards_dailyclass", "classification_hourlyclass")
 COST = ("dashboards_dailycost", "pricing_hourlycost")
-MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}
+MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}  # over the columns of the same names
 
 
 def _reason_ids(flt: Filters) -> list[int] | None:
@@ -38,84 +38,95 @@ def _part(
     table: str,
     daily: bool,
     window: Any,
-    groups: list[str],
+    names: list[str],
+    sets: list[list[str]],
     measures: list[str],
     flt: Filters,
     lines: list[str] | None,
     reasons: list[int] | None,
     models: list[int] | None,
 ) -> tuple[str, list[Any]]:
-    """One grouped SELECT over a daily or an hourly rollup: the window's days or hour ranges,
-    the filters as id lists, the dim set joined only when a dim other than the daily rows'
-    business line is filtered or grouped by."""
+    """One grouped SELECT over a daily or an hourly rollup, one grouping set per entry of `sets`
+    (group names out of `names`, as columns g0, g1, ...): the window's days or hour ranges, the
+    filters as id lists, the dim set joined only when a dim other than the daily rows' business
+    line is filtered or grouped by. Its last group column tells the set of each row (GROUPING)."""
     when = "c.day" if daily else "c.hour"
     join = False
     line_col = "c.business_line" if daily else "d.business_line"
     select: list[str] = []
     params: list[Any] = []
-    for name in groups:
+    for i, name in enumerate(names):
         if name == "period":
-            select.append(f"date_trunc('{flt.granularity}', {when}, 'UTC')")
+            expr = f"date_trunc('{flt.granularity}', {when}, 'UTC')"
         elif name in ("component", "currency"):
-            select.append(f"c.{name}")
+            expr = f"c.{name}"
         elif name in ("class", "reason"):
-            select.append("c.reason_id")
+            expr = "c.reason_id"
         elif name == "model":
-            select.append("c.model_id")
+            expr = "c.model_id"
         elif name == "business_line":
-            select.append(line_col)
+            expr = line_col
             join = join or not daily
         else:
-            select.append("coalesce(d.dims ->> %s, '')")
+            expr = "coalesce(d.dims ->> %s, '')"
             params.append(name)
             join = True
+        select.append(f"{expr} AS g{i}")
     where: list[str] = []
-    where_params: list[Any] = []
     if daily:
         where.append("c.day = ANY(%s)")
-        where_params.append(window)
+        params.append(window)
     else:
         where.append("(" + " OR ".join(["(c.hour >= %s AND c.hour < %s)"] * len(window)) + ")")
-        where_params += [bound for pair in window for bound in pair]
+        params += [bound for pair in window for bound in pair]
     if reasons is not None:
         where.append("c.reason_id = ANY(%s)")
-        where_params.append(reasons)
+        params.append(reasons)
     if models is not None:
         where.append("c.model_id = ANY(%s)")
-        where_params.append(models)
+        params.append(models)
     dims = dict(flt.dims)
     if "business_line" in dims:
         where.append(f"{line_col} = %s")
-        where_params.append(dims.pop("business_line"))
+        params.append(dims.pop("business_line"))
         join = join or not daily
     if dims:
         where.append("d.dims @> %s::jsonb")
-        where_params.append(json.dumps(dims))
+        params.append(json.dumps(dims))
         join = True
     if lines is not None:
         where.append(f"{line_col} = ANY(%s)")
-        where_params.append(lines)
+        params.append(lines)
         join = join or not daily
-    sql = f"SELECT {', '.join([*select, *(MEASURES[m] for m in measures)])} FROM {table} c"
+    columns = [*select, *(f"c.{m}" for m in measures)]
+    inner = f"SELECT {', '.join(columns)} FROM {table} c"
     if join:
-        sql += " JOIN ingest_dimset d ON d.id = c.dims_id"
-    sql += " WHERE " + " AND ".join(where)
-    if select:
-        sql += f" GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}"
-    return sql, params + where_params
+        inner += " JOIN ingest_dimset d ON d.id = c.dims_id"
+    inner += " WHERE " + " AND ".join(where)
+    out = [f"g{i}" for i in range(len(names))]
+    grouping = f"GROUPING({', '.join(out)})" if len(sets) > 1 else "0"
+    grouped = ", ".join("(" + ", ".join(f"g{names.index(n)}" for n in groups) + ")" for groups in sets)
+    sql = f"SELECT {', '.join([*out, grouping, *(MEASURES[m] for m in measures)])} FROM ({inner}) c"
+    if len(sets) > 1:
+        sql += f" GROUP BY GROUPING SETS ({grouped})"
+    elif out:
+        sql += f" GROUP BY {', '.join(out)}"
+    return sql, params
 
 
-def _sum(
-    rollup: tuple[str, str], measures: list[str], groups: list[str], flt: Filters, lines: list[str] | None
-) -> list[tuple]:
-    """Rows of (*groups, *measures) over the window: whole days not stale from the daily rollup,
-    the rest from the hourly one. Groups are "class", "reason", "model", "period", "component",
+def _sums(
+    rollup: tuple[str, str], measures: list[str], sets: list[list[str]], flt: Filters, lines: list[str] | None
+) -> list[list[tuple]]:
+    """Per entry of `sets` (a list of group names), rows of (*groups, *measures) over the
+    window, all from one query per rollup: whole days not stale from the daily rollup, the
+    rest from the hourly one. Groups are "class", "reason", "model", "period", "component",
     "currency" or a rollup dim; class, reason and model come back as names."""
     reasons = _reason_ids(flt)
     models = list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)) if flt.model else None
     if (reasons is not None and not reasons) or (models is not None and not models):
-        return []
-    if "period" in groups and flt.granularity != "day":
+        return [[] for _ in sets]
+    names = list(dict.fromkeys(name for groups in sets for name in groups))
+    if "period" in names and flt.granularity != "day":
         days, hours = [], [(flt.start, flt.end)]  # drawn by the hour: only the hourly rows have hours
     else:
         days, hours = split_window(flt.start, flt.end)
@@ -123,15 +134,29 @@ def _sum(
     params: list[Any] = []
     for daily, window, table in ((True, days, rollup[0]), (False, hours, rollup[1])):
         if window:
-            sql, found = _part(table, daily, window, groups, measures, flt, lines, reasons, models)
+            sql, found = _part(table, daily, window, names, sets, measures, flt, lines, reasons, models)
             parts.append(sql)
             params += found
     if not parts:
-        return []
+        return [[] for _ in sets]
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)
         rows = cursor.fetchall()
-    return _named(rows, groups, len(measures))
+    width = len(names)
+    found_sets = []
+    for groups in sets:
+        positions = [names.index(n) for n in groups]
+        mask = 0 if len(sets) == 1 else sum(1 << (width - 1 - i) for i in range(width) if i not in positions)
+        mine = [(*(row[i] for i in positions), *row[width + 1 :]) for row in rows if row[width] == mask]
+        found_sets.append(_named(mine, groups, len(measures)))
+    return found_sets
+
+
+def _sum(
+    rollup: tuple[str, str], measures: list[str], groups: list[str], flt: Filters, lines: list[str] | None
+) -> list[tuple]:
+    """Rows of (*groups, *measures): _sums of one set."""
+    return _sums(rollup, measures, [groups], flt, lines)[0]
 
 
 def _named(rows: list[tuple], groups: list[str], measures: int) -> list[tuple]:
@@ -180,9 +205,13 @@ class Health:
 
 def health(*, flt: Filters, lines: list[str] | None) -> Health:
     """Tokens per class, and the prompt and its cached part (the prompt components), in the window."""
+    return _health_of(_sum(CLASS, ["tokens"], ["class", "component"], flt, lines))
+
+
+def _health_of(rows: list[tuple]) -> Health:
     by_class: dict[str, int] = defaultdict(int)
     prompt = cached = 0
-    for token_class, component, tokens in _sum(CLASS, ["tokens"], ["class", "component"], flt, lines):
+    for token_class, component, tokens in rows:
         by_class[token_class] += tokens
         if COMPONENTS[component] in ("cached_prompt", "uncached_prompt"):
             prompt += tokens
@@ -192,8 +221,12 @@ def health(*, flt: Filters, lines: list[str] | None) -> Health:
 
 def class_series(*, flt: Filters, lines: list[str] | None) -> dict[str, dict[datetime, int]]:
     """Tokens per class and period (hour or day, by the window's length)."""
+    return _series_of(_sum(CLASS, ["tokens"], ["period", "class"], flt, lines))
+
+
+def _series_of(rows: list[tuple]) -> dict[str, dict[datetime, int]]:
     series: dict[str, dict[datetime, int]] = {name: {} for name in CLASSES}
-    for period, token_class, tokens in _sum(CLASS, ["tokens"], ["period", "class"], flt, lines):
+    for period, token_class, tokens in rows:
         series.setdefault(token_class, {})[period] = tokens
     return series
 
@@ -209,15 +242,37 @@ class Slice:
 
 def breakdown(*, flt: Filters, lines: list[str] | None, group: str, money: bool, limit: int = 100) -> list[Slice]:
     """Tokens (and cost, when `money`) per value of `group`, largest first."""
-    tokens = dict(_sum(CLASS, ["tokens"], [group], flt, lines))
+    tokens = _sum(CLASS, ["tokens"], [group], flt, lines)
+    costs = _sum(COST, ["cost"], [group, "currency"], flt, lines) if money else []
+    return _slices_of(tokens, costs, limit)
+
+
+def _slices_of(tokens: list[tuple], costs: list[tuple], limit: int) -> list[Slice]:
     cost: dict[str, dict[str, Decimal]] = defaultdict(dict)
-    if money:
-        for value, currency, amount in _sum(COST, ["cost"], [group, "currency"], flt, lines):
-            cost[value][currency] = amount
-    ranked = sorted(tokens.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    for value, currency, amount in costs:
+        cost[value][currency] = amount
+    ranked = sorted(tokens, key=lambda item: (-item[1], item[0]))[:limit]
     return [Slice(value, int(count), cost.get(value, {})) for value, count in ranked]
 
 
 def spend(*, flt: Filters, lines: list[str] | None) -> dict[str, Decimal]:
     """Cost per currency of the priced tokens in the window."""
     return dict(_sum(COST, ["cost"], ["currency"], flt, lines))
+
+
+@dataclass(frozen=True)
+class Overview:
+    health: Health
+    series: dict[str, dict[datetime, int]]
+    lines: list[Slice]
+    spend: dict[str, Decimal]
+
+
+def overview(*, flt: Filters, lines: list[str] | None, money: bool, top: int = 20) -> Overview:
+    """What the overview shows (health, tokens by class over time, the business lines and, when
+    `money`, spend): one query over the class rollups and one over the cost rollups."""
+    found = _sums(CLASS, ["tokens"], [["class", "component"], ["period", "class"], ["business_line"]], flt, lines)
+    costs: list[list[tuple]] = [[], []]
+    if money:
+        costs = _sums(COST, ["cost"], [["currency"], ["business_line", "currency"]], flt, lines)
+    return Overview(_health_of(found[0]), _series_of(found[1]), _slices_of(found[2], costs[1], top), dict(costs[0]))

@@ -76,7 +76,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
     flt = Filters(flt.start, flt.end, flt.range, flt.dims, model=flt.model)  # the overview shows every class
     lines, money = business_lines_of(request.user), sees_money(request.user)
-    found = selectors.health(flt=flt, lines=lines)
+    summed = selectors.overview(flt=flt, lines=lines, money=money)
+    found = summed.health
     waste = reverse("dashboards:waste")
     classes = [
         {"name": c, "tokens": found.by_class.get(c, 0), "href": waste + flt.query(token_class=c)} for c in CLASSES
@@ -87,11 +88,11 @@ def overview(request: HttpRequest) -> HttpResponse:
         metrics=[{**state, "href": waste + flt.query(token_class=state["drill"])} for state in metric_states(found)],
         total=found.total,
         classes=classes,
-        spend=sorted(selectors.spend(flt=flt, lines=lines).items()) if money else [],
-        figure=class_series_figure(selectors.class_series(flt=flt, lines=lines), class_labels()),
+        spend=sorted(summed.spend.items()) if money else [],
+        figure=class_series_figure(summed.series, class_labels()),
         lines=[
             {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
-            for s in selectors.breakdown(flt=flt, lines=lines, group="business_line", money=money, limit=20)
+            for s in summed.lines
         ],
     )
     return render(request, "dashboards/overview.html", context)

@@ -78,6 +78,9 @@ def _everything(flt: Filters, lines: list[str] | None) -> dict[str, Any]:
     }
     for group in ("class", "reason", "model", "business_line", "feature", "step"):
         found[group] = selectors.breakdown(flt=flt, lines=lines, group=group, money=True)
+    together = selectors.overview(flt=flt, lines=lines, money=True)
+    assert together.health == found["health"] and together.series == found["series"]
+    assert together.spend == found["spend"] and together.lines == found["business_line"][:20]
     return found
 
 
