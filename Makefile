@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak services browser clean
+.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults services browser clean
 
 install: $(STAMP)
 
@@ -73,6 +73,10 @@ bench-pages: install services  ## every dashboard page's p50/p95 over a month of
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_pages} \
 	  $(PY) bench/pages.py $(BENCH_ARGS)
 
+faults: install services  ## the fault injection suite in full: more records, 3 repetitions, a table of faults survived; see docs/reliability.md
+	FAULTS_FULL=1 DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  $(PY) -m pytest tests/faults -q $(PYTEST_ARGS)
+
 bench-audits: install services  ## the monthly audit over a generated month (2M records); see docs/audits.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits} \
 	  $(PY) bench/audits.py $(BENCH_ARGS)
@@ -81,6 +85,15 @@ soak: install services  ## sustained ingest at 50 % of a measured max for 30 min
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_soak} \
 	  CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/14} \
 	  $(PY) bench/soak.py $(SOAK_ARGS)
+
+backup: install  ## BACKUP_FILE=costplatform.dump: pg_dump (custom format) of DATABASE_URL; see docs/reliability.md
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m costplatform.backup dump $${BACKUP_FILE:-costplatform.dump}
+
+restore: install  ## BACKUP_FILE=costplatform.dump RESTORE_URL=postgresql://.../new_db: pg_restore into a new database
+	$(PY) -m costplatform.backup restore $${BACKUP_FILE:-costplatform.dump} $(RESTORE_URL)
+
+backup-drill: install  ## dump DATABASE_URL, restore it into <name>_drill, compare trial balances, records and rollups, drop the copy
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m costplatform.backup drill
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -55,7 +55,8 @@ def broker_url() -> str:
     url = os.environ.get("FAULTS_BROKER_URL") or settings.CELERY_BROKER_URL
     if not url.startswith("redis://"):
         pytest.fail("the fault suite needs a Redis broker: FAULTS_BROKER_URL or CELERY_BROKER_URL=redis://…")
-    redis.Redis.from_url(url).flushdb()  # this suite's own database number: nothing left from a killed run
+    # Nothing left from an earlier run that was itself killed: the default queue and the unacknowledged.
+    redis.Redis.from_url(url).delete("celery", "unacked", "unacked_index", "unacked_mutex")
     return url
 
 
@@ -84,7 +85,7 @@ def suite(broker_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         try:
             yield Suite(pg, url, env, platform, workdir, iter(Key(n, keys[n]["secret"], keys[n]["id"]) for n in names))
         finally:
-            platform.stop()
+            platform.kill()  # every test has checked what it stored
     finally:
         pg.close()
 

@@ -179,6 +179,7 @@ class Stream:
     hours: int
     workdir: Path
     rate: float = 2000.0
+    key_id: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -412,11 +413,11 @@ OUTCOMES: list[Outcome] = []
 
 
 def outcome_table() -> list[str]:
-    header = f"{'fault':<46} {'sent':>7} {'stored':>7} {'lost':>5} {'dups':>5} {'dropped':>7}  survived  note"
+    header = f"{'fault':<58} {'sent':>7} {'stored':>7} {'lost':>5} {'dups':>5} {'dropped':>7}  survived  note"
     lines = [header, "-" * len(header)]
     for o in OUTCOMES:
         lines.append(
-            f"{o.fault:<46} {o.sent:>7} {o.stored:>7} {o.lost:>5} {o.duplicates:>5} {o.dropped:>7}  "
+            f"{o.fault:<58} {o.sent:>7} {o.stored:>7} {o.lost:>5} {o.duplicates:>5} {o.dropped:>7}  "
             f"{'yes' if o.survived else 'NO':<8}  {o.note}"
         )
     survived = sum(o.survived for o in OUTCOMES)

@@ -144,14 +144,18 @@ def jobs_data(suite: Any) -> dict[str, Any]:
     month, first = month_start(1), month_start(3)
     days = (month_start(0) - month).days
     url, workdir = suite.platform.url, suite.workdir
+    close_key, recl_key = suite.key(), suite.key()
     streams = [
-        Stream(url, suite.key().secret, "close", RECORDS, midnight(month), days * 24, workdir, 4 * RATE),
-        Stream(url, suite.key().secret, "recl", RECORDS, midnight(first), RECLASSIFY_DAYS * 24, workdir, 4 * RATE),
+        Stream(url, close_key.secret, "close", RECORDS, midnight(month), days * 24, workdir, 4 * RATE, close_key.id),
+        Stream(
+            url, recl_key.secret, "recl", RECORDS, midnight(first), RECLASSIFY_DAYS * 24, workdir, 4 * RATE, recl_key.id
+        ),
     ]
     for stream in streams:
         stream.run()
     for stream in streams:
         stream.wait()
+        assert_stored_once(stored(suite.url, stream.key_id), stream.sent())
     version = ops(suite.env, "jobs")["version"]
     return {"month": month, "first": first, "end": first + timedelta(days=RECLASSIFY_DAYS), "version": version}
 
@@ -159,9 +163,9 @@ def jobs_data(suite: Any) -> dict[str, Any]:
 # Where the close is held when its worker is killed: the table lock the test holds (or the
 # month's advisory lock, which the close takes first).
 CLOSE_POINTS = [
-    ("after journal, checks and status, before commit", "ledger_periodevent"),
-    ("while booking the journal", "ledger_journalentry"),
-    ("waiting for the month lock", "advisory"),
+    ("before its commit", "ledger_periodevent"),  # journal, findings and status written
+    ("booking the journal", "ledger_journalentry"),
+    ("at the month lock", "advisory"),
 ]
 
 
@@ -266,7 +270,9 @@ def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run
     where = CLOSE_POINTS[rep % len(CLOSE_POINTS)][0]
     held = 2 + rep % (RECLASSIFY_DAYS - 1)
     outcome = Outcome(
-        f"(c) kill -9 workers: close {where}; reclassify at day {held}",
+        f"(c) kill -9 workers: close {where}, reclassify day {held}",
+        sent=2 * RECORDS,
+        stored=2 * RECORDS,
         note="both redelivered; journal, findings, class rollup = clean run",
     )
     OUTCOMES.append(outcome)
