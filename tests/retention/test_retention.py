@@ -54,7 +54,7 @@ def send(collector: Collector, month: date, count: int) -> None:
 
 
 @pytest.fixture
-def history(collector: Collector, settings: Any) -> None:
+def history(seeded: None, collector: Collector, settings: Any) -> None:
     """Three months of records, priced and booked; JAN and JUN closed."""
     settings.RETENTION_MONTHS = 6
     factories.price_version(effective_from=datetime(2024, 1, 1, tzinfo=UTC), prices={"*": ("2", "0.5", "6")})
