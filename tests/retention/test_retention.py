@@ -113,6 +113,10 @@ def test_it_drops_old_partitions_whole_and_keeps_rollups_prices_and_ledger(histo
     assert set(DroppedPartition.objects.filter(records__gt=0).values_list("month", "records")) == {(JAN, 30), (JUN, 20)}
     assert rollups() == before  # usage, classes, costs, journal lines and trial balances, to the unit
     assert [usage(client, m) for m in (JAN, JUN)] == old_usage
+    with time_machine.travel(TODAY, tick=False):
+        page = client.get("/api/v1/records", {"from": "2025-01-01", "to": "2026-03-01"}).json()
+    assert {"2025-01", "2025-06"} <= set(page["dropped"]) and "2026-02" not in page["dropped"]
+    assert len(page["results"]) == 10
 
 
 def test_dry_run_says_what_would_go_and_changes_nothing(history: None) -> None:

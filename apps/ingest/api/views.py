@@ -21,6 +21,7 @@ from apps.ingest.api.body import PayloadTooLarge, body_read, charset_check
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
 from apps.ingest.ratelimit import RECORDS, REQUESTS, RateLimited, rate_take
+from apps.ingest.retention import records_gone
 from apps.ingest.selectors import (
     USAGE_GROUPS,
     InvalidCursor,
@@ -173,7 +174,15 @@ class RecordsView(APIView):
         responses={
             200: inline_serializer(
                 "RecordPage",
-                {"results": RecordOut(many=True), "next": serializers.CharField(allow_null=True)},
+                {
+                    "results": RecordOut(many=True),
+                    "next": serializers.CharField(allow_null=True),
+                    "dropped": serializers.ListField(
+                        child=serializers.CharField(),
+                        help_text="Months (YYYY-MM) of the window whose records retention dropped: they are "
+                        "not listed; their usage is still in /api/v1/usage.",
+                    ),
+                },
             )
         },
     )
@@ -192,7 +201,8 @@ class RecordsView(APIView):
             rows, nxt = records_list(flt=flt, limit=page_limit(request), after=request.query_params.get("cursor"))
         except InvalidCursor as exc:
             raise exceptions.ValidationError({"cursor": [str(exc)]}) from exc
-        return Response({"results": RecordOut(rows, many=True).data, "next": nxt})
+        dropped = [f"{m:%Y-%m}" for m in records_gone(start=flt.start, end=flt.end)] if flt.end > flt.start else []
+        return Response({"results": RecordOut(rows, many=True).data, "next": nxt, "dropped": dropped})
 
 
 def _rate_take(key: CollectorKey, kind: str, cost: int) -> None:
