@@ -171,6 +171,11 @@ SPECTACULAR_SETTINGS = {
         "RuleActionEnum": "apps.classification.models.Rule.Action",
         "LedgerFindingActionEnum": "apps.ledger.models.Finding.Action",
     },
+    # The error answers (400, 401, 403, 404, 415 ...) each operation can give: costplatform/openapi.py.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "costplatform.openapi.add_error_responses",
+    ],
 }
 
 # Celery: a real broker when CELERY_BROKER_URL is set, else a filesystem queue under the data dir.
@@ -247,4 +252,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    # urllib3's DEBUG lines carry request paths and query strings, which hold chat webhook
+    # tokens (Slack, DingTalk, WeCom): never below INFO, whatever LOG_LEVEL says.
+    "loggers": {"urllib3": {"level": "INFO"}},
 }
