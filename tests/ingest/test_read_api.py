@@ -50,6 +50,30 @@ def test_records_come_newest_first_across_pages_each_exactly_once(reader, stored
     assert seen == [r["record_id"] for r in reversed(stored)]
 
 
+def test_records_far_apart_come_newest_first_across_pages(reader, collector):
+    """Pages are found through widening windows (an hour, six, a day, a week, all): rows
+    minutes to weeks apart, and several at one instant, each come once and in order."""
+    now = datetime.now(UTC)
+    offsets = [0.1, 0.2, 0.2, 3, 5, 30, 30, 200, 400, 400, 700]  # hours ago
+    batch = [record(ts=(now - timedelta(hours=h)).isoformat(), dims={"business_line": "far"}) for h in offsets]
+    assert collector.send(batch).json()["accepted"] == len(batch)
+    start = (now - timedelta(days=31)).isoformat().replace("+", "%2B")
+
+    seen, cursor = [], None
+    while True:
+        url = f"/api/v1/records?from={start}&limit=2&dims.business_line=far" + (f"&cursor={cursor}" if cursor else "")
+        page = reader.get(url).json()
+        seen += [(r["ts"], r["record_id"]) for r in page["results"]]
+        cursor = page["next"]
+        if not cursor:
+            break
+
+    assert sorted(r for _, r in seen) == sorted(r["record_id"] for r in batch)
+    assert [datetime.fromisoformat(ts) for ts, _ in seen] == sorted(
+        (datetime.fromisoformat(r["ts"]) for r in batch), reverse=True
+    )
+
+
 def test_records_filter_by_model_status_and_any_dim(reader, stored):
     url = f"/api/v1/records?from={at(-1)}&model=small&status=error&dims.business_line=search".replace("+", "%2B")
 
