@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.permissions import BasePermission
+
 from apps.accounts.roles import user_has_role
 
 MONEY_ROLES = ("finance", "admin")
@@ -43,3 +45,36 @@ def sees_money(user: Any) -> bool:
 def line_visible(user: Any, business_line: str) -> bool:
     lines = business_lines_of(user)
     return lines is None or business_line in lines
+
+
+COMPANY_WIDE = (
+    "This shows data of every business line; a user scoped to some business lines cannot read it "
+    "(their lines are on the dashboards and /finance/)."
+)
+
+
+def sees_all_lines(user: Any) -> bool:
+    """Company-wide views (the ledger API, rejected records, rule trials) need this."""
+    return business_lines_of(user) is None
+
+
+class SeesAllLines(BasePermission):
+    """DRF: refuse users scoped to some business lines."""
+
+    message = COMPANY_WIDE
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return sees_all_lines(request.user)
+
+
+def company_wide(permission: type[BasePermission]) -> type[BasePermission]:
+    """`permission`, and the user sees every business line."""
+
+    class CompanyWide(permission):  # type: ignore[valid-type,misc]
+        message = f"{permission.message} {COMPANY_WIDE}" if hasattr(permission, "message") else COMPANY_WIDE
+
+        def has_permission(self, request: Any, view: Any) -> bool:
+            return bool(super().has_permission(request, view)) and sees_all_lines(request.user)
+
+    CompanyWide.__name__ = f"CompanyWide_{permission.__name__}"
+    return CompanyWide

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.models import CollectorKey
 from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of, sees_money
+from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, sees_all_lines, sees_money
 from apps.classification.models import RuleSet
 from apps.classification.services import ruleset_draft_create, ruleset_try
 from apps.dashboards.views import reader_required
@@ -51,11 +51,16 @@ def rules_draft(request: HttpRequest) -> HttpResponse:
 def rules_try(request: HttpRequest, version: int) -> HttpResponse:
     if not user_has_role(request.user, *RULE_EDITORS):
         raise PermissionDenied("trying rules is for engineers and admins")
+    if not sees_all_lines(request.user):  # totals over every business line
+        raise PermissionDenied(COMPANY_WIDE)
     ruleset = get_object_or_404(RuleSet.objects.prefetch_related("rules"), version=version)
     end = datetime.now(UTC)
     hours = int(request.GET["hours"]) if request.GET.get("hours", "").isdigit() else None
+    few = False
     if hours is None:  # by default the newest records, a page's worth of work at any volume
-        start = recent_start(settings.RULES_TRY_RECORDS, end) or end - timedelta(hours=24)
+        newest = recent_start(settings.RULES_TRY_RECORDS, end)
+        few = newest is None
+        start = newest or end - timedelta(hours=24)
     else:
         start = end - timedelta(hours=min(max(hours, 1), 24 * 31))
     moves = ruleset_try(ruleset=ruleset, start=start, end=end)
@@ -65,6 +70,7 @@ def rules_try(request: HttpRequest, version: int) -> HttpResponse:
         "hours": hours,
         "start": start,
         "records": settings.RULES_TRY_RECORDS,
+        "few": few,
     }
     return render(request, "dashboards/rules_try.html", context)
 
@@ -96,6 +102,8 @@ def prices(request: HttpRequest) -> HttpResponse:
 def collectors(request: HttpRequest) -> HttpResponse:
     if not user_has_role(request.user, *OPERATORS):
         raise PermissionDenied("collectors are for engineers and admins")
+    if not sees_all_lines(request.user):  # rejected records of every business line
+        raise PermissionDenied(COMPANY_WIDE)
     since = datetime.now(UTC) - timedelta(days=7)
     keys = CollectorKey.objects.annotate(
         rejections_7d=Count("rejections", filter=Q(rejections__received_at__gte=since)),

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.roles import roles_required
-from apps.accounts.scopes import business_lines_of, sees_money
+from apps.accounts.scopes import SeesAllLines, business_lines_of, sees_money
 from apps.classification.engine import BUILTIN_RULES, COMPONENT_GROUPS, COMPONENTS
 from apps.classification.models import Rule, RuleSet
 from apps.classification.selectors import CLASS_GROUPS, class_usage
@@ -161,7 +161,7 @@ class RuleSetActivateView(APIView):
 class RuleSetTryView(APIView):
     """What would move if this rule set replaced the active one, over recent records."""
 
-    permission_classes = [RulesEditor]
+    permission_classes = [RulesEditor, SeesAllLines]  # totals over every business line
 
     @extend_schema(
         operation_id="rulesets_try",

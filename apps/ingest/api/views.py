@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import SeesAllLines, business_lines_of
 from apps.ingest.api.body import PayloadTooLarge, body_read, charset_check
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
@@ -255,7 +255,8 @@ class UsageView(APIView):
 
 
 class RejectionsView(APIView):
-    permission_classes = [IsPerson]
+    # Rejected records are raw bodies of any business line.
+    permission_classes = [IsPerson, SeesAllLines]
 
     class RejectionOut(serializers.Serializer):
         id = serializers.IntegerField()

@@ -17,13 +17,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.roles import roles_required, user_has_role
+from apps.accounts.scopes import company_wide
 from apps.ledger.services.periods import PeriodError, parse_month
 
 MONEY_ROLES = ("finance", "admin")
 LEDGER_ROLES = ("finance", "admin", "engineer")
-SeesMoney = roles_required(*MONEY_ROLES)
-SeesLedger = roles_required(*LEDGER_ROLES)
-IsAdmin = roles_required("admin")
+# The ledger API is company-wide: users scoped to business lines read their lines on /finance/.
+SeesMoney = company_wide(roles_required(*MONEY_ROLES))
+SeesLedger = company_wide(roles_required(*LEDGER_ROLES))
+IsAdmin = company_wide(roles_required("admin"))
 
 
 def sees_money(request: Request) -> bool:

@@ -1,0 +1,264 @@
+"""Every URL the platform serves, walked from the URL conf (the admin and every API included),
+checked for login, role and business-line scope. A route missing from ENDPOINTS fails the test:
+a new endpoint is added here with its policy, or it does not ship."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from apps.accounts.models import UserScope
+from apps.ingest.models import Rejection
+from tests import factories
+from tests.conftest import Collector
+
+pytestmark = pytest.mark.django_db
+
+PERSON = ()  # any logged-in person, with or without a role: the read APIs (pages need a role)
+READERS = ("admin", "finance", "engineer", "viewer")
+LEDGER = ("admin", "finance", "engineer")
+MONEY = ("admin", "finance")
+EDITORS = ("admin", "engineer")
+
+VISIBLE, HIDDEN = "bl-visible", "bl-hidden-q7"
+SINCE = "from=2000-01-01T00:00:00Z"
+WINDOW = f"{SINCE}&to={(datetime.now(UTC) + timedelta(days=1)):%Y-%m-%dT%H:%M:%SZ}&group_by=business_line"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    roles: tuple[str, ...]  # who may use it; PERSON = any login
+    scope: str  # "lines": filtered to the user's lines; "company": refused to scoped users; "none": no line data
+    methods: tuple[str, ...] = ("GET",)
+    query: str = ""  # for the scope check: a query that would show every line's data
+
+
+def page(roles: tuple[str, ...] = READERS, **kw: str) -> Endpoint:
+    return Endpoint(roles=roles, scope=kw.pop("scope", "lines"), **kw)  # type: ignore[arg-type]
+
+
+# Reachable without a login, and why.
+PUBLIC = {
+    "login/": "the login form",
+    "logout/": "POST only; logs out whoever is logged in",
+    "healthz": "load-balancer probe; answers {status: ok} and nothing else",
+    "i18n/setlang/": "the language switch; sets a cookie",
+    "finance/plotly.min.js": "a static chart library",
+    "api/schema/": "the OpenAPI contract collectors are built against; no data (it is in docs/ too)",
+    "api/docs/": "Swagger UI over that schema; no data",
+    "metrics": "its own bearer token or address allow-list (test_metrics_needs_its_token_or_an_allowed_address)",
+}
+
+ENDPOINTS: dict[str, Endpoint] = {
+    "": page(PERSON, scope="none"),  # links to the API and the admin
+    "overview/": page(),
+    "waste/": page(),
+    "waste/requests/": page(query="hours=24"),
+    "waste/record/": page(),
+    "finance/": page(MONEY),
+    "audits/": page(LEDGER),
+    "audits/<str:month>/": page(LEDGER),
+    "rules/": page(scope="none"),
+    "rules/draft/": page(EDITORS, scope="none", methods=("POST",)),
+    "rules/<int:version>/try/": page(EDITORS, scope="company"),
+    "prices/": page(scope="none"),
+    "collectors/": page(EDITORS, scope="company"),
+    "budgets/": page(),
+    "alerts/": page(),
+    "alerts/channels/": page(),
+    "alerts/channels/<int:channel_id>/test/": page(EDITORS, scope="none", methods=("POST",)),
+    "api/v1/records": Endpoint(PERSON, "lines", query=SINCE),
+    "api/v1/usage": Endpoint(PERSON, "lines", query=WINDOW),
+    "api/v1/rejections": Endpoint(PERSON, "company"),
+    "api/v1/usage/classes": Endpoint(PERSON, "lines", query=WINDOW),
+    "api/v1/rulesets": Endpoint(PERSON, "none"),
+    "api/v1/rulesets/<int:version>/rules": Endpoint(EDITORS, "none", ("POST",)),
+    "api/v1/rulesets/<int:version>/try": Endpoint(EDITORS, "company"),
+    "api/v1/rulesets/<int:version>/activate": Endpoint(EDITORS, "none", ("POST",)),
+    "api/v1/ledger/accounts": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/trial-balance": Endpoint(MONEY, "company"),
+    "api/v1/ledger/matrix": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/journal": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/journal/<int:pk>/usage": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/budget-vs-actual": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/budgets": Endpoint(LEDGER, "company", ("GET", "PUT")),
+    "api/v1/ledger/revenue": Endpoint(MONEY, "company", ("GET", "PUT")),
+    "api/v1/ledger/periods": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/periods/<str:month>/close": Endpoint(MONEY, "company", ("POST",)),
+    "api/v1/ledger/periods/<str:month>/reopen": Endpoint(("admin",), "company", ("POST",)),
+    "api/v1/ledger/findings": Endpoint(MONEY, "company"),
+    "api/v1/exports/focus": Endpoint(MONEY, "company"),
+}
+
+# The read endpoints whose answer to an unscoped user names the hidden line: the scope check
+# below is not vacuous there.
+SHOWS_EVERY_LINE = {"api/v1/records", "api/v1/usage", "api/v1/usage/classes", "waste/requests/", "overview/"}
+
+
+def routes() -> Iterator[tuple[str, URLPattern]]:
+    def walk(resolver: URLResolver, prefix: str) -> Iterator[tuple[str, URLPattern]]:
+        for item in resolver.url_patterns:
+            if isinstance(item, URLResolver):
+                yield from walk(item, prefix + str(item.pattern))
+            else:
+                yield prefix + str(item.pattern), item
+
+    yield from walk(get_resolver(), "")
+
+
+def concrete(route: str) -> str:
+    """A URL for a route: converters and regex groups filled with sample values."""
+    samples = {"month": f"{datetime.now(UTC):%Y-%m}", "app_label": None, "url": "nowhere/"}
+
+    def regex_group(match: re.Match[str]) -> str:
+        name, body = match.group(1), match.group(2)
+        return body.split("|")[0] if name == "app_label" else samples.get(name) or "1"
+
+    url = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: samples.get(m.group(1)) or "1", route)
+    url = re.sub(r"\(\?P<(\w+)>([^)]*)\)", regex_group, url)
+    return "/" + url.replace("^", "").replace("$", "").replace("\\", "")
+
+
+def refused(answer: object, login: str = "/login/") -> bool:
+    status = answer.status_code  # type: ignore[attr-defined]
+    location = answer.headers.get("Location", "")  # type: ignore[attr-defined]
+    return status in (401, 403) or (status == 302 and location.startswith(login))
+
+
+def call(client: Client, method: str, url: str) -> object:
+    return getattr(client, method.lower())(url, content_type="application/json") if method != "GET" else client.get(url)
+
+
+def user(role: str | None, *, lines: list[str] | None = None, name: str = "") -> Client:
+    made = User.objects.create_user(name or f"{role}-{lines}", password="pw-for-tests-only")
+    if role:
+        made.groups.add(factories.finance_user(f"seed-{name or role}-{lines}", role=role).groups.get())
+    if lines:
+        UserScope.objects.create(user=made, business_lines=lines)
+    client = Client()
+    client.force_login(made)
+    return client
+
+
+def test_every_route_has_a_policy():
+    served = {route for route, _ in routes() if not route.startswith("admin/")}
+    unknown = served - set(ENDPOINTS) - set(PUBLIC)
+    assert not unknown, f"routes without a policy in {__name__}.ENDPOINTS or PUBLIC: {sorted(unknown)}"
+    assert not (set(ENDPOINTS) | set(PUBLIC)) - served, "ENDPOINTS lists routes that are gone"
+
+
+def test_anonymous_requests_are_refused_everywhere_but_the_public_routes():
+    anonymous = Client()
+    open_ = [
+        f"{method} {route}: {answer.status_code}"  # type: ignore[attr-defined]
+        for route, endpoint in ENDPOINTS.items()
+        for method in endpoint.methods
+        if not refused(answer := call(anonymous, method, concrete(route)))
+    ]
+    assert open_ == []
+
+
+def test_every_admin_route_sends_anonymous_users_and_non_staff_to_the_admin_login():
+    admin_routes = [route for route, _ in routes() if route.startswith("admin/")]
+    assert len(admin_routes) > 100  # every registered model's views
+    public = {"admin/login/", "admin/logout/"}
+    for client in (Client(), user(None, name="nobody")):
+        open_ = [
+            f"{route}: {answer.status_code}"  # type: ignore[attr-defined]
+            for route in admin_routes
+            if route not in public and not refused(answer := client.get(concrete(route)), login="/admin/login/")
+        ]
+        assert open_ == []
+
+
+def test_staff_without_permissions_gets_no_model_in_the_admin():
+    staff = User.objects.create_user("staff-only", password="pw-for-tests-only", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    models = "|".join(f"{m._meta.app_label}/{m._meta.model_name}" for m in admin.site._registry)
+    views = re.compile(rf"admin/({models})/(|add/|<path:object_id>/(change|delete|history)/)$")
+    model_views = [route for route, _ in routes() if views.match(route)]
+    assert len(model_views) > 50
+    # 403, or for an object that does not exist the admin's redirect to its index (showing nothing).
+    open_ = [
+        f"{route}: {a.status_code}"
+        for route in model_views
+        if (a := client.get(concrete(route))).status_code != 403 and a.headers.get("Location") != "/admin/"
+    ]
+    assert open_ == []
+
+
+def test_a_user_without_a_role_is_refused_where_roles_apply():
+    nobody = user(None, name="no-role")
+    open_ = [
+        f"{method} {route}: {answer.status_code}"  # type: ignore[attr-defined]
+        for route, endpoint in ENDPOINTS.items()
+        if endpoint.roles is not PERSON
+        for method in endpoint.methods
+        if (answer := call(nobody, method, concrete(route))).status_code != 403  # type: ignore[attr-defined]
+    ]
+    assert open_ == []
+
+
+def test_roles_outside_an_endpoint_are_refused():
+    outside = {role: user(role, name=f"only-{role}") for role in READERS}
+    open_ = [
+        f"{role} {method} {route}: {answer.status_code}"  # type: ignore[attr-defined]
+        for route, endpoint in ENDPOINTS.items()
+        if endpoint.roles is not PERSON
+        for role in READERS
+        if role not in endpoint.roles
+        for method in endpoint.methods
+        if (answer := call(outside[role], method, concrete(route))).status_code != 403  # type: ignore[attr-defined]
+    ]
+    assert open_ == []
+
+
+@pytest.fixture
+def two_lines(collector: Collector) -> None:
+    records = [factories.record(**{"dims.business_line": line}) for line in (VISIBLE, HIDDEN) for _ in range(3)]
+    bad = factories.record(**{"dims.business_line": HIDDEN, "model": factories.DELETE})
+    assert collector.send([*records, bad]).json()["accepted"] == 6
+    assert Rejection.objects.filter(raw__contains=HIDDEN).exists()
+
+
+@pytest.mark.usefixtures("two_lines")
+def test_a_scoped_user_sees_nothing_of_other_lines_and_is_refused_company_wide_views():
+    scoped = user("admin", lines=[VISIBLE], name="scoped-admin")
+    everyone = user("admin", name="unscoped-admin")
+    leaks, shown = [], set()
+    for route, endpoint in ENDPOINTS.items():
+        url = concrete(route) + (f"?{endpoint.query}" if endpoint.query else "")
+        for method in endpoint.methods:
+            answer = call(scoped, method, url)
+            if endpoint.scope == "company" and answer.status_code != 403:  # type: ignore[attr-defined]
+                leaks.append(f"{method} {route}: {answer.status_code}, not refused")  # type: ignore[attr-defined]
+            if method == "GET" and HIDDEN in answer.content.decode():  # type: ignore[attr-defined]
+                leaks.append(f"GET {route}: shows {HIDDEN}")
+            if method == "GET" and HIDDEN in call(everyone, method, url).content.decode():  # type: ignore[attr-defined]
+                shown.add(route)
+    assert leaks == []
+    assert SHOWS_EVERY_LINE <= shown, "the unscoped user should see the hidden line there"
+
+
+def test_metrics_needs_its_token_or_an_allowed_address(settings):
+    settings.METRICS_TOKEN = "metrics-token-for-tests"
+    outside = Client(REMOTE_ADDR="203.0.113.9")
+    assert outside.get("/metrics").status_code == 403
+    assert outside.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+    assert outside.get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-token-for-tests").status_code == 200
+
+
+def test_the_public_routes_hold_no_data():
+    anonymous = Client()
+    assert anonymous.get("/healthz").json() == {"status": "ok"}
+    assert anonymous.get("/login/").status_code == 200
+    assert anonymous.get("/api/schema/").status_code == 200
