@@ -55,3 +55,34 @@ class StaleDay(models.Model):
     writers never wait on each other; refresh_day deletes every row of its day."""
 
     day = models.DateField(db_index=True)
+
+
+class DailyLineClass(models.Model):
+    """DailyClass summed over the dim sets but the business line: what the overview and the top
+    levels of the drill-down read (about ten times fewer rows again)."""
+
+    day = models.DateTimeField()
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    business_line = models.CharField(max_length=256, blank=True, default="")
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
+    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
+    tokens = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="dashboards_dailylineclass_day")]
+
+
+class DailyLineCost(models.Model):
+    """DailyCost summed over the dim sets but the business line."""
+
+    day = models.DateTimeField()
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    business_line = models.CharField(max_length=256, blank=True, default="")
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
+    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
+    currency = models.CharField(max_length=3, choices=Currency.choices)
+    tokens = models.BigIntegerField()
+    cost = models.DecimalField(max_digits=30, decimal_places=12)
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="dashboards_dailylinecost_day")]

@@ -41,6 +41,14 @@ FROM (
     FROM pricing_hourlycost WHERE hour >= %(start)s AND hour < %(end)s
     GROUP BY 1, 2, 3, 4, 5
 ) c JOIN ingest_dimset d ON d.id = c.dims_id;
+DELETE FROM dashboards_dailylineclass WHERE day = %(start)s;
+DELETE FROM dashboards_dailylinecost WHERE day = %(start)s;
+INSERT INTO dashboards_dailylineclass (day, model_id, business_line, reason_id, component, tokens)
+SELECT day, model_id, business_line, reason_id, component, sum(tokens)::bigint
+FROM dashboards_dailyclass WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5;
+INSERT INTO dashboards_dailylinecost (day, model_id, business_line, reason_id, component, currency, tokens, cost)
+SELECT day, model_id, business_line, reason_id, component, currency, sum(tokens)::bigint, sum(cost)
+FROM dashboards_dailycost WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6;
 """
 
 
@@ -110,6 +118,18 @@ def split_window(start: datetime, end: datetime) -> tuple[list[datetime], list[t
         else:
             hourly.append((last, end))
     return days, hourly
+
+
+def day_runs(days: list[datetime]) -> list[tuple[datetime, datetime]]:
+    """Sorted midnights as [from, to) ranges of consecutive days: a range test per row instead
+    of a comparison with every day of the window."""
+    runs: list[tuple[datetime, datetime]] = []
+    for day in days:
+        if runs and runs[-1][1] == day:
+            runs[-1] = (runs[-1][0], day + DAY)
+        else:
+            runs.append((day, day + DAY))
+    return runs
 
 
 def _stale_between(first: date, last: date) -> list[date]:

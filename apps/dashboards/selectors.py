@@ -16,12 +16,14 @@ from django.db import connection
 from apps.classification.engine import CLASSES, COMPONENTS
 from apps.classification.models import Reason
 from apps.dashboards.filters import Filters
-from apps.dashboards.rollup import split_window
+from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import ServedModel
 
-# The two rollups a page sums: (daily table, hourly table, time column of each).
-CLASS = ("dashboards_dailyclass", "classification_hourlyclass")
-COST = ("dashboards_dailycost", "pricing_hourlycost")
+# The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
+CLASS = ("dashboards_dailylineclass", "dashboards_dailyclass", "classification_hourlyclass")
+COST = ("dashboards_dailylinecost", "dashboards_dailycost", "pricing_hourlycost")
+# What the daily rows by business line can group by (any filter but a dim other than the line).
+LINE_GROUPS = {"period", "component", "currency", "class", "reason", "model", "business_line"}
 MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}  # over the columns of the same names
 
 
@@ -73,12 +75,9 @@ def _part(
             join = True
         select.append(f"{expr} AS g{i}")
     where: list[str] = []
-    if daily:
-        where.append("c.day = ANY(%s)")
-        params.append(window)
-    else:
-        where.append("(" + " OR ".join(["(c.hour >= %s AND c.hour < %s)"] * len(window)) + ")")
-        params += [bound for pair in window for bound in pair]
+    ranges = day_runs(window) if daily else window
+    where.append("(" + " OR ".join([f"({when} >= %s AND {when} < %s)"] * len(ranges)) + ")")
+    params += [bound for pair in ranges for bound in pair]
     if reasons is not None:
         where.append("c.reason_id = ANY(%s)")
         params.append(reasons)
@@ -115,7 +114,7 @@ def _part(
 
 
 def _sums(
-    rollup: tuple[str, str], measures: list[str], sets: list[list[str]], flt: Filters, lines: list[str] | None
+    rollup: tuple[str, str, str], measures: list[str], sets: list[list[str]], flt: Filters, lines: list[str] | None
 ) -> list[list[tuple]]:
     """Per entry of `sets` (a list of group names), rows of (*groups, *measures) over the
     window, all from one query per rollup: whole days not stale from the daily rollup, the
@@ -130,9 +129,10 @@ def _sums(
         days, hours = [], [(flt.start, flt.end)]  # drawn by the hour: only the hourly rows have hours
     else:
         days, hours = split_window(flt.start, flt.end)
+    by_line = set(names) <= LINE_GROUPS and set(flt.dims) <= {"business_line"}
     parts: list[str] = []
     params: list[Any] = []
-    for daily, window, table in ((True, days, rollup[0]), (False, hours, rollup[1])):
+    for daily, window, table in ((True, days, rollup[0] if by_line else rollup[1]), (False, hours, rollup[2])):
         if window:
             sql, found = _part(table, daily, window, names, sets, measures, flt, lines, reasons, models)
             parts.append(sql)
@@ -153,7 +153,7 @@ def _sums(
 
 
 def _sum(
-    rollup: tuple[str, str], measures: list[str], groups: list[str], flt: Filters, lines: list[str] | None
+    rollup: tuple[str, str, str], measures: list[str], groups: list[str], flt: Filters, lines: list[str] | None
 ) -> list[tuple]:
     """Rows of (*groups, *measures): _sums of one set."""
     return _sums(rollup, measures, [groups], flt, lines)[0]

@@ -95,8 +95,8 @@ def test_the_pages_read_the_same_from_the_daily_rollups_as_from_the_hourly_ones(
 
     assert not StaleDay.objects.exists()
     assert DailyClass.objects.count() > 0 and DailyCost.objects.count() > 0
-    assert any("dashboards_dailyclass" in q["sql"] for q in queries.captured_queries)
-    assert any("dashboards_dailycost" in q["sql"] for q in queries.captured_queries)
+    for table in ("dailyclass", "dailycost", "dailylineclass", "dailylinecost"):
+        assert any(f"dashboards_{table} " in q["sql"] for q in queries.captured_queries), table
     assert after == before
     assert before[0]["health"].total > 0 and before[0]["spend"]
 
@@ -106,12 +106,13 @@ def test_the_daily_rows_sum_to_the_hourly_rows_of_their_day(days) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT (SELECT sum(tokens) FROM classification_hourlyclass), (SELECT sum(tokens) FROM "
-            "dashboards_dailyclass), (SELECT sum(cost) FROM pricing_hourlycost), (SELECT sum(cost) FROM "
-            "dashboards_dailycost), (SELECT count(DISTINCT day) FROM dashboards_dailyclass)"
+            "dashboards_dailyclass), (SELECT sum(tokens) FROM dashboards_dailylineclass), "
+            "(SELECT sum(cost) FROM pricing_hourlycost), (SELECT sum(cost) FROM dashboards_dailycost), "
+            "(SELECT sum(cost) FROM dashboards_dailylinecost), (SELECT count(DISTINCT day) FROM dashboards_dailyclass)"
         )
-        hourly_tokens, daily_tokens, hourly_cost, daily_cost, day_count = cursor.fetchone()
-    assert daily_tokens == hourly_tokens > 0
-    assert daily_cost == hourly_cost > 0
+        hourly_tokens, daily_tokens, line_tokens, hourly_cost, daily_cost, line_cost, day_count = cursor.fetchone()
+    assert daily_tokens == line_tokens == hourly_tokens > 0
+    assert daily_cost == line_cost == hourly_cost > 0
     assert day_count == 2
 
 
