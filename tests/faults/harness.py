@@ -33,7 +33,7 @@ RATE = float(os.environ.get("FAULTS_RATE") or (4_000 if FULL else 1_500))  # rec
 ALERTS = 30 if FULL else 10
 
 # Retries of alert deliveries (seconds): a receiver that comes back within them gets the alert.
-RETRY_DELAYS = "1,1,2"
+RETRY_DELAYS = "3,1,1"  # the first long enough to kill a worker between attempts
 # A task whose worker died unacknowledged is delivered again after this many seconds (Redis).
 TRANSPORT_OPTIONS = {
     "visibility_timeout": 3, "unacked_restore_interval": 1, "unacked_restore_throttle": 1, "unacked_mutex_expire": 5,

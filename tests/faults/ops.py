@@ -6,6 +6,7 @@ database under test (DATABASE_URL), so the test process never holds a Django con
     python -m tests.faults.ops ruleset                 activate a rule set that moves tokens
     python -m tests.faults.ops jobs                    the same, and price every dirty hour
     python -m tests.faults.ops clean --month M --from D --to D   a close and a reclassify, nothing killed
+    python -m tests.faults.ops sweep                   the alerts sweep, as 10 minutes after a worker died
     python -m tests.faults.ops broadcast --urls U,V --count N --prefix P   alerts to webhook channels
 """
 
@@ -118,6 +119,20 @@ def broadcast(args: argparse.Namespace) -> Any:
     return {"notifications": ids}
 
 
+def sweep(args: argparse.Namespace) -> Any:
+    """The alerts-notifications-due beat job as it runs 10 minutes after a worker died mid-send:
+    attempts left `sending` marked failed, due ones sent again."""
+    from datetime import timedelta
+
+    from apps.alerts.services import notifications_due
+    from apps.alerts.tasks import notification_send
+
+    due = notifications_due(stale_after=timedelta(0))
+    for notification_id in due:
+        notification_send.delay(notification_id)
+    return {"due": due}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.faults.ops")
     sub = parser.add_subparsers(dest="op", required=True)
@@ -127,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--to", dest="end", type=date.fromisoformat, required=True)
     sub.add_parser("ruleset")
     sub.add_parser("jobs")
+    sub.add_parser("sweep")
     p = sub.add_parser("clean")
     p.add_argument("--month", required=True)
     p.add_argument("--from", dest="start", type=date.fromisoformat, required=True)
@@ -138,7 +154,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-OPS = {"setup": setup, "settle": settle, "ruleset": ruleset, "jobs": jobs, "clean": clean, "broadcast": broadcast}
+OPS = {
+    "setup": setup,
+    "settle": settle,
+    "ruleset": ruleset,
+    "jobs": jobs,
+    "clean": clean,
+    "broadcast": broadcast,
+    "sweep": sweep,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
