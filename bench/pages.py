@@ -155,7 +155,8 @@ def daily_rollups_refresh() -> float:
     done = refresh_stale()
     took = time.perf_counter() - began
     with connection.cursor() as cursor:
-        for table in ("dashboards_dailyclass", "dashboards_dailycost"):
+        for table in ("dashboards_dailyclass", "dashboards_dailycost", "dashboards_dailylineclass",
+                      "dashboards_dailylinecost"):  # fmt: skip
             cursor.execute(f"VACUUM ANALYZE {table}")
         cursor.execute("SELECT count(*) FROM dashboards_dailyclass")
         rows = cursor.fetchone()[0]

@@ -82,6 +82,8 @@ def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filter
     else:
         chosen = chosen if chosen in RANGES else DEFAULT_RANGE
         start = end - RANGES[chosen][0]
+        if end - start > timedelta(days=2):  # drawn by the day: whole UTC days, the first one included
+            start = start.replace(hour=0)
     dims = {k[5:]: v for k, v in get.items() if k.startswith("dims.") and k[5:] in settings.ROLLUP_DIMS and v}
     reason = get.get("reason", "")
     token_class = reason.split(".", 1)[0] if reason else get.get("class", "")

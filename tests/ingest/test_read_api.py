@@ -51,7 +51,7 @@ def test_records_come_newest_first_across_pages_each_exactly_once(reader, stored
 
 
 def test_records_far_apart_come_newest_first_across_pages(reader, collector):
-    """Pages are found through widening windows (an hour, six, a day, a week, all): rows
+    """Pages are found through windows doubling from an hour: rows
     minutes to weeks apart, and several at one instant, each come once and in order."""
     now = datetime.now(UTC)
     offsets = [0.1, 0.2, 0.2, 3, 5, 30, 30, 200, 400, 400, 700]  # hours ago
