@@ -198,7 +198,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # Ingest limits (see docs/ingest.md).
 # The rules: try page classifies this many of the newest records unless asked for hours.
-RULES_TRY_RECORDS = envint("COSTPLATFORM_RULES_TRY_RECORDS", 20_000)
+RULES_TRY_RECORDS = envint("COSTPLATFORM_RULES_TRY_RECORDS", 10_000)
 INGEST_MAX_BYTES = envint("COSTPLATFORM_INGEST_MAX_BYTES", 10 * 1024 * 1024)
 INGEST_MAX_RECORDS = envint("COSTPLATFORM_INGEST_MAX_RECORDS", 50_000)
 # Seconds a client may take to send an ingest body before it is answered 408 (a trickling client
