@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults services browser clean
+.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ browser:
 test: install services browser
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest $(PYTEST_ARGS)
+
+security: install services  ## the security suite alone (also in make test): routes, rate limits, secrets, deploy settings, audit log; see docs/security.md
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  $(PY) -m pytest tests/security $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .
