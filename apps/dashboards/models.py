@@ -29,7 +29,10 @@ class DailyClass(models.Model):
     tokens = models.BigIntegerField()
 
     class Meta:
-        indexes = [models.Index(fields=["day", "reason"], name="dashboards_dailyclass_day")]
+        indexes = [
+            models.Index(fields=["day"], name="dashboards_dailyclass_day"),
+            models.Index(fields=["reason", "day"], name="dashboards_dailyclass_reason"),
+        ]
 
 
 class DailyCost(models.Model):
@@ -46,15 +49,28 @@ class DailyCost(models.Model):
     cost = models.DecimalField(max_digits=30, decimal_places=12)
 
     class Meta:
-        indexes = [models.Index(fields=["day", "reason"], name="dashboards_dailycost_day")]
+        indexes = [
+            models.Index(fields=["day"], name="dashboards_dailycost_day"),
+            models.Index(fields=["reason", "day"], name="dashboards_dailycost_reason"),
+        ]
 
 
 class StaleDay(models.Model):
-    """A UTC day whose hourly rollups changed after its daily rows were built (or that has none
-    yet). Written by the triggers on the hourly tables without a unique key, so concurrent
-    writers never wait on each other; refresh_day deletes every row of its day."""
+    """An hour whose hourly rollups changed (`day` is its UTC day): written by the triggers on the
+    hourly tables without a unique key, so concurrent writers never wait on each other. A day's
+    daily rows stop serving once an hour before their BuiltDay.through is marked; refresh_day
+    deletes the marks of the hours it covered."""
 
     day = models.DateField(db_index=True)
+    hour = models.DateTimeField(db_index=True)
+
+
+class BuiltDay(models.Model):
+    """The daily rows of `day` hold the hourly rows of the hours before `through` (the day's end,
+    or the hour in progress when the day was built)."""
+
+    day = models.DateField(primary_key=True)
+    through = models.DateTimeField()
 
 
 class DailyLineClass(models.Model):

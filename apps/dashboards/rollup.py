@@ -1,10 +1,13 @@
 """Building the pages' daily rollups (apps.dashboards.models) from the hourly ones, and which
 days of a window they can serve.
 
-A day is rebuilt in one transaction that first takes the day's advisory lock exclusively: the
-triggers on the hourly tables hold it shared from the statement that changed the day until
-their commit, so the rebuild starts only once every writer of the day has committed, reads
-all of them, and any writer after it marks the day stale again."""
+A day is built from its hours before a cutoff: its end, or for the day in progress the hour in
+progress, which keeps being written. It is rebuilt in one transaction that first takes the
+day's advisory lock exclusively: the triggers on the hourly tables hold it shared from the
+statement that changed an hour of the day until their commit, so the rebuild starts only once
+every writer of the day has committed and reads all of them, and any writer after it marks its
+hour again. A day's daily rows serve a page until an hour before their cutoff is marked; the
+hours after it come from the hourly rows."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ LOCK_SPACE = 1684108147
 EPOCH = date(1970, 1, 1)
 
 _REBUILD = """
-DELETE FROM dashboards_staleday WHERE day = %(day)s;
+DELETE FROM dashboards_staleday WHERE day = %(day)s AND hour < %(end)s;
 DELETE FROM dashboards_dailyclass WHERE day = %(start)s;
 DELETE FROM dashboards_dailycost WHERE day = %(start)s;
 INSERT INTO dashboards_dailyclass (day, model_id, dims_id, business_line, reason_id, component, tokens)
@@ -49,6 +52,8 @@ FROM dashboards_dailyclass WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5;
 INSERT INTO dashboards_dailylinecost (day, model_id, business_line, reason_id, component, currency, tokens, cost)
 SELECT day, model_id, business_line, reason_id, component, currency, sum(tokens)::bigint, sum(cost)
 FROM dashboards_dailycost WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6;
+INSERT INTO dashboards_builtday (day, through) VALUES (%(day)s, %(end)s)
+ON CONFLICT (day) DO UPDATE SET through = excluded.through;
 """
 
 
@@ -56,68 +61,90 @@ def midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
-def refresh_day(day: date) -> None:
-    """Rebuild one UTC day's daily rows from the hourly rollups and clear its stale marks."""
+def hour_now() -> datetime:
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def refresh_day(day: date, *, now: datetime | None = None) -> bool:
+    """Rebuild one UTC day's daily rows from its hourly rows before the hour in progress (all of
+    them for a day that has ended) and clear the marks of those hours. False for a day not begun."""
     start = midnight(day)
+    end = min(start + DAY, now or hour_now())
+    if end <= start:
+        return False
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_SPACE, (day - EPOCH).days])
         for statement in _REBUILD.split(";")[:-1]:
-            cursor.execute(statement, {"day": day, "start": start, "end": start + DAY})
+            cursor.execute(statement, {"day": day, "start": start, "end": end})
+    return True
 
 
-def stale_days() -> list[date]:
+def stale_days(*, now: datetime | None = None) -> list[date]:
+    """Days with a changed hour that has ended: what the refresh job rebuilds."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT day FROM dashboards_staleday ORDER BY day")
+        cursor.execute("SELECT DISTINCT day FROM dashboards_staleday WHERE hour < %s ORDER BY day", [now or hour_now()])
         return [row[0] for row in cursor.fetchall()]
 
 
-def refresh_stale(*, seconds: float | None = None, skip_today: bool = False) -> list[date]:
-    """Rebuild every stale day, oldest first (or until `seconds` have passed); returns those done.
-    `skip_today` leaves the UTC day in progress to the readers' hourly path, which it is on
-    anyway while records keep arriving."""
+def refresh_stale(*, seconds: float | None = None) -> list[date]:
+    """Rebuild every day with a changed hour that has ended, oldest first (or until `seconds` have
+    passed); returns those done. The day in progress is rebuilt once an hour as its hours end."""
     started, done = time.monotonic(), []
-    today = datetime.now(UTC).date()
-    for day in stale_days():
-        if skip_today and day >= today:
-            continue
+    now = hour_now()
+    for day in stale_days(now=now):
         if seconds is not None and time.monotonic() - started > seconds:
             break
-        refresh_day(day)
-        done.append(day)
+        if refresh_day(day, now=now):
+            done.append(day)
     if done:
         log.info("daily rollups rebuilt for %d day(s): %s .. %s", len(done), done[0], done[-1])
     return done
 
 
 def split_window(start: datetime, end: datetime) -> tuple[list[datetime], list[tuple[datetime, datetime]]]:
-    """The window [start, end) as (midnights of the whole days the daily rows can serve, the
-    [from, to) ranges left to the hourly rows: the partial days at its edges and stale days)."""
+    """The window [start, end) as (midnights of the days whose daily rows serve it, the [from, to)
+    ranges left to the hourly rows: a partial first day, days not built or with a changed hour
+    before their cutoff, and the hours after a cutoff)."""
     first = midnight(start.astimezone(UTC).date())
     if first < start:
         first += DAY
-    last = midnight(end.astimezone(UTC).date())
-    if last <= first:
+    if first >= end:
         return [], [(start, end)]
-    stale = set(_stale_between(first.date(), last.date()))
-    days, hourly = [], []
-    if start < first:
-        hourly.append((start, first))
+    built = _built_between(first.date(), (end - timedelta(microseconds=1)).astimezone(UTC).date())
+    days: list[datetime] = []
+    hourly: list[tuple[datetime, datetime]] = []
+
+    def add(lo: datetime, hi: datetime) -> None:
+        if lo >= hi:
+            return
+        if hourly and hourly[-1][1] == lo:
+            hourly[-1] = (hourly[-1][0], hi)
+        else:
+            hourly.append((lo, hi))
+
+    add(start, first)
     day = first
-    while day < last:
-        if day.date() in stale:
-            if hourly and hourly[-1][1] == day:
-                hourly[-1] = (hourly[-1][0], day + DAY)
-            else:
-                hourly.append((day, day + DAY))
+    while day < end:
+        day_end = min(day + DAY, end)
+        through = built.get(day.date())
+        if through is None or through > day_end:
+            add(day, day_end)
         else:
             days.append(day)
+            add(through, day_end)
         day += DAY
-    if last < end:
-        if hourly and hourly[-1][1] == last:
-            hourly[-1] = (hourly[-1][0], end)
-        else:
-            hourly.append((last, end))
     return days, hourly
+
+
+def _built_between(first: date, last: date) -> dict[date, datetime]:
+    """The days in [first, last] whose daily rows serve: built, with no hour before the cutoff changed since."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT b.day, b.through FROM dashboards_builtday b WHERE b.day >= %s AND b.day <= %s AND NOT EXISTS "
+            "(SELECT 1 FROM dashboards_staleday s WHERE s.day = b.day AND s.hour < b.through)",
+            [first, last],
+        )
+        return dict(cursor.fetchall())
 
 
 def day_runs(days: list[datetime]) -> list[tuple[datetime, datetime]]:
@@ -130,9 +157,3 @@ def day_runs(days: list[datetime]) -> list[tuple[datetime, datetime]]:
         else:
             runs.append((day, day + DAY))
     return runs
-
-
-def _stale_between(first: date, last: date) -> list[date]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT day FROM dashboards_staleday WHERE day >= %s AND day < %s", [first, last])
-        return [row[0] for row in cursor.fetchall()]

@@ -125,6 +125,8 @@ def _sums(
     if (reasons is not None and not reasons) or (models is not None and not models):
         return [[] for _ in sets]
     names = list(dict.fromkeys(name for groups in sets for name in groups))
+    days: list[datetime]
+    hours: list[tuple[datetime, datetime]]
     if "period" in names and flt.granularity != "day":
         days, hours = [], [(flt.start, flt.end)]  # drawn by the hour: only the hourly rows have hours
     else:

@@ -5,8 +5,8 @@ from celery import shared_task
 
 @shared_task
 def refresh_daily_rollups(seconds: float = 50.0) -> int:
-    """Rebuild the pages' daily rollups of the days whose hourly rollups changed, oldest first,
-    for up to `seconds`; the day in progress is left to the pages' hourly path."""
+    """Rebuild the pages' daily rollups of the days with a changed hour that has ended, oldest
+    first, for up to `seconds` (the day in progress once an hour, as its hours end)."""
     from apps.dashboards.rollup import refresh_stale
 
-    return len(refresh_stale(seconds=seconds, skip_today=True))
+    return len(refresh_stale(seconds=seconds))

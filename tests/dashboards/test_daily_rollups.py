@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.dashboards import selectors
 from apps.dashboards.filters import Filters
-from apps.dashboards.models import DailyClass, DailyCost, StaleDay
+from apps.dashboards.models import BuiltDay, DailyClass, DailyCost, StaleDay
 from apps.dashboards.rollup import refresh_day, refresh_stale, split_window
 from apps.pricing.services import hours_price, price_set
 from tests.factories import record
@@ -129,8 +129,16 @@ def test_a_change_after_the_refresh_shows_at_once(days, collector) -> None:
     assert selectors.health(flt=WINDOW, lines=None).total == total + 1200 + 180
 
 
+def _built(*days: int, through: dict[int, datetime] | None = None) -> None:
+    for d in days:
+        BuiltDay.objects.create(
+            day=datetime(2026, 11, d).date(), through=(through or {}).get(d, datetime(2026, 11, d + 1, tzinfo=UTC))
+        )
+
+
 @pytest.mark.django_db
-def test_the_window_takes_whole_current_days_from_the_daily_rows() -> None:
+def test_the_window_takes_whole_built_days_from_the_daily_rows() -> None:
+    _built(1, 2, 3, 4, 5)
     start = datetime(2026, 11, 1, 5, tzinfo=UTC)
     end = datetime(2026, 11, 5, 7, tzinfo=UTC)
 
@@ -142,13 +150,49 @@ def test_the_window_takes_whole_current_days_from_the_daily_rows() -> None:
 
 
 @pytest.mark.django_db
-def test_a_stale_day_is_read_from_the_hourly_rows() -> None:
-    StaleDay.objects.create(day=datetime(2026, 11, 3).date())
+def test_a_day_with_a_changed_hour_before_its_cutoff_or_not_built_is_read_from_the_hourly_rows() -> None:
+    _built(1, 2, 3, 5)  # the 4th never built
+    StaleDay.objects.create(day=datetime(2026, 11, 3).date(), hour=datetime(2026, 11, 3, 5, tzinfo=UTC))
 
     days, hours = split_window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 6, tzinfo=UTC))
 
-    assert days == [datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 4, 5)]
-    assert hours == [(datetime(2026, 11, 3, tzinfo=UTC), datetime(2026, 11, 4, tzinfo=UTC))]
+    assert days == [datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 5)]
+    assert hours == [(datetime(2026, 11, 3, tzinfo=UTC), datetime(2026, 11, 5, tzinfo=UTC))]
+
+
+@pytest.mark.django_db
+def test_the_day_in_progress_serves_its_built_hours_and_reads_the_rest_by_the_hour() -> None:
+    cutoff = datetime(2026, 11, 5, 14, tzinfo=UTC)
+    _built(4, 5, through={5: cutoff})
+    # The hour in progress keeps being written: its marks do not touch the hours before the cutoff.
+    StaleDay.objects.create(day=cutoff.date(), hour=cutoff)
+
+    days, hours = split_window(datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 5, 16, tzinfo=UTC))
+
+    assert days == [datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 5, tzinfo=UTC)]
+    assert hours == [(cutoff, datetime(2026, 11, 5, 16, tzinfo=UTC))]
+    # A window that ends before the cutoff cannot use the day's rows.
+    assert split_window(datetime(2026, 11, 5, tzinfo=UTC), datetime(2026, 11, 5, 10, tzinfo=UTC))[0] == []
+
+
+def test_the_day_in_progress_is_built_up_to_the_hour_in_progress_and_stays_current(collector) -> None:
+    now = datetime.now(UTC)
+    earlier = record(ts=(now - timedelta(hours=3)).isoformat(), prompt_hash=None)
+    assert collector.send([earlier]).json()["accepted"] == 1
+    flt = Filters(now.replace(minute=0, second=0, microsecond=0) - timedelta(days=6, hours=now.hour),
+                  now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))  # fmt: skip
+    before = selectors.health(flt=flt, lines=None).total
+
+    refresh_stale()
+    built = BuiltDay.objects.get(day=(now - timedelta(hours=3)).date())
+    assert built.through <= now.replace(minute=0, second=0, microsecond=0)
+    assert selectors.health(flt=flt, lines=None).total == before == 1200 + 180
+
+    latest = record(ts=(now - timedelta(minutes=1)).isoformat(), prompt_hash=None)
+    assert collector.send([latest]).json()["accepted"] == 1
+    with CaptureQueriesContext(connection) as queries:
+        assert selectors.health(flt=flt, lines=None).total == 2 * (1200 + 180)
+    assert any("dashboards_dailylineclass" in q["sql"] for q in queries.captured_queries)
 
 
 @pytest.mark.django_db(transaction=True)

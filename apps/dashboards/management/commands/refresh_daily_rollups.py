@@ -9,14 +9,13 @@ from apps.dashboards.rollup import refresh_stale
 
 class Command(BaseCommand):
     help = (
-        "Rebuild the dashboards' daily rollups of every day whose hourly rollups changed (the beat job "
-        "dashboards-refresh-daily-rollups does this every minute, leaving out the day in progress)."
+        "Rebuild the dashboards' daily rollups of every day with a changed hour that has ended (the beat job "
+        "dashboards-refresh-daily-rollups does this every minute)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--include-today", action="store_true", help="rebuild the UTC day in progress too")
         parser.add_argument("--seconds", type=float, default=None, help="stop after this long (default: all)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        done = refresh_stale(seconds=options["seconds"], skip_today=not options["include_today"])
+        done = refresh_stale(seconds=options["seconds"])
         self.stdout.write(f"rebuilt {len(done)} day(s)" + (f": {done[0]} .. {done[-1]}" if done else ""))
