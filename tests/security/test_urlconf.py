@@ -137,10 +137,9 @@ def call(client: Client, method: str, url: str) -> object:
     return getattr(client, method.lower())(url, content_type="application/json") if method != "GET" else client.get(url)
 
 
-def user(role: str | None, *, lines: list[str] | None = None, name: str = "") -> Client:
-    made = User.objects.create_user(name or f"{role}-{lines}", password="pw-for-tests-only")
-    if role:
-        made.groups.add(factories.finance_user(f"seed-{name or role}-{lines}", role=role).groups.get())
+def user(role: str | None, *, name: str, lines: list[str] | None = None) -> Client:
+    """A logged-in client of a user in one role group (or none), scoped to `lines` if given."""
+    made = factories.finance_user(name, role=role) if role else User.objects.create_user(name, password="pw-tests")
     if lines:
         UserScope.objects.create(user=made, business_lines=lines)
     client = Client()
