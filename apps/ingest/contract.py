@@ -123,7 +123,13 @@ class TooManyRecords(ValueError):
 # limit with a RecursionError; a record nests four levels at most, so such a body is hostile.
 TOO_DEEP = "JSON nests too deep (a record nests 4 levels at most)"
 _NOT_UTF8 = "Body is not UTF-8 (byte {at}: {hint}); JSON must be sent as UTF-8"
-_BOMS = ((b"\xef\xbb\xbf", "a UTF-8 byte-order mark"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+_BOMS = (
+    (b"\xef\xbb\xbf", "a UTF-8 byte-order mark"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 # A non-blank NDJSON line, as _split_ndjson keeps it (bytes.strip removes these six).
 _NON_BLANK_LINE = re.compile(rb"^[ \t\r\f\v]*[^ \t\n\r\f\v]", re.M)
 

@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -44,8 +45,13 @@ def body_read(request: HttpRequest) -> bytes:
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > limit:
         raise PayloadTooLarge(f"Body is {declared} bytes; the limit is {limit} bytes.")
+    stream: Any = request
+    if not declared and request.META.get("wsgi.input_terminated"):
+        # A chunked body has no Content-Length, and Django reads nothing without one; the server
+        # (gunicorn) de-chunks wsgi.input and ends it at the last chunk.
+        stream = request.META["wsgi.input"]
     with _deadline(settings.INGEST_BODY_TIMEOUT):
-        body = request.read(limit + 1)
+        body = stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"Body exceeds the limit of {limit} bytes.")
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
