@@ -102,3 +102,19 @@ class DailyLineCost(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["day"], name="dashboards_dailylinecost_day")]
+
+
+class HourlyLineClass(models.Model):
+    """The hourly class rollup summed over the sources, rule sets and dim sets but the business
+    line, for the built hours of each day (up to BuiltDay.through): what the overview draws by
+    the hour (about five times fewer rows than the hourly rollup)."""
+
+    hour = models.DateTimeField()
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    business_line = models.CharField(max_length=256, blank=True, default="")
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
+    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
+    tokens = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["hour"], name="dashboards_hourlyline_hour")]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple
 
 from django.db import connection, transaction
 
@@ -52,6 +53,12 @@ FROM dashboards_dailyclass WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5;
 INSERT INTO dashboards_dailylinecost (day, model_id, business_line, reason_id, component, currency, tokens, cost)
 SELECT day, model_id, business_line, reason_id, component, currency, sum(tokens)::bigint, sum(cost)
 FROM dashboards_dailycost WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6;
+DELETE FROM dashboards_hourlylineclass WHERE hour >= %(start)s AND hour < %(day_end)s;
+INSERT INTO dashboards_hourlylineclass (hour, model_id, business_line, reason_id, component, tokens)
+SELECT c.hour, c.model_id, d.business_line, c.reason_id, c.component, sum(c.tokens)::bigint
+FROM classification_hourlyclass c JOIN ingest_dimset d ON d.id = c.dims_id
+WHERE c.hour >= %(start)s AND c.hour < %(end)s
+GROUP BY 1, 2, 3, 4, 5 HAVING sum(c.tokens) <> 0;
 INSERT INTO dashboards_builtday (day, through) VALUES (%(day)s, %(end)s)
 ON CONFLICT (day) DO UPDATE SET through = excluded.through;
 """
@@ -75,7 +82,7 @@ def refresh_day(day: date, *, now: datetime | None = None) -> bool:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_SPACE, (day - EPOCH).days])
         for statement in _REBUILD.split(";")[:-1]:
-            cursor.execute(statement, {"day": day, "start": start, "end": end})
+            cursor.execute(statement, {"day": day, "start": start, "end": end, "day_end": start + DAY})
     return True
 
 
@@ -101,18 +108,25 @@ def refresh_stale(*, seconds: float | None = None) -> list[date]:
     return done
 
 
-def split_window(start: datetime, end: datetime) -> tuple[list[datetime], list[tuple[datetime, datetime]]]:
-    """The window [start, end) as (midnights of the days whose daily rows serve it, the [from, to)
-    ranges left to the hourly rows: a partial first day, days not built or with a changed hour
-    before their cutoff, and the hours after a cutoff)."""
+class Window(NamedTuple):
+    days: list[datetime]  # midnights of the days whose daily rows serve the window
+    hourly: list[tuple[datetime, datetime]]  # [from, to) ranges left to the hourly rollups
+    built: list[tuple[datetime, datetime]]  # [from, to) ranges the built rows hold (days to their cutoffs)
+
+
+def split_window(start: datetime, end: datetime) -> Window:
+    """The window [start, end) as the days whose daily rows serve it and the ranges left to the
+    hourly rows: a partial first day, days not built or with a changed hour before their cutoff,
+    and the hours after a cutoff."""
     first = midnight(start.astimezone(UTC).date())
     if first < start:
         first += DAY
     if first >= end:
-        return [], [(start, end)]
+        return Window([], [(start, end)], [])
     built = _built_between(first.date(), (end - timedelta(microseconds=1)).astimezone(UTC).date())
     days: list[datetime] = []
     hourly: list[tuple[datetime, datetime]] = []
+    covered: list[tuple[datetime, datetime]] = []
 
     def add(lo: datetime, hi: datetime) -> None:
         if lo >= hi:
@@ -131,9 +145,10 @@ def split_window(start: datetime, end: datetime) -> tuple[list[datetime], list[t
             add(day, day_end)
         else:
             days.append(day)
+            covered.append((day, through))
             add(through, day_end)
         day += DAY
-    return days, hourly
+    return Window(days, hourly, covered)
 
 
 def _built_between(first: date, last: date) -> dict[date, datetime]:

@@ -22,6 +22,8 @@ from apps.ingest.models import ServedModel
 # The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
 CLASS = ("dashboards_dailylineclass", "dashboards_dailyclass", "classification_hourlyclass")
 COST = ("dashboards_dailylinecost", "dashboards_dailycost", "pricing_hourlycost")
+# The class rollup by business line and hour, for the built hours (drawn by the hour).
+HOURLY_LINE = "dashboards_hourlylineclass"
 # What the daily rows by business line can group by (any filter but a dim other than the line).
 LINE_GROUPS = {"period", "component", "currency", "class", "reason", "model", "business_line"}
 MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}  # over the columns of the same names
@@ -38,8 +40,9 @@ def _reason_ids(flt: Filters) -> list[int] | None:
 
 def _part(
     table: str,
-    daily: bool,
-    window: Any,
+    when: str,
+    by_line: bool,
+    ranges: list[tuple[datetime, datetime]],
     names: list[str],
     sets: list[list[str]],
     measures: list[str],
@@ -48,13 +51,14 @@ def _part(
     reasons: list[int] | None,
     models: list[int] | None,
 ) -> tuple[str, list[Any]]:
-    """One grouped SELECT over a daily or an hourly rollup, one grouping set per entry of `sets`
-    (group names out of `names`, as columns g0, g1, ...): the window's days or hour ranges, the
-    filters as id lists, the dim set joined only when a dim other than the daily rows' business
-    line is filtered or grouped by. Its last group column tells the set of each row (GROUPING)."""
-    when = "c.day" if daily else "c.hour"
+    """One grouped SELECT over a rollup, one grouping set per entry of `sets` (group names out of
+    `names`, as columns g0, g1, ...): rows whose time column `when` is in one of the [from, to)
+    `ranges`, the filters as id lists, the dim set joined only when a dim other than the business
+    line of a `by_line` rollup (one with a business line column) is filtered or grouped by. Its last group
+    column tells the set of each row (GROUPING)."""
+    when = f"c.{when}"
     join = False
-    line_col = "c.business_line" if daily else "d.business_line"
+    line_col = "c.business_line" if by_line else "d.business_line"
     select: list[str] = []
     params: list[Any] = []
     for i, name in enumerate(names):
@@ -68,14 +72,13 @@ def _part(
             expr = "c.model_id"
         elif name == "business_line":
             expr = line_col
-            join = join or not daily
+            join = join or not by_line
         else:
             expr = "coalesce(d.dims ->> %s, '')"
             params.append(name)
             join = True
         select.append(f"{expr} AS g{i}")
     where: list[str] = []
-    ranges = day_runs(window) if daily else window
     where.append("(" + " OR ".join([f"({when} >= %s AND {when} < %s)"] * len(ranges)) + ")")
     params += [bound for pair in ranges for bound in pair]
     if reasons is not None:
@@ -88,7 +91,7 @@ def _part(
     if "business_line" in dims:
         where.append(f"{line_col} = %s")
         params.append(dims.pop("business_line"))
-        join = join or not daily
+        join = join or not by_line
     if dims:
         where.append("d.dims @> %s::jsonb")
         params.append(json.dumps(dims))
@@ -96,7 +99,7 @@ def _part(
     if lines is not None:
         where.append(f"{line_col} = ANY(%s)")
         params.append(lines)
-        join = join or not daily
+        join = join or not by_line
     columns = [*select, *(f"c.{m}" for m in measures)]
     inner = f"SELECT {', '.join(columns)} FROM {table} c"
     if join:
@@ -125,18 +128,24 @@ def _sums(
     if (reasons is not None and not reasons) or (models is not None and not models):
         return [[] for _ in sets]
     names = list(dict.fromkeys(name for groups in sets for name in groups))
-    days: list[datetime]
-    hours: list[tuple[datetime, datetime]]
-    if "period" in names and flt.granularity != "day":
-        days, hours = [], [(flt.start, flt.end)]  # drawn by the hour: only the hourly rows have hours
-    else:
-        days, hours = split_window(flt.start, flt.end)
     by_line = set(names) <= LINE_GROUPS and set(flt.dims) <= {"business_line"}
+    window = split_window(flt.start, flt.end)
+    # (table, its time column, whether it has the business line column, the ranges it serves)
+    reads: list[tuple[str, str, bool, list[tuple[datetime, datetime]]]]
+    if "period" in names and flt.granularity != "day":  # drawn by the hour: only hourly rows have hours
+        if by_line and rollup is CLASS:
+            reads = [(HOURLY_LINE, "hour", True, window.built), (rollup[2], "hour", False, window.hourly)]
+        else:
+            reads = [(rollup[2], "hour", False, [(flt.start, flt.end)])]
+    elif by_line:
+        reads = [(rollup[0], "day", True, day_runs(window.days)), (rollup[2], "hour", False, window.hourly)]
+    else:
+        reads = [(rollup[1], "day", True, day_runs(window.days)), (rollup[2], "hour", False, window.hourly)]
     parts: list[str] = []
     params: list[Any] = []
-    for daily, window, table in ((True, days, rollup[0] if by_line else rollup[1]), (False, hours, rollup[2])):
-        if window:
-            sql, found = _part(table, daily, window, names, sets, measures, flt, lines, reasons, models)
+    for table, when, has_line, ranges in reads:
+        if ranges:
+            sql, found = _part(table, when, has_line, ranges, names, sets, measures, flt, lines, reasons, models)
             parts.append(sql)
             params += found
     if not parts:
@@ -273,8 +282,12 @@ class Overview:
 def overview(*, flt: Filters, lines: list[str] | None, money: bool, top: int = 20) -> Overview:
     """What the overview shows (health, tokens by class over time, the business lines and, when
     `money`, spend): one query over the class rollups and one over the cost rollups."""
-    found = _sums(CLASS, ["tokens"], [["class", "component"], ["period", "class"], ["business_line"]], flt, lines)
+    if flt.granularity == "day":
+        found = _sums(CLASS, ["tokens"], [["class", "component"], ["business_line"], ["period", "class"]], flt, lines)
+    else:  # the series by the hour from the hourly rows, the rest from the daily ones where they serve
+        found = _sums(CLASS, ["tokens"], [["class", "component"], ["business_line"]], flt, lines)
+        found.append(_sum(CLASS, ["tokens"], ["period", "class"], flt, lines))
     costs: list[list[tuple]] = [[], []]
     if money:
         costs = _sums(COST, ["cost"], [["currency"], ["business_line", "currency"]], flt, lines)
-    return Overview(_health_of(found[0]), _series_of(found[1]), _slices_of(found[2], costs[1], top), dict(costs[0]))
+    return Overview(_health_of(found[0]), _series_of(found[2]), _slices_of(found[1], costs[1], top), dict(costs[0]))

@@ -67,6 +67,8 @@ FILTERS = [
     Filters(WINDOW.start, WINDOW.end, dims={"business_line": "support", "feature": "faq"}),
     Filters(WINDOW.start, WINDOW.end, dims={"step": "plan"}),
     Filters(DAY0, DAY0 + timedelta(days=1)),  # one whole day: hourly granularity
+    Filters(DAY0, DAY0 + timedelta(days=2), token_class="waste", dims={"business_line": "search"}),
+    Filters(DAY0 + timedelta(hours=5), DAY0 + timedelta(days=1, hours=20), dims={"feature": "rank"}),
 ]
 
 
@@ -95,7 +97,7 @@ def test_the_pages_read_the_same_from_the_daily_rollups_as_from_the_hourly_ones(
 
     assert not StaleDay.objects.exists()
     assert DailyClass.objects.count() > 0 and DailyCost.objects.count() > 0
-    for table in ("dailyclass", "dailycost", "dailylineclass", "dailylinecost"):
+    for table in ("dailyclass", "dailycost", "dailylineclass", "dailylinecost", "hourlylineclass"):
         assert any(f"dashboards_{table} " in q["sql"] for q in queries.captured_queries), table
     assert after == before
     assert before[0]["health"].total > 0 and before[0]["spend"]
@@ -142,11 +144,11 @@ def test_the_window_takes_whole_built_days_from_the_daily_rows() -> None:
     start = datetime(2026, 11, 1, 5, tzinfo=UTC)
     end = datetime(2026, 11, 5, 7, tzinfo=UTC)
 
-    days, hours = split_window(start, end)
+    days, hours, _built_ranges = split_window(start, end)
 
     assert days == [datetime(2026, 11, d, tzinfo=UTC) for d in (2, 3, 4)]
     assert hours == [(start, datetime(2026, 11, 2, tzinfo=UTC)), (datetime(2026, 11, 5, tzinfo=UTC), end)]
-    assert split_window(start, start + timedelta(hours=20)) == ([], [(start, start + timedelta(hours=20))])
+    assert split_window(start, start + timedelta(hours=20)) == ([], [(start, start + timedelta(hours=20))], [])
 
 
 @pytest.mark.django_db
@@ -154,7 +156,7 @@ def test_a_day_with_a_changed_hour_before_its_cutoff_or_not_built_is_read_from_t
     _built(1, 2, 3, 5)  # the 4th never built
     StaleDay.objects.create(day=datetime(2026, 11, 3).date(), hour=datetime(2026, 11, 3, 5, tzinfo=UTC))
 
-    days, hours = split_window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 6, tzinfo=UTC))
+    days, hours, _built_ranges = split_window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 6, tzinfo=UTC))
 
     assert days == [datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 5)]
     assert hours == [(datetime(2026, 11, 3, tzinfo=UTC), datetime(2026, 11, 5, tzinfo=UTC))]
@@ -167,10 +169,14 @@ def test_the_day_in_progress_serves_its_built_hours_and_reads_the_rest_by_the_ho
     # The hour in progress keeps being written: its marks do not touch the hours before the cutoff.
     StaleDay.objects.create(day=cutoff.date(), hour=cutoff)
 
-    days, hours = split_window(datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 5, 16, tzinfo=UTC))
+    days, hours, built = split_window(datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 5, 16, tzinfo=UTC))
 
     assert days == [datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 5, tzinfo=UTC)]
     assert hours == [(cutoff, datetime(2026, 11, 5, 16, tzinfo=UTC))]
+    assert built == [
+        (datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 5, tzinfo=UTC)),
+        (datetime(2026, 11, 5, tzinfo=UTC), cutoff),
+    ]
     # A window that ends before the cutoff cannot use the day's rows.
     assert split_window(datetime(2026, 11, 5, tzinfo=UTC), datetime(2026, 11, 5, 10, tzinfo=UTC))[0] == []
 
