@@ -92,11 +92,15 @@ def streamed_through(suite: Any, fault: str, prefix: str, day: date, inject: Any
     stream = Stream(suite.platform.url, key.secret, prefix, RECORDS, midnight(day), 24, suite.workdir, RATE).run()
     stream.wait_submitted(0.3)
     at_fault = stream.progress()["submitted"]
+    stored_before = len(stored(suite.url, key.id).ids)
     inject()
     summary = stream.wait()
     sent, found = stream.sent(), stored(suite.url, key.id)
     outcome = record_outcome(
-        fault, sent, found, note=f"fault at {at_fault} submitted; {summary['failed_requests']:.0f} failed requests"
+        fault,
+        sent,
+        found,
+        note=f"fault at {at_fault} submitted, {stored_before} stored; {summary['failed_requests']:.0f} failed requests",
     )
     assert at_fault < RECORDS, "the fault came after the stream ended"
     assert_stored_once(found, sent)
@@ -325,10 +329,14 @@ def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, su
         wait_until(lambda: len(flaky.log) >= ALERTS, 60, "the first attempts to fail", 0.05)
         if killed:
             # Killed holding the retries it has scheduled, maybe in the middle of a send to the
-            # other receiver; what it left `sending` the sweep marks failed (after 10 minutes
-            # in production, at once here), and the new worker gets the retries from Redis.
+            # other receiver, or between writing a retry and queueing its message. The new worker
+            # gets the scheduled retries from Redis; the beat sweep, once they are due, sends the
+            # retries whose message was never queued and marks failed what was left `sending`
+            # (after 10 minutes in production, at once here).
             workers[-1].kill()
+            time.sleep(max(float(d) for d in RETRY_DELAYS.split(",")))
             ops(suite.env, "sweep")
+            flaky.failing = False  # the receiver comes back
             workers.append(Worker(suite.env, log).start())
         flaky.failing = False  # the receiver comes back
 
