@@ -272,7 +272,9 @@ def pages_of(role: str, client: Any, info: dict[str, Any]) -> list[tuple[str, st
     if role == "engineer-all":  # the company-wide operations pages, refused to a scoped user
         version = RuleSet.objects.get(status="active").version
         return [("rules: try (newest)", f"/rules/{version}/try/"), ("collectors", "/collectors/")]
-    pages = [("overview", f"/overview/?range={RANGE}"), ("overview (default 7d)", "/overview/")]
+    last = date.fromisoformat(info["days_list"][-1])  # the month's records end with yesterday
+    pages = [("overview", f"/overview/?range={RANGE}"), ("overview (default 7d)", "/overview/"),
+             ("overview (2 days, hourly)", f"/overview/?from={last - timedelta(days=1)}&to={last}")]  # fmt: skip
     pages += drill_path(client)
     pages += [("audits", "/audits/")]
     if info["audit"]:
