@@ -25,3 +25,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
+
+# Under /api/ a JSON 404, as every other API error (tests/hostile fuzzes the schema's answers).
+handler404 = "costplatform.views.not_found"

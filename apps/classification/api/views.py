@@ -96,6 +96,9 @@ class RuleSetsView(APIView):
     def get(self, request: Request) -> Response:
         return Response(RuleSetOut(RuleSet.objects.prefetch_related("rules"), many=True).data)
 
+    class DraftIn(serializers.Serializer):
+        name = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+
     @extend_schema(
         operation_id="rulesets_draft",
         request=inline_serializer("RuleSetDraftIn", {"name": serializers.CharField(required=False, max_length=200)}),
@@ -103,7 +106,9 @@ class RuleSetsView(APIView):
         description="A new draft holding a copy of the active rule set's rules (engineer or admin).",
     )
     def post(self, request: Request) -> Response:
-        draft = ruleset_draft_create(user=request.user, name=str(request.data.get("name", ""))[:200])
+        data = self.DraftIn(data=request.data)  # a body that is not an object is a 400, not a 500
+        data.is_valid(raise_exception=True)
+        draft = ruleset_draft_create(user=request.user, name=data.validated_data["name"])
         return Response(RuleSetOut(draft).data, status=201)
 
 

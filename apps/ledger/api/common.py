@@ -11,6 +11,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
@@ -26,6 +27,11 @@ LEDGER_ROLES = ("finance", "admin", "engineer")
 SeesMoney = company_wide(roles_required(*MONEY_ROLES))
 SeesLedger = company_wide(roles_required(*LEDGER_ROLES))
 IsAdmin = company_wide(roles_required("admin"))
+
+
+def rows_of(output: type[serializers.Serializer], name: str, **extra: serializers.Field) -> Any:
+    """The OpenAPI description of a table answer: `{"rows": [output, ...]}`, plus `extra` fields."""
+    return inline_serializer(name, {"rows": output(many=True), **extra})
 
 
 def sees_money(request: Request) -> bool:

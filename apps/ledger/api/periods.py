@@ -26,6 +26,7 @@ from apps.ledger.api.common import (
     as_download,
     money,
     month_param,
+    rows_of,
     sees_money,
 )
 from apps.ledger.api.views import CSV_FORMAT, PERIOD, RENDERERS
@@ -137,7 +138,11 @@ class FindingsView(APIView):
                 "delivered_at",
             ]
 
-    @extend_schema(operation_id="ledger_findings", parameters=[PERIOD, CSV_FORMAT], responses={200: Output(many=True)})
+    @extend_schema(
+        operation_id="ledger_findings",
+        parameters=[PERIOD, CSV_FORMAT],
+        responses={200: rows_of(Output, "LedgerFindingsPage")},
+    )
     def get(self, request: Request) -> Response:
         month = month_param(request)
         data = self.Output(Finding.objects.filter(period=month), many=True).data
@@ -180,7 +185,11 @@ class BudgetsView(APIView):
         tokens = serializers.IntegerField(allow_null=True)
         updated_at = serializers.DateTimeField()
 
-    @extend_schema(operation_id="ledger_budgets", parameters=[PERIOD, CSV_FORMAT], responses={200: Output(many=True)})
+    @extend_schema(
+        operation_id="ledger_budgets",
+        parameters=[PERIOD, CSV_FORMAT],
+        responses={200: rows_of(Output, "LedgerBudgetsPage")},
+    )
     def get(self, request: Request) -> Response:
         month = month_param(request)
         data = self.Output(Budget.objects.filter(month=month), many=True, context={"money": sees_money(request)}).data
@@ -223,7 +232,11 @@ class RevenueView(APIView):
         currency = serializers.CharField()
         entered_at = serializers.DateTimeField()
 
-    @extend_schema(operation_id="ledger_revenue", parameters=[PERIOD, CSV_FORMAT], responses={200: Output(many=True)})
+    @extend_schema(
+        operation_id="ledger_revenue",
+        parameters=[PERIOD, CSV_FORMAT],
+        responses={200: rows_of(Output, "LedgerRevenuePage")},
+    )
     def get(self, request: Request) -> Response:
         month = month_param(request)
         data = self.Output(Revenue.objects.filter(month=month), many=True).data

@@ -25,6 +25,7 @@ from apps.ledger.api.common import (
     as_download,
     money,
     month_param,
+    rows_of,
     sees_money,
 )
 from apps.ledger.models import Account, JournalLine
@@ -110,7 +111,7 @@ class MatrixView(APIView):
             OpenApiParameter("kind", str, enum=["expense", "all"]),
             CSV_FORMAT,
         ],
-        responses={200: Output(many=True)},
+        responses={200: rows_of(Output, "LedgerMatrixPage")},
     )
     def get(self, request: Request) -> Response:
         start = month_param(request, "from")
@@ -173,7 +174,7 @@ class JournalView(APIView):
             OpenApiParameter("offset", int),
             CSV_FORMAT,
         ],
-        responses={200: Output(many=True)},
+        responses={200: rows_of(Output, "LedgerJournalPage", next_offset=serializers.IntegerField(allow_null=True))},
     )
     def get(self, request: Request) -> Response:
         month = month_param(request)
@@ -239,7 +240,9 @@ class BudgetVsActualView(APIView):
         tokens_used = serializers.DecimalField(max_digits=12, decimal_places=4, allow_null=True)
 
     @extend_schema(
-        operation_id="ledger_budget_vs_actual", parameters=[PERIOD, CSV_FORMAT], responses={200: Output(many=True)}
+        operation_id="ledger_budget_vs_actual",
+        parameters=[PERIOD, CSV_FORMAT],
+        responses={200: rows_of(Output, "LedgerBudgetVsActualPage")},
     )
     def get(self, request: Request) -> Response:
         month = month_param(request)
@@ -259,7 +262,9 @@ class AccountsView(APIView):
             model = Account
             fields = ["code", "name", "kind", "role", "description", "active"]
 
-    @extend_schema(operation_id="ledger_accounts", parameters=[CSV_FORMAT], responses={200: Output(many=True)})
+    @extend_schema(
+        operation_id="ledger_accounts", parameters=[CSV_FORMAT], responses={200: rows_of(Output, "LedgerAccountsPage")}
+    )
     def get(self, request: Request) -> Response:
         data = self.Output(Account.objects.all(), many=True).data
         return as_download(Response({"rows": data}), request, "chart-of-accounts")
