@@ -43,55 +43,134 @@ UNION SELECT DISTINCT (hour AT TIME ZONE 'UTC')::date FROM pricing_hourlycost;
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('classification', '0005_hourlyclass_no_fk_checks'),
-        ('ingest', '0004_hourlyusage_no_fk_checks'),
-        ('pricing', '0001_initial'),
+        ("classification", "0005_hourlyclass_no_fk_checks"),
+        ("ingest", "0004_hourlyusage_no_fk_checks"),
+        ("pricing", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StaleDay',
+            name="StaleDay",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField(db_index=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateField(db_index=True)),
             ],
         ),
         migrations.CreateModel(
-            name='DailyClass',
+            name="DailyClass",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateTimeField()),
-                ('business_line', models.CharField(blank=True, default='', max_length=256)),
-                ('component', models.SmallIntegerField(choices=[(0, 'cached_prompt'), (1, 'uncached_prompt'), (2, 'structural'), (3, 'output'), (4, 'padding'), (5, 'spec_rejected'), (6, 'recomputed')])),
-                ('tokens', models.BigIntegerField()),
-                ('dims', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='ingest.dimset')),
-                ('model', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='ingest.servedmodel')),
-                ('reason', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='classification.reason')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateTimeField()),
+                ("business_line", models.CharField(blank=True, default="", max_length=256)),
+                (
+                    "component",
+                    models.SmallIntegerField(
+                        choices=[
+                            (0, "cached_prompt"),
+                            (1, "uncached_prompt"),
+                            (2, "structural"),
+                            (3, "output"),
+                            (4, "padding"),
+                            (5, "spec_rejected"),
+                            (6, "recomputed"),
+                        ]
+                    ),
+                ),
+                ("tokens", models.BigIntegerField()),
+                (
+                    "dims",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="ingest.dimset",
+                    ),
+                ),
+                (
+                    "model",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="ingest.servedmodel",
+                    ),
+                ),
+                (
+                    "reason",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="classification.reason",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['day', 'reason'], name='dashboards_dailyclass_day')],
+                "indexes": [models.Index(fields=["day", "reason"], name="dashboards_dailyclass_day")],
             },
         ),
         migrations.CreateModel(
-            name='DailyCost',
+            name="DailyCost",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateTimeField()),
-                ('business_line', models.CharField(blank=True, default='', max_length=256)),
-                ('component', models.SmallIntegerField(choices=[(0, 'cached_prompt'), (1, 'uncached_prompt'), (2, 'structural'), (3, 'output'), (4, 'padding'), (5, 'spec_rejected'), (6, 'recomputed')])),
-                ('currency', models.CharField(choices=[('CNY', 'Cny'), ('USD', 'Usd')], max_length=3)),
-                ('tokens', models.BigIntegerField()),
-                ('cost', models.DecimalField(decimal_places=12, max_digits=30)),
-                ('dims', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='ingest.dimset')),
-                ('model', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='ingest.servedmodel')),
-                ('reason', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='classification.reason')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateTimeField()),
+                ("business_line", models.CharField(blank=True, default="", max_length=256)),
+                (
+                    "component",
+                    models.SmallIntegerField(
+                        choices=[
+                            (0, "cached_prompt"),
+                            (1, "uncached_prompt"),
+                            (2, "structural"),
+                            (3, "output"),
+                            (4, "padding"),
+                            (5, "spec_rejected"),
+                            (6, "recomputed"),
+                        ]
+                    ),
+                ),
+                ("currency", models.CharField(choices=[("CNY", "Cny"), ("USD", "Usd")], max_length=3)),
+                ("tokens", models.BigIntegerField()),
+                ("cost", models.DecimalField(decimal_places=12, max_digits=30)),
+                (
+                    "dims",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="ingest.dimset",
+                    ),
+                ),
+                (
+                    "model",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="ingest.servedmodel",
+                    ),
+                ),
+                (
+                    "reason",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="classification.reason",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['day', 'reason'], name='dashboards_dailycost_day')],
+                "indexes": [models.Index(fields=["day", "reason"], name="dashboards_dailycost_day")],
             },
         ),
         migrations.RunSQL(MARK_STALE, "DROP FUNCTION dashboards_mark_stale();"),
