@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.ingest.models import DimSet, Rejection, ServedModel
+from apps.ingest.models import DimSet, DroppedPartition, Rejection, ServedModel
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -33,3 +33,11 @@ class DimSetAdmin(ReadOnlyAdmin):
     list_display = ["id", "business_line", "__str__"]
     search_fields = ["business_line"]
     exclude = ["digest"]
+
+
+@admin.register(DroppedPartition)
+class DroppedPartitionAdmin(ReadOnlyAdmin):
+    list_display = ["month", "partition", "records", "dropped_at"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

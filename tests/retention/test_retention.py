@@ -117,6 +117,7 @@ def test_it_drops_old_partitions_whole_and_keeps_rollups_prices_and_ledger(histo
         page = client.get("/api/v1/records", {"from": "2025-01-01", "to": "2026-03-01"}).json()
     assert {"2025-01", "2025-06"} <= set(page["dropped"]) and "2026-02" not in page["dropped"]
     assert len(page["results"]) == 10
+    assert "ingest_record_y2025m01" in client.get("/admin/ingest/droppedpartition/").content.decode()
 
 
 def test_dry_run_says_what_would_go_and_changes_nothing(history: None) -> None:
