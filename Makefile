@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run demo-data test lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install run demo-data test fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -72,6 +72,10 @@ bench-serving: install  ## the same load against vLLM with and without the instr
 
 bench-alerts: install services  ## one evaluation cycle at 1,000 business lines x 20 models, and ingest -> delivered; see docs/alerts.md
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} $(PY) bench/alerts.py $(BENCH_ARGS)
+
+fuzz: install services  ## tests/hostile in its long form: schemathesis with its coverage phase and HOSTILE_EXAMPLES (200) cases an operation, the decoder and rule fuzzers 25x; see docs/reliability.md
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  HOSTILE_EXAMPLES=$${HOSTILE_EXAMPLES:-200} $(PY) -m pytest tests/hostile -s $(PYTEST_ARGS)
 
 bench-pages: install services  ## every dashboard page's p50/p95 over a month of 10M records; BENCH_ARGS="--records 1000000" for a quick run; see docs/dashboards.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_pages} \

@@ -16,7 +16,8 @@ from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase
+from hypothesis import settings as fuzz_settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -47,6 +48,16 @@ schema.app = get_wsgi_application()
 schema.config.phases.update(phases=["examples", "fuzzing", *(["coverage"] if EXAMPLES > 8 else [])])
 
 
+CASES: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _count_cases() -> Iterator[None]:
+    yield
+    if CASES:
+        print(f"\nschemathesis: {sum(CASES.values())} cases over {len(CASES)} operations, {EXAMPLES} examples each")
+
+
 @pytest.fixture
 def in_process(db: None) -> Iterator[None]:
     """As django.test.Client does: the WSGI handler must not close the database connection at
@@ -59,7 +70,9 @@ def in_process(db: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def credentials(in_process: None, django_user_model: Any) -> dict[str, str]:
+def credentials(in_process: None, django_user_model: Any, settings: Any) -> dict[str, str]:
+    # Basic auth checks the password on every request; the production hasher costs ~0.5 s a check.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     django_user_model.objects.create_superuser("fuzz-admin", "fuzz@example.com", PASSWORD)
     key = factories.collector_key("fuzz-collector")
     basic = base64.b64encode(f"fuzz-admin:{PASSWORD}".encode()).decode()
@@ -67,7 +80,7 @@ def credentials(in_process: None, django_user_model: Any) -> dict[str, str]:
 
 
 @schema.parametrize()
-@settings(
+@fuzz_settings(
     max_examples=EXAMPLES,
     deadline=None,
     derandomize=True,
@@ -77,6 +90,8 @@ def credentials(in_process: None, django_user_model: Any) -> dict[str, str]:
 def test_every_operation_answers_as_its_schema_says(case: Any, credentials: dict[str, str]) -> None:
     who = "collector" if case.operation.method.upper() == "POST" and case.path == "/api/v1/records" else "person"
     case.call_and_validate(headers={"Authorization": credentials[who]}, checks=CHECKS)
+    name = f"{case.operation.method.upper()} {case.operation.path}"
+    CASES[name] = CASES.get(name, 0) + 1
 
 
 def test_the_served_schema_is_the_one_fuzzed(admin_client: Any) -> None:
