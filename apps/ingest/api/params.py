@@ -23,7 +23,11 @@ def parse_time(request: Request, name: str, default: datetime) -> datetime:
     value = parse_datetime(raw) if "T" in raw or " " in raw else parse_datetime(f"{raw}T00:00:00+00:00")
     if value is None:
         raise exceptions.ValidationError({name: [f"{raw!r} is not an RFC 3339 time or a date."]})
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        # In UTC: PostgreSQL refuses offsets past 15:59 that Python reads (+19:08).
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError as exc:
+        raise exceptions.ValidationError({name: [f"{raw!r} is out of range."]}) from exc
 
 
 def page_limit(request: Request, default: int = 100, maximum: int = 1000) -> int:
