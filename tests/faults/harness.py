@@ -28,9 +28,9 @@ from tests.processes import ROOT
 
 FULL = os.environ.get("FAULTS_FULL") == "1"
 REPEATS = int(os.environ.get("FAULTS_REPEATS") or (3 if FULL else 1))
-RECORDS = int(os.environ.get("FAULTS_RECORDS") or (20_000 if FULL else 1_500))
-RATE = float(os.environ.get("FAULTS_RATE") or (4_000 if FULL else 1_500))  # records a second into the shipper
-ALERTS = 30 if FULL else 10
+RECORDS = int(os.environ.get("FAULTS_RECORDS") or (20_000 if FULL else 1_000))
+RATE = float(os.environ.get("FAULTS_RATE") or (4_000 if FULL else 1_000))  # records a second into the shipper
+ALERTS = 30 if FULL else 6
 
 # Retries of alert deliveries (seconds): a receiver that comes back within them gets the alert.
 RETRY_DELAYS = "3,1,1"  # the first long enough to kill a worker between attempts

@@ -116,7 +116,7 @@ def test_records_survive_postgresql_restarts_mid_stream(rep, suite):
         f"(a) PostgreSQL restart -m {mode} mid-stream",
         f"pg{rep}",
         month_start(2) + timedelta(days=rep),
-        lambda mode=mode: suite.pg.restart(mode, down_for=1.0),
+        lambda mode=mode: suite.pg.restart(mode, down_for=0.5),
     )
 
 
@@ -124,7 +124,7 @@ def test_records_survive_postgresql_restarts_mid_stream(rep, suite):
 def test_records_survive_kill_9_of_the_web_server_mid_stream(rep, suite):
     def crash() -> None:
         suite.platform.kill()  # master and workers, SIGKILL
-        time.sleep(1.0)
+        time.sleep(0.5)
         suite.platform.start()
 
     streamed_through(
