@@ -247,13 +247,28 @@ def _days_made_dirty(present: list[Candidate], stored: list[Candidate], window: 
     return dirty
 
 
+# One probe of the prompt hash index per hash, the time window tested on the rows it finds. Given
+# the hashes as one array instead, the planner ANDs the hash index with the primary key's range
+# over the whole window, which at a few thousand records a second reads millions of index
+# entries per batch. OFFSET 0 keeps the subquery a per-hash probe (the planner may not flatten it).
+_STORED_CANDIDATES = """
+SELECT r.prompt_hash, m.name, d.business_line, r.ts
+FROM unnest(%s::bytea[]) AS h(hash)
+CROSS JOIN LATERAL (
+    SELECT prompt_hash, model_id, dims_id, ts FROM ingest_record
+    WHERE prompt_hash = h.hash AND status = 0 AND source_id = %s AND ts >= %s AND ts <= %s
+    OFFSET 0
+) r
+JOIN ingest_dimset d ON d.id = r.dims_id
+JOIN ingest_servedmodel m ON m.id = r.model_id
+"""
+
+
 def _stored_candidates(source_id: int, present: list[Candidate], window: timedelta) -> list[Candidate]:
     hashes = sorted({c.key[0] for c in present})
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT r.prompt_hash, m.name, d.business_line, r.ts FROM ingest_record r "
-            "JOIN ingest_dimset d ON d.id = r.dims_id JOIN ingest_servedmodel m ON m.id = r.model_id "
-            "WHERE r.prompt_hash = ANY(%s) AND r.status = 0 AND r.source_id = %s AND r.ts >= %s AND r.ts <= %s",
+            _STORED_CANDIDATES,
             [hashes, source_id, min(c.ts for c in present) - window, max(c.ts for c in present) + window],
         )
         return [Candidate((bytes(h), name, bl), ts) for h, name, bl, ts in cursor.fetchall()]
