@@ -36,9 +36,10 @@ browser:
 	@command -v chromium >/dev/null && fc-list :lang=zh | grep -q . \
 	  || (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei)
 
+# The slowest tests are listed at the end, to keep an eye on the suite's time.
 test: install services browser
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
-	  $(PY) -m pytest $(PYTEST_ARGS)
+	  $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 security: install services  ## the security suite alone (also in make test): routes, rate limits, secrets, deploy settings, audit log; see docs/security.md
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
