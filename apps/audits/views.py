@@ -17,6 +17,7 @@ from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
 from apps.audits.selectors import report_csv_rows, report_findings, report_for_month, scope_totals
 from apps.ledger.services.periods import PeriodError, parse_month
+from costplatform.csvcells import safe_row
 
 READERS = ("finance", "engineer", "admin")
 MONEY_READERS = ("finance", "admin")
@@ -75,5 +76,5 @@ def _csv(report: AuditReport, with_money: bool, lines: list[str] | None) -> Http
     response["Content-Disposition"] = f'attachment; filename="audit-{report.month:%Y-%m}.csv"'
     writer = csv.writer(response, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerows(safe_row(row) for row in rows)
     return response

@@ -28,6 +28,7 @@ from typing import Any
 from apps.ledger import conf
 from apps.ledger.models import Account, JournalEntry, JournalLine
 from apps.ledger.services.accrual import month_of, next_month
+from costplatform.csvcells import safe_dict
 
 COLUMNS = (
     "BilledCost",
@@ -172,7 +173,7 @@ def focus_csv(*, month: date) -> Iterator[str]:
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for i, row in enumerate(focus_rows(month=month)):
-        writer.writerow(row)
+        writer.writerow(safe_dict(row))
         if i % 1000 == 999:
             yield buffer.getvalue()
             buffer.seek(0)

@@ -19,6 +19,7 @@ from apps.accounts.scopes import business_lines_of
 from apps.ledger.dashboard import dashboard_build
 from apps.ledger.services.accrual import month_of
 from apps.ledger.services.periods import PeriodError, parse_month
+from costplatform.csvcells import safe_row
 
 
 def _month(request: HttpRequest) -> date:
@@ -50,7 +51,7 @@ def finance_dashboard(request: HttpRequest) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="finance-{table.name}-{board.month:%Y-%m}.csv"'
         writer = csv.writer(response, lineterminator="\n")
         writer.writerow(table.columns)
-        writer.writerows(["" if v is None else v for v in cells] for cells in table.cells())
+        writer.writerows(safe_row("" if v is None else v for v in cells) for cells in table.cells())
         return response
     return render(request, "ledger/finance.html", {"board": board, "month": f"{board.month:%Y-%m}"})
 

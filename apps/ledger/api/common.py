@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from apps.accounts.roles import roles_required, user_has_role
 from apps.accounts.scopes import company_wide
 from apps.ledger.services.periods import PeriodError, parse_month
+from costplatform.csvcells import safe_dict, safe_row
 
 MONEY_ROLES = ("finance", "admin")
 LEDGER_ROLES = ("finance", "admin", "engineer")
@@ -79,9 +80,10 @@ class CSVRenderer(BaseRenderer):
         rows = list(rows)
         columns = list(rows[0]) if rows else _columns((renderer_context or {}).get("view"))
         buffer = io.StringIO()
+        # Column names can come from the data (dim keys): the header goes through the same guard.
+        csv.writer(buffer, lineterminator="\n").writerow(safe_row(columns))
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
+        writer.writerows(safe_dict({k: _cell(v) for k, v in row.items()}) for row in rows)
         return (buffer.getvalue() or "\n").encode()
 
 
