@@ -1,5 +1,6 @@
 """The one way to send HTTP to a user-supplied URL: timeouts, no redirects, a capped
-response, and a guard against private, loopback and link-local addresses.
+response, and a guard against private, loopback and link-local addresses (IPv4 ones wrapped
+in IPv6 included: mapped, compatible, NAT64, 6to4).
 
 The host is resolved once, every address is checked, and the connection goes to the
 checked address (TLS still verifies the host name), so DNS rebinding between the check and
@@ -49,11 +50,32 @@ def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(cidr, strict=False) for cidr in settings.ALERTS_OUTBOUND_ALLOW]
 
 
+# IPv6 forms that carry an IPv4 address in their last 32 bits, which is where the packet ends
+# up (a NAT64 gateway or the host's own stack translates it): IPv4-compatible (::a.b.c.d),
+# SIIT-translated (::ffff:0:a.b.c.d) and NAT64's well-known prefix (64:ff9b::a.b.c.d).
+# IPv4-mapped (::ffff:a.b.c.d) and 6to4 (2002:aabb:ccdd::) have their own properties.
+_LAST_32_BITS = tuple(ipaddress.IPv6Network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
+# RFC 8215's local-use NAT64 prefix: the gateway's own network, never a public address.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address wraps (mapped, compatible, translated, NAT64, 6to4)."""
+    if ip.ipv4_mapped or ip.sixtofour:
+        return ip.ipv4_mapped or ip.sixtofour
+    if any(ip in net for net in _LAST_32_BITS) and int(ip) > 1:  # :: and ::1 are IPv6's own
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def address_blocked(address: str) -> bool:
-    """True for addresses a user-supplied URL must not reach, unless allow-listed."""
-    ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    """True for addresses a user-supplied URL must not reach, unless allow-listed. An IPv6
+    address that wraps an IPv4 one is judged by the IPv4 address inside."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _LOCAL_NAT64:
+            return not any(ip in net for net in _allowed_networks())
+        ip = embedded_ipv4(ip) or ip
     if any(ip in net for net in _allowed_networks()):
         return False
     return not ip.is_global or ip.is_multicast
