@@ -2,11 +2,18 @@
 
 Rendering happens at delivery from the Alert row's figures, so a retry sends the same
 message and a channel's language can be changed without re-evaluating anything.
+
+Business lines, models and findings come from the records, that is from callers: a line
+named `[click](http://evil)`, `<!channel>` or `@all` must reach the chat as inert text, not
+as a link or a ping to everyone. The Message holds the text as found; each transport shows it
+through `plain` (plain-text fields) or `markup` (markdown and Slack mrkdwn), and whoever
+writes a broadcast's markdown passes the data it quotes through `markup`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -108,6 +115,27 @@ SEVERITY = {
 }
 
 
+# A zero-width space: invisible, and enough to stop a mention or link from being recognised.
+ZWSP = "\u200b"
+_MENTION = re.compile(r"@(?=\w)")  # @all, @here, @channel, @everyone, @someone
+_WWW = re.compile(r"(?i)\b(www)\.")  # with "://", what chat clients turn into a link unasked
+
+
+def plain(text: str) -> str:
+    """Data shown as text, made inert: no mention, no auto-link, no tag (a `<` is followed by
+    an invisible space) and no markdown link or reference (nor is a `]`)."""
+    text = _MENTION.sub("@" + ZWSP, text).replace("://", ":" + ZWSP + "//")
+    text = text.replace("<", "<" + ZWSP).replace("]", "]" + ZWSP)
+    return _WWW.sub(lambda m: m.group(1) + ZWSP + ".", text)
+
+
+def markup(text: str) -> str:
+    """Data placed in markdown (DingTalk, Feishu lark_md, WeCom, Mattermost) or Slack mrkdwn:
+    `&`, `<`, `>` as the entities these read (Slack's `<!channel>` and `<url|text>`, Feishu's
+    `<at id=all>`, WeCom's `<@user>` are tags), then what `plain` does."""
+    return plain(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
 @dataclass(frozen=True)
 class Message:
     title: str
@@ -165,11 +193,12 @@ def message_for(alert: Alert, language: str) -> Message:
     )
 
 
-def markdown(message: Message, *, bold: str = "**") -> str:
-    """The body as markdown (Feishu lark_md, DingTalk, WeCom; Slack's mrkdwn with bold='*')."""
+def markdown(message: Message, *, bold: str = "**", escape: Callable[[str], str] = markup) -> str:
+    """The body as markdown (Feishu lark_md, DingTalk, WeCom; Slack's mrkdwn with bold='*'),
+    the figures' values through `escape` (`plain` for email)."""
     body = message.body_markdown
     if body and bold == "*":  # Slack mrkdwn: *bold*, <url|text>
         body = re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r"<\2|\1>", re.sub(r"\*\*(.+?)\*\*", r"*\1*", body))
     parts = [body] if body else []
-    parts += [f"{bold}{label}{bold}: {value}" if label else value for label, value in message.lines]
+    parts += [f"{bold}{label}{bold}: {escape(value)}" if label else escape(value) for label, value in message.lines]
     return "\n".join(parts)

@@ -79,7 +79,9 @@ def broadcast(
 
     The message is sent as given, whatever a channel's language: pass the text you want
     read. `body_markdown` is plain markdown (bold, lists, links); every provider gets it in
-    its native card/markdown, Slack's mrkdwn and email as near as they come. `link` may be a
+    its native card/markdown, Slack's mrkdwn and email as near as they come. Data quoted in it
+    (a business line, a model) must go through `apps.alerts.messages.markup`, so that it
+    cannot add a link or a mention; the title is escaped per channel. `link` may be a
     path ("/audits/2026-11") and is made absolute with ALERTS_SITE_URL. Each call is a new
     alert (no deduplication): call it once per report.
     """

@@ -135,7 +135,10 @@ def _summaries(findings: list[AuditFinding]) -> list[tuple[str | None, list[Audi
 
 
 def summary_markdown(report: AuditReport, findings: list[AuditFinding], *, whole: bool, top: int = 5) -> str:
-    """The chat summary: what to cut, biggest first, in tokens (money only when configured)."""
+    """The chat summary: what to cut, biggest first, in tokens (money only when configured).
+    Finding titles name business lines and models, which callers chose: they go in as inert text."""
+    from apps.alerts.messages import markup
+
     with_money = conf.get("AUDIT_BROADCAST_MONEY")
     counted = [f for f in findings if f.counted]
     saved = report.savings_tokens if whole else sum(f.savings_tokens for f in counted)
@@ -146,7 +149,7 @@ def summary_markdown(report: AuditReport, findings: list[AuditFinding], *, whole
             lines[0] += f" / **{money:,.2f} {report.currency}**"
     for finding in findings[:top]:
         money = f", {finding.savings:,.2f} {report.currency}" if with_money and finding.savings is not None else ""
-        lines.append(f"- {finding.title} ({finding.savings_tokens:,} tokens{money})")
+        lines.append(f"- {markup(finding.title)} ({finding.savings_tokens:,} tokens{money})")
     if len(findings) > top:
         lines.append(f"- ... and {len(findings) - top} more in the report")
     if not findings:

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from urllib.parse import quote_plus
 
-from apps.alerts.messages import Message, markdown
+from apps.alerts.messages import Message, markdown, markup, plain
 from apps.alerts.transports.base import HttpTransport
 
 
@@ -35,7 +35,7 @@ class DingTalk(HttpTransport):
         return f"{self.channel.url}{joiner}timestamp={timestamp_ms}&sign={sign}"
 
     def notify(self, message: Message) -> None:
-        text = f"### {message.title}\n\n" + markdown(message).replace("\n", "\n\n")
+        text = f"### {markup(message.title)}\n\n" + markdown(message).replace("\n", "\n\n")
         if message.link:
             text += f"\n\n[{message.view_label}]({message.link})"
-        self.post({"msgtype": "markdown", "markdown": {"title": message.title, "text": text}})
+        self.post({"msgtype": "markdown", "markdown": {"title": plain(message.title), "text": text}})

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from apps.alerts.messages import Message, markdown
+from apps.alerts.messages import Message, markdown, plain
 from apps.alerts.models import Severity
 from apps.alerts.transports.base import HttpTransport
 
@@ -36,7 +36,7 @@ class Feishu(HttpTransport):
             button = {"tag": "button", "type": "primary", "url": message.link, "text": label}
             elements.append({"tag": "action", "actions": [button]})
         template = "green" if message.resolved else TEMPLATES[Severity(message.severity)]
-        header = {"title": {"tag": "plain_text", "content": message.title}, "template": template}
+        header = {"title": {"tag": "plain_text", "content": plain(message.title)}, "template": template}
         return {"msg_type": "interactive", "card": {"header": header, "elements": elements}}
 
     def notify(self, message: Message) -> None:

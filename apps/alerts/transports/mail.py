@@ -7,7 +7,7 @@ import smtplib
 from django.conf import settings
 from django.core.mail import EmailMessage
 
-from apps.alerts.messages import Message, markdown
+from apps.alerts.messages import Message, markdown, plain
 from apps.alerts.transports.base import Transport, TransportError
 
 
@@ -16,8 +16,8 @@ class Email(Transport):
         to = [a.strip() for a in self.channel.email_to.split(",") if a.strip()]
         if not to:
             raise TransportError("no recipient addresses", permanent=True)
-        body = markdown(message) + (f"\n\n{message.view_label}: {message.link}" if message.link else "")
-        email = EmailMessage(subject=message.title, body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=to)
+        body = markdown(message, escape=plain) + (f"\n\n{message.view_label}: {message.link}" if message.link else "")
+        email = EmailMessage(subject=plain(message.title), body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=to)
         try:
             email.send()
         except smtplib.SMTPRecipientsRefused as exc:

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.alerts.messages import Message, markdown
+from apps.alerts.messages import Message, markdown, markup, plain
 from apps.alerts.transports.base import HttpTransport
 
 
 def slack_payload(message: Message) -> dict[str, Any]:
     """Block Kit payload; Slack-compatible webhooks (Mattermost, Rocket.Chat) take the same."""
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": message.title[:150]}},
+        {"type": "header", "text": {"type": "plain_text", "text": plain(message.title)[:150]}},
         {"type": "section", "text": {"type": "mrkdwn", "text": markdown(message, bold="*")}},
     ]
     if message.link:
         button = {"type": "button", "text": {"type": "plain_text", "text": message.view_label}, "url": message.link}
         blocks.append({"type": "actions", "elements": [button]})
-    return {"text": message.title, "blocks": blocks}
+    # `text` is the notification's fallback and is read as mrkdwn: <!channel> there would ping everyone.
+    return {"text": markup(message.title), "blocks": blocks}
 
 
 class Slack(HttpTransport):

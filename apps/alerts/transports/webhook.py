@@ -8,7 +8,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from apps.alerts.messages import Message, markdown
+from apps.alerts.messages import Message, markdown, plain
 from apps.alerts.transports.base import HttpTransport
 
 
@@ -27,9 +27,9 @@ class Webhook(HttpTransport):
 
     def payload(self, message: Message) -> dict[str, Any]:
         return {
-            "title": message.title,
+            "title": plain(message.title),
             "text": markdown(message),
-            "figures": [{"label": label, "value": value} for label, value in message.lines],
+            "figures": [{"label": label, "value": plain(value)} for label, value in message.lines],
             "severity": message.severity,
             "resolved": message.resolved,
             "link": message.link,

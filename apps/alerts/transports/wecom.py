@@ -3,7 +3,7 @@ Errors come as HTTP 200 with a non-zero `errcode`."""
 
 from __future__ import annotations
 
-from apps.alerts.messages import Message, markdown
+from apps.alerts.messages import Message, markdown, markup
 from apps.alerts.models import Severity
 from apps.alerts.transports.base import HttpTransport
 
@@ -18,7 +18,7 @@ class WeCom(HttpTransport):
 
     def notify(self, message: Message) -> None:
         colour = "info" if message.resolved else COLOURS[Severity(message.severity)]
-        content = f'## <font color="{colour}">{message.title}</font>\n' + markdown(message)
+        content = f'## <font color="{colour}">{markup(message.title)}</font>\n' + markdown(message)
         if message.link:
             content += f"\n[{message.view_label}]({message.link})"
         self.post({"msgtype": "markdown", "markdown": {"content": content}})
