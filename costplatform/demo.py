@@ -241,7 +241,7 @@ def end_to_end(
     from serving import workload
 
     say(channel_register(receiver.url))
-    secret, note = ensure_demo_key(data_dir, VLLM_KEY)
+    secret, note = ensure_demo_key(data_dir, VLLM_KEY, reconciliation=True)  # it runs the /metrics reconciler
     say(f"collector key '{VLLM_KEY}': {note}")
     if secret is None:
         raise RunError(f"the collector key '{VLLM_KEY}' is revoked: vLLM cannot ship records")

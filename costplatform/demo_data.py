@@ -381,12 +381,17 @@ def ingest(records: list[Record], *, progress: Callable[[str], None]) -> tuple[i
     from apps.accounts.services import collector_key_create
     from apps.ingest.services import batch_ingest
 
-    key = CollectorKey.objects.filter(name=SOURCE).first() or collector_key_create(name=SOURCE).key
+    # The month generated is in the past: its key is a backfill key (also one made before keys
+    # had limits, which is marked here).
+    key = CollectorKey.objects.filter(name=SOURCE).first() or collector_key_create(name=SOURCE, backfill=True).key
+    if not key.backfill:
+        CollectorKey.objects.filter(pk=key.pk).update(backfill=True)
+        key.backfill = True
     encode = msgspec.json.Encoder().encode
     accepted = duplicates = rejected = 0
     started = time.monotonic()
     for i in range(0, len(records), BATCH):
-        result = batch_ingest(source_id=key.pk, body=encode({"records": records[i : i + BATCH]}), ndjson=False)
+        result = batch_ingest(key=key, body=encode({"records": records[i : i + BATCH]}), ndjson=False)
         accepted, duplicates = accepted + result.accepted, duplicates + result.duplicates
         rejected += len(result.rejected)
         done = min(i + BATCH, len(records))

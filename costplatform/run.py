@@ -208,17 +208,27 @@ def ensure_admin(data_dir: Path) -> tuple[str | None, str]:
     return password, note
 
 
-def ensure_demo_key(data_dir: Path, name: str = DEMO_KEY) -> tuple[str | None, str]:
+def ensure_demo_key(
+    data_dir: Path, name: str = DEMO_KEY, *, backfill: bool = False, reconciliation: bool = False
+) -> tuple[str | None, str]:
     """The collector key `name` (default `demo`), its secret kept in the data dir (file
-    collector_key_<name>). Returns (secret, note); no secret when the key is revoked."""
+    collector_key_<name>). Returns (secret, note); no secret when the key is revoked.
+
+    `backfill` and `reconciliation` are what the launcher's own senders need beyond a new key's
+    limits: the sample is resent as it was first dated (older than 3 days on a later run), and
+    the vLLM /metrics reconciler sends reconciliation records. A key made before keys had
+    limits gets them too."""
     from apps.accounts.models import CollectorKey
     from apps.accounts.services import KEY_PREFIX, collector_key_create, key_digest
 
     key_file = data_dir / f"collector_key_{name}"
+    needs = {field: True for field, wanted in (("backfill", backfill), ("reconciliation", reconciliation)) if wanted}
+    if needs:
+        CollectorKey.objects.filter(name=name).update(**needs)
     key = CollectorKey.objects.filter(name=name).first()
     saved = key_file.read_text().strip() if key_file.exists() else None
     if key is None:
-        new = collector_key_create(name=name)
+        new = collector_key_create(name=name, **needs)
         key_file.unlink(missing_ok=True)
         secret, _ = secret_file(key_file, lambda: new.secret)
         return secret, f"created (secret kept in {_shown(key_file)})"
@@ -658,7 +668,7 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     say(f"record partitions: created {', '.join(created)}" if created else "record partitions: present, months ahead")
     password, admin_note = ensure_admin(data_dir)
     say(f"user '{ADMIN_USER}': {admin_note}")
-    key_secret, key_note = ensure_demo_key(data_dir)
+    key_secret, key_note = ensure_demo_key(data_dir, backfill=True)
     say(f"collector key '{DEMO_KEY}': {key_note}")
 
     base_url = f"http://127.0.0.1:{args.port}"

@@ -52,7 +52,9 @@ class Collector:
 
 @pytest.fixture
 def collector(db: None, client: Client) -> Collector:
-    return Collector(client, factories.collector_key().secret)
+    # A backfill key: many suites date their records days or months back. The limits of a
+    # key with the product's defaults are tested in tests/ingest/test_key_limits.py.
+    return Collector(client, factories.collector_key(backfill=True).secret)
 
 
 @pytest.fixture

@@ -11,8 +11,10 @@ from apps.accounts.services import NewCollectorKey, collector_key_create
 _ids = itertools.count(1)
 
 
-def collector_key(name: str | None = None) -> NewCollectorKey:
-    return collector_key_create(name=name or f"source-{next(_ids)}")
+def collector_key(name: str | None = None, **limits: Any) -> NewCollectorKey:
+    """A key with the product's default limits, unless `limits` (business_lines,
+    reconciliation, backdate_days, backfill) say otherwise."""
+    return collector_key_create(name=name or f"source-{next(_ids)}", **limits)
 
 
 def record(**overrides: Any) -> dict[str, Any]:

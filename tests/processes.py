@@ -92,7 +92,8 @@ class PlatformServer:
         recreate_database(self.database_url)
         self.manage("migrate", "--no-input")
         self.manage("createsuperuser", "--no-input")
-        self.key = self.manage("create_collector_key", "--name", "serving-tests").strip()
+        # The serving tests run the vLLM /metrics reconciler with this key too.
+        self.key = self.manage("create_collector_key", "--name", "serving-tests", "--reconciliation").strip()
         return self
 
     def start(self) -> None:

@@ -5,6 +5,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 ROLES = ("admin", "finance", "engineer", "viewer")
+DEFAULT_BACKDATE_DAYS = 3
 
 
 class CollectorKey(models.Model):
@@ -23,6 +24,29 @@ class CollectorKey(models.Model):
     rate_records = models.PositiveIntegerField(
         null=True, blank=True, help_text="Records per second; empty = COSTPLATFORM_RATE_RECORDS."
     )
+    # What the key may write (apps/ingest/contract.py KeyLimits); a record beyond them is a dead
+    # letter. The defaults are the safe ones: a new key backdates 3 days and sends no
+    # reconciliation. Its business lines default to all: the edge's attribution map decides the
+    # line of each request, and a key per line is the admin's choice, not a precondition.
+    business_lines = ArrayField(
+        models.CharField(max_length=256),
+        default=list,
+        blank=True,
+        help_text="Business lines this key may write (its records' business_line dim); empty = all.",
+    )
+    reconciliation = models.BooleanField(
+        default=False,
+        help_text="May send reconciliation records (dim costplatform.kind), as the vLLM /metrics reconciler does.",
+    )
+    backdate_days = models.PositiveIntegerField(
+        default=DEFAULT_BACKDATE_DAYS,
+        help_text="Records older than this many days are refused, unless the key is marked for backfill.",
+    )
+    backfill = models.BooleanField(
+        default=False,
+        help_text="Accept records of any age the platform keeps (COSTPLATFORM_INGEST_MAX_AGE_DAYS), "
+        "to load history; unmark when done.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -33,6 +57,15 @@ class CollectorKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def lines_text(self) -> str:
+        return ", ".join(self.business_lines) or "all"
+
+    @property
+    def age_text(self) -> str:
+        """How old its records may be: "3 days", or "backfill" (the platform's maximum age)."""
+        return "backfill" if self.backfill else f"{self.backdate_days} day{'s' if self.backdate_days != 1 else ''}"
 
 
 class UserScope(models.Model):

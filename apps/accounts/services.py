@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts.models import CollectorKey
+from apps.accounts.models import DEFAULT_BACKDATE_DAYS, CollectorKey
 
 KEY_PREFIX = "cpk_"
 LAST_SEEN_RESOLUTION = timedelta(minutes=1)
@@ -25,10 +26,26 @@ def key_digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode()).digest()
 
 
-def collector_key_create(*, name: str) -> NewCollectorKey:
-    """Create a key; the returned secret is the only copy that will ever exist."""
+def collector_key_create(
+    *,
+    name: str,
+    business_lines: Sequence[str] = (),
+    reconciliation: bool = False,
+    backdate_days: int = DEFAULT_BACKDATE_DAYS,
+    backfill: bool = False,
+) -> NewCollectorKey:
+    """Create a key; the returned secret is the only copy that will ever exist. The limits
+    default to the safe ones: every business line, no reconciliation records, 3 days back."""
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
-    key = CollectorKey.objects.create(name=name, prefix=secret[:10], key_hash=key_digest(secret))
+    key = CollectorKey.objects.create(
+        name=name,
+        prefix=secret[:10],
+        key_hash=key_digest(secret),
+        business_lines=sorted(set(business_lines)),
+        reconciliation=reconciliation,
+        backdate_days=backdate_days,
+        backfill=backfill,
+    )
     return NewCollectorKey(key=key, secret=secret)
 
 

@@ -12,11 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
+
+from apps.classification.engine import RECONCILIATION_DIM
 
 MAX_COUNT = 10**9
 Count = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="A token count, 0..10^9.")]
@@ -29,6 +31,7 @@ ENDPOINTS = ("chat.completions", "completions", "responses", "embeddings")
 STATUSES = ("ok", "error", "timeout", "aborted", "rejected")
 FINISH_REASONS = ("stop", "length", "tool_calls", "abort", "error", "repetition")
 QUALITY_TIERS = ("high", "mid", "low")
+BUSINESS_LINE = "business_line"
 
 
 # The record types are declared gc=False: decoded from JSON they cannot form reference cycles,
@@ -145,6 +148,18 @@ class Rejected:
     raw: str
 
 
+@dataclass(frozen=True)
+class KeyLimits:
+    """What one collector key may write (accounts.CollectorKey): its business lines (empty =
+    all), whether it may send reconciliation records, and how far back its records may be
+    (None: a backfill key, held only to the platform's maximum age)."""
+
+    key: str
+    business_lines: frozenset[str] = frozenset()
+    reconciliation: bool = False
+    backdate: timedelta | None = timedelta(days=3)
+
+
 @dataclass
 class DecodedBatch:
     records: list[RecordV1] = field(default_factory=list)
@@ -190,6 +205,61 @@ def record_problems(record: RecordV1, *, now: datetime, max_age: timedelta) -> E
     return errors
 
 
+_line_of = methodcaller("get", BUSINESS_LINE)
+_marks_kind = methodcaller("__contains__", RECONCILIATION_DIM)
+
+
+def limits_check(records: list[RecordV1], *, limits: KeyLimits, now: datetime) -> dict[int, Errors]:
+    """The records (by position) that break the key's limits, with the reasons. Each limit is
+    first tested on the whole batch in one pass that runs in C (the oldest ts, the set of
+    lines, any kind dim); only a batch that breaks one is looked at record by record."""
+    if not records:
+        return {}
+    earliest = now - limits.backdate if limits.backdate is not None else None
+    dims = list(map(_dims_of, records))
+    if not (
+        (earliest is not None and min(map(_ts, records)) < earliest)
+        or (limits.business_lines and not set(map(_line_of, dims)) <= limits.business_lines)
+        or (not limits.reconciliation and any(map(_marks_kind, dims)))
+    ):
+        return {}
+    found = {}
+    for position, record in enumerate(records):
+        errors = _limit_problems(record, limits=limits, earliest=earliest, now=now)
+        if errors:
+            found[position] = errors
+    return found
+
+
+def _limit_problems(record: RecordV1, *, limits: KeyLimits, earliest: datetime | None, now: datetime) -> Errors:
+    errors: Errors = {}
+    key = limits.key
+    line = record.dims.get(BUSINESS_LINE)
+    if limits.business_lines and line not in limits.business_lines:
+        allowed = ", ".join(sorted(limits.business_lines))
+        if line is None:
+            errors[f"dims.{BUSINESS_LINE}"] = [f"missing; key {key!r} writes only named lines (allowed: {allowed})"]
+        else:
+            errors[f"dims.{BUSINESS_LINE}"] = [
+                f"business line {line!r} is not allowed for key {key!r} (allowed: {allowed})"
+            ]
+    if not limits.reconciliation and RECONCILIATION_DIM in record.dims:
+        errors[f"dims.{RECONCILIATION_DIM}"] = [
+            f"key {key!r} may not send reconciliation records; an admin can allow them for the key"
+        ]
+    if earliest is not None and limits.backdate is not None and record.ts < earliest:
+        errors["ts"] = [
+            f"record is {_days(now - record.ts)} days old; key {key!r} accepts records up to "
+            f"{_days(limits.backdate)} days old; an admin can mark the key for backfill"
+        ]
+    return errors
+
+
+def _days(age: timedelta) -> str:
+    days = age / timedelta(days=1)
+    return f"{days:.0f}" if days >= 10 or days == int(days) else f"{days:.1f}"
+
+
 def _record_id_of(raw: bytes) -> str:
     try:
         value = msgspec.json.decode(raw)
@@ -221,6 +291,7 @@ def _split_ndjson(body: bytes) -> list[bytes]:
 
 
 _dims_of = attrgetter("dims")
+_ts = attrgetter("ts")
 
 
 def _dim_keys_valid(records: list[_RecordV1Fast]) -> bool:
@@ -304,22 +375,36 @@ def _check_ndjson_lines(body: bytes, max_records: int) -> None:
 
 
 def decode_batch(
-    body: bytes, *, ndjson: bool, max_records: int, max_age: timedelta, now: datetime | None = None
+    body: bytes,
+    *,
+    ndjson: bool,
+    max_records: int,
+    max_age: timedelta,
+    now: datetime | None = None,
+    limits: KeyLimits | None = None,
 ) -> DecodedBatch:
     """Decode and validate a request body. Valid records come back in order, without repeats
-    of the same (record_id, ts) inside the batch; invalid ones come back as Rejected."""
+    of the same (record_id, ts) inside the batch; invalid ones come back as Rejected, and so do
+    those beyond the sending key's `limits`."""
     if not body.strip():
         raise BodyError('Body is empty; send {"records": [...]} or NDJSON.')
     if ndjson:
         _check_ndjson_lines(body, max_records)
+    now = now or datetime.now(UTC)
     fast = _fast_records(body, ndjson=ndjson)
+    refused: dict[int, Errors] = {}
     if fast is not None:
         items: Iterable[tuple[int, RecordV1]] = enumerate(fast)
         rejected: list[Rejected] = []
         _check_count(len(fast), max_records)
+        if limits is not None:
+            refused = limits_check(fast, limits=limits, now=now)
     else:
-        items, rejected = _typed_items(body, ndjson=ndjson, max_records=max_records)
-    now = now or datetime.now(UTC)
+        typed, rejected = _typed_items(body, ndjson=ndjson, max_records=max_records)
+        items = typed
+        if limits is not None:
+            by_position = limits_check([record for _, record in typed], limits=limits, now=now)
+            refused = {typed[position][0]: errors for position, errors in by_position.items()}
     result = DecodedBatch(rejected=rejected)
     accept = result.records.append
     seen: dict[str, datetime] = {}
@@ -338,11 +423,14 @@ def decode_batch(
             and earliest <= record.ts <= latest
             and record.record_id not in seen
             and not nul
+            and index not in refused
         ):
             seen[record.record_id] = record.ts
             accept(record)
             continue
         problems = record_problems(record, now=now, max_age=max_age)
+        for name, messages in refused.get(index, {}).items():
+            problems.setdefault(name, []).extend(messages)
         if nul and b"\\u0000" in msgspec.json.encode(record):
             problems["record"] = ["text fields must not contain NUL (\\u0000)"]
         first_ts = seen.get(record.record_id)

@@ -45,6 +45,16 @@ class RateLimited(Exception):
         super().__init__(f"Rate limit of this collector key exceeded: {rate} {kind} per second.")
 
 
+# An unreadable body is charged to the records bucket as if it held a record per this many
+# bytes (a record is about 500 bytes of JSON): garbage costs what records of its size would.
+BODY_BYTES_PER_RECORD = 512
+
+
+def body_cost(size: int) -> int:
+    """The records an unreadable body of `size` bytes is charged as."""
+    return max(1, size // BODY_BYTES_PER_RECORD)
+
+
 @dataclass(frozen=True)
 class Limit:
     kind: str

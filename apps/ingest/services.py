@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
 from typing import Generic, TypeVar
 
@@ -15,6 +15,7 @@ import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
+from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENTS
 from apps.classification.services import batch_classify, dirty_days_mark
 from apps.classification.sql import component_tokens_sql
@@ -24,6 +25,7 @@ from apps.ingest.contract import (
     QUALITY_TIERS,
     STATUSES,
     BodyError,
+    KeyLimits,
     RecordV1,
     Rejected,
     decode_batch,
@@ -31,6 +33,7 @@ from apps.ingest.contract import (
 from apps.ingest.metrics import ingest_counted
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
 from apps.ingest.partitions import month_start, partitions_ensure
+from apps.ingest.ratelimit import body_cost
 from apps.ingest.retention import ingest_max_age
 from apps.pricing.services import hours_mark_dirty
 
@@ -38,6 +41,8 @@ ENDPOINT_CODES = {name: code for code, name in enumerate(ENDPOINTS, start=1)}
 STATUS_CODES = {name: code for code, name in enumerate(STATUSES)}
 FINISH_CODES = {name: code for code, name in enumerate(FINISH_REASONS, start=1)}
 TIER_CODES = {name: code for code, name in enumerate(QUALITY_TIERS, start=1)}
+# Of a body that is not a batch, this much is kept in the dead-letter table.
+RAW_BODY_KEPT = 64 * 1024
 
 # Column order of ingest_record as written by COPY (8-byte, then 4-, 2-byte, then variable).
 RECORD_COLUMNS = (
@@ -396,12 +401,35 @@ def rejections_save(*, source_id: int, rejected: Sequence[Rejected]) -> None:
 
 
 def body_rejection_save(*, source_id: int, body: bytes, error: str) -> None:
-    """Keep a body that could not be read as a batch at all."""
+    """Keep a body that could not be read as a batch at all: its first RAW_BODY_KEPT bytes,
+    enough to see what a sender got wrong, with the whole size in the error."""
+    if len(body) > RAW_BODY_KEPT:
+        error = f"{error} (body of {len(body)} bytes; its first {RAW_BODY_KEPT} are kept)"
     Rejection.objects.create(
         source_id=source_id,
         index=None,
-        raw=_pg_text(body.decode("utf-8", errors="replace")),
+        raw=_pg_text(body[:RAW_BODY_KEPT].decode("utf-8", errors="replace")),
         errors={"body": [_pg_text(error)]},
+    )
+
+
+def body_refuse(*, source_id: int, body: bytes, error: str, admit: Callable[[int], None] | None = None) -> None:
+    """A body that is not a batch (not UTF-8, not JSON, broken gzip, ...): charged to the key's
+    rate limit first, as many records as its size could have held, so a flood of garbage is
+    throttled like a flood of records; then kept. What `admit` raises leaves nothing stored."""
+    if admit is not None:
+        admit(body_cost(len(body)))
+    body_rejection_save(source_id=source_id, body=body, error=error)
+
+
+def key_limits(key: CollectorKey) -> KeyLimits:
+    """What the key may write, from the row its request authenticated with (no query)."""
+    backdate = None if key.backfill else timedelta(days=key.backdate_days)
+    return KeyLimits(
+        key=key.name,
+        business_lines=frozenset(key.business_lines),
+        reconciliation=key.reconciliation,
+        backdate=backdate,
     )
 
 
@@ -413,25 +441,28 @@ class IngestResult:
 
 
 def batch_ingest(
-    *, source_id: int, body: bytes, ndjson: bool, admit: Callable[[int], None] | None = None
+    *, key: CollectorKey, body: bytes, ndjson: bool, admit: Callable[[int], None] | None = None
 ) -> IngestResult:
-    """Decode, validate and store one request body. Invalid records are kept in the
-    dead-letter table; the valid ones are stored even when others are refused.
+    """Decode, validate and store one request body sent with `key`. Invalid records, and those
+    beyond the key's limits (business lines, reconciliation, age), are kept in the dead-letter
+    table; the valid ones are stored even when others are refused.
 
     Raises BodyError (kept too) when the body is not a batch, TooManyRecords over the limit.
-    `admit(count)` is called with the batch's record count before anything is written; what it
-    raises (a rate limit) leaves nothing stored.
+    `admit(count)` is called with the batch's record count (or an unreadable body's cost)
+    before anything is written; what it raises (a rate limit) leaves nothing stored.
     """
     started = time.perf_counter()
+    source_id = key.pk
     try:
         batch = decode_batch(
             body,
             ndjson=ndjson,
             max_records=settings.INGEST_MAX_RECORDS,
             max_age=ingest_max_age(now=datetime.now(UTC)),
+            limits=key_limits(key),
         )
     except BodyError as exc:
-        body_rejection_save(source_id=source_id, body=body, error=str(exc))
+        body_refuse(source_id=source_id, body=body, error=str(exc), admit=admit)
         raise
     if admit is not None:
         admit(len(batch.records) + len(batch.rejected) + batch.duplicates)

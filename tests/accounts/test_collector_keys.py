@@ -74,3 +74,42 @@ def test_roles_carry_their_admin_permissions(django_user_model, client):
     client.force_login(finance)
     assert finance.has_perm("pricing.change_priceversion")
     assert not finance.has_perm("classification.change_rule")
+
+
+def test_an_admin_edits_what_a_key_may_write(admin_client):
+    create("search-vllm")
+    key = CollectorKey.objects.get(name="search-vllm")
+    page = admin_client.get(f"/admin/accounts/collectorkey/{key.pk}/change/").content.decode()
+    for field in ("business_lines", "reconciliation", "backdate_days", "backfill"):
+        assert f'name="{field}"' in page
+
+    answer = admin_client.post(
+        f"/admin/accounts/collectorkey/{key.pk}/change/",
+        {"name": key.name, "business_lines": "search, ads", "reconciliation": "on", "backdate_days": "7"},
+    )
+
+    assert answer.status_code == 302, answer.content[:2000]
+    key.refresh_from_db()
+    assert (key.business_lines, key.reconciliation, key.backdate_days, key.backfill) == (
+        ["search", "ads"],
+        True,
+        7,
+        False,
+    )
+
+
+def test_the_collectors_page_shows_each_keys_limits(admin_client):
+    create("any-line")
+    create("search-vllm")
+    CollectorKey.objects.filter(name="search-vllm").update(business_lines=["search"], reconciliation=True)
+    create("history")
+    CollectorKey.objects.filter(name="history").update(backfill=True)
+
+    page = admin_client.get("/collectors/").content.decode()
+
+    names = ("any-line", "search-vllm", "history")
+    rows = {name: page[page.index(f"<td>{name}</td>") :].split("</tr>")[0] for name in names}
+    assert '"text lines">all<' in rows["any-line"] and '"text reconciliation">no<' in rows["any-line"]
+    assert '"text age">3 days old<' in rows["any-line"]
+    assert '"text lines">search<' in rows["search-vllm"] and '"text reconciliation">allowed<' in rows["search-vllm"]
+    assert '"text age">backfill (any age kept)<' in rows["history"]

@@ -177,10 +177,10 @@ class Month:
 
     def ingest(self) -> None:
         """Store the records through ingest, then price the month with the test price list."""
-        source = factories.collector_key("gen-collector")
+        source = factories.collector_key("gen-collector", backfill=True)  # a month in the past
         for i in range(0, len(self.records), 5000):
             body = json.dumps({"records": self.records[i : i + 5000]}).encode()
-            result = batch_ingest(source_id=source.key.pk, body=body, ndjson=False)
+            result = batch_ingest(key=source.key, body=body, ndjson=False)
             assert not result.rejected, result.rejected[:3]
         factories.price_version(effective_from=datetime(2026, 10, 1, tzinfo=UTC), prices=PRICES)
         hours_price(start=START, end=END)

@@ -463,7 +463,7 @@ def test_reconciliation_records_reach_the_platform_as_shadow_unattributed(tmp_pa
     from tests.factories import active_ruleset, collector_key
 
     active_ruleset()
-    key = collector_key("vllm-gpu-1").secret
+    key = collector_key("vllm-gpu-1", reconciliation=True, backfill=True).secret  # T0 is in 2025
     state = tmp_path / "recon.json"
     args = ["--url", vllm.url, "--spool", str(tmp_path / "spool"), "--platform-url", live_server.url, "--key", key,
             "--source", "gpu-1", "--state", str(state), "--interval", "0.01", "--once"]  # fmt: skip

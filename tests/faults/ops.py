@@ -29,7 +29,7 @@ def setup(args: argparse.Namespace) -> Any:
     factories.price_version(effective_from=datetime(2020, 1, 1, tzinfo=UTC), prices={"qwen*": ("2.00", "0.50", "8.00")})
     keys = {}
     for name in args.keys.split(","):
-        created = collector_key_create(name=name)
+        created = collector_key_create(name=name, backfill=True)  # the suite sends months past
         keys[name] = {"secret": created.secret, "id": created.key.pk}
     return keys
 

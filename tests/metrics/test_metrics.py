@@ -54,7 +54,7 @@ def series(found: dict, name: str, **labels: str) -> float:
 def ingest(records: list[dict[str, Any]], source: str = "metrics-test") -> tuple[Any, CollectorKey]:
     key = CollectorKey.objects.filter(name=source).first() or factories.collector_key(source).key
     body = json.dumps({"records": records}).encode()
-    return batch_ingest(source_id=key.pk, body=body, ndjson=False), key
+    return batch_ingest(key=key, body=body, ndjson=False), key
 
 
 def at(minutes_ago: float) -> str:

@@ -128,7 +128,7 @@ def test_the_override_is_editable_in_the_admin(admin_client):
     assert b'name="rate_records"' in page.content and b'name="rate_requests"' in page.content
     answer = admin_client.post(
         f"/admin/accounts/collectorkey/{made.key.pk}/change/",
-        {"name": made.key.name, "rate_requests": "7", "rate_records": ""},
+        {"name": made.key.name, "rate_requests": "7", "rate_records": "", "backdate_days": "3"},
     )
     assert answer.status_code == 302, answer.content[:2000]
     made.key.refresh_from_db()

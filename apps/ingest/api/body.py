@@ -40,7 +40,7 @@ def charset_check(request: HttpRequest) -> None:
 
 
 def body_read(request: HttpRequest) -> bytes:
-    """The decompressed body, refusing anything over the size limit without reading it all."""
+    """The body as sent, refusing anything over the size limit without reading it all."""
     limit = settings.INGEST_MAX_BYTES
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > limit:
@@ -54,6 +54,12 @@ def body_read(request: HttpRequest) -> bytes:
         body = stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"Body exceeds the limit of {limit} bytes.")
+    return body
+
+
+def body_inflate(request: HttpRequest, body: bytes) -> bytes:
+    """The body decompressed as its Content-Encoding says; ParseError when it is broken gzip."""
+    limit = settings.INGEST_MAX_BYTES
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding == "gzip":
         return gunzip(body, limit)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
 from apps.accounts.scopes import SeesAllLines, business_lines_of
-from apps.ingest.api.body import PayloadTooLarge, body_read, charset_check
+from apps.ingest.api.body import PayloadTooLarge, body_inflate, body_read, charset_check
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
 from apps.ingest.ratelimit import RECORDS, REQUESTS, RateLimited, rate_take
@@ -30,7 +31,7 @@ from apps.ingest.selectors import (
     rejections_list,
     usage_series,
 )
-from apps.ingest.services import batch_ingest
+from apps.ingest.services import batch_ingest, body_refuse
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
@@ -143,14 +144,14 @@ class RecordsView(APIView):
                 media, f"Content-Type {media!r}: send application/json or application/x-ndjson."
             )
         charset_check(request._request)
-        body = body_read(request._request)
+        key = request.auth
+
+        def admit(count: int) -> None:
+            _rate_take(key, RECORDS, count)
+
+        body = _body(request, key, admit)
         try:
-            result = batch_ingest(
-                source_id=request.auth.pk,
-                body=body,
-                ndjson=media in NDJSON_TYPES,
-                admit=lambda count: _rate_take(request.auth, RECORDS, count),
-            )
+            result = batch_ingest(key=key, body=body, ndjson=media in NDJSON_TYPES, admit=admit)
         except BodyError as exc:
             raise exceptions.ParseError(str(exc)) from exc
         except TooManyRecords as exc:
@@ -203,6 +204,17 @@ class RecordsView(APIView):
             raise exceptions.ValidationError({"cursor": [str(exc)]}) from exc
         dropped = [f"{m:%Y-%m}" for m in records_gone(start=flt.start, end=flt.end)] if flt.end > flt.start else []
         return Response({"results": RecordOut(rows, many=True).data, "next": nxt, "dropped": dropped})
+
+
+def _body(request: Request, key: CollectorKey, admit: Callable[[int], None]) -> bytes:
+    """The request body, decompressed. Broken gzip is charged to the key and kept, as
+    batch_ingest does with any other unreadable body."""
+    raw = body_read(request._request)
+    try:
+        return body_inflate(request._request, raw)
+    except exceptions.ParseError as exc:
+        body_refuse(source_id=key.pk, body=raw, error=str(exc.detail), admit=admit)
+        raise
 
 
 def _rate_take(key: CollectorKey, kind: str, cost: int) -> None:
