@@ -53,6 +53,27 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, listen: str) -> Non
     parser.add_argument("--when-full", choices=["drop-oldest", "refuse"], default="drop-oldest")
 
 
+def add_attribution_argument(parser: argparse.ArgumentParser, *, required: bool, tokens: str) -> None:
+    parser.add_argument(
+        "--attribution-map",
+        type=Path,
+        required=required,
+        default=os.environ.get("COSTPLATFORM_ATTRIBUTION_MAP") if not required else None,
+        help=f"TOML map of callers ({tokens}) to their dims and what they may claim; re-read when it changes "
+        "(README: Writing an attribution map)",
+    )
+
+
+def policy_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The attribution policy of --attribution-map and --dim; a broken map stops the start."""
+    from serving.attribution import MapError, Policy
+
+    try:
+        return Policy(args.attribution_map, dict(args.dim))
+    except (MapError, OSError) as exc:
+        parser.error(f"--attribution-map {args.attribution_map}: {exc}")
+
+
 def collector_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     key = args.key or os.environ.get("COSTPLATFORM_COLLECTOR_KEY")
     if args.key_file:

@@ -1,7 +1,12 @@
 """Receive OpenTelemetry GenAI spans over OTLP/HTTP and turn them into token records.
 
     python -m collectors.otlp --listen 127.0.0.1:4318 --spool DIR --platform-url URL --key KEY
-        [--dim-prefix costplatform.] [--input-excludes-cache] [--dim env=prod ...]
+        --attribution-map MAP.toml [--dim-prefix costplatform.] [--input-excludes-cache] [--dim env=prod ...]
+
+Every export needs `Authorization: Bearer <token>` with a token of a caller in the attribution map
+(serving/attribution.py); a missing or unknown token is answered 401 (google.rpc.Status code 16,
+UNAUTHENTICATED) and nothing is recorded. The receiver ships every record with its one collector
+key (--key), so each token the map accepts writes through that key, within that key's limits.
 
 POST /v1/traces takes an ExportTraceServiceRequest as protobuf (application/x-protobuf) or as
 OTLP JSON (application/json: hex trace and span ids, 64-bit integers as strings), optionally
@@ -18,6 +23,8 @@ embeddings, or a span with gen_ai.usage.* and no operation name) becomes one rec
   dims        resource service.name -> service, deployment.environment(.name) -> env,
               gen_ai.conversation.id -> conversation_id, and every resource then span attribute
               named <prefix><dim> (costplatform.business_line -> business_line); span wins.
+              These are the caller's claims: the attribution map decides which stand (business_line
+              and team are the map's unless it allows them; the record kind and source never are).
               <prefix>attempt, <prefix>retry_of and <prefix>model_version fill those fields.
 
 Cached tokens: the GenAI conventions say input_tokens INCLUDES cached tokens, as the record's
@@ -44,7 +51,7 @@ import base64
 import json
 import logging
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,8 +66,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from collectors.httpserve import RecordSink, add_common_arguments, pipeline_from_args, run_app
-from serving.record import dims_from_request, make_record
+from collectors.httpserve import (
+    RecordSink,
+    add_attribution_argument,
+    add_common_arguments,
+    pipeline_from_args,
+    policy_from_args,
+    run_app,
+)
+from serving import attribution
+from serving.record import clean_dims, make_record
 
 log = logging.getLogger("collectors.otlp")
 
@@ -101,6 +116,8 @@ WELL_KNOWN_DIMS = {
     "gen_ai.conversation.id": "conversation_id",
 }
 RECORD_FIELDS = {"attempt", "retry_of", "model_version"}
+# From a span's claimed dims to the policy's decision (bound to the exporter's caller).
+Decide = Callable[[Mapping[str, str]], attribution.Decision]
 
 
 @dataclass(frozen=True)
@@ -288,10 +305,16 @@ def span_outcome(span: Span, attrs: Mapping[str, Any]) -> tuple[str, str | None]
     return "ok", finish
 
 
+def safe_decide(options: Options) -> Decide:
+    """The policy with no map and no caller: business_line and team from the defaults only."""
+    return lambda claims: attribution.decide(claims, amap=attribution.EMPTY, caller=None, defaults=options.defaults)
+
+
 def span_dims(
-    resource: Mapping[str, Any], attrs: Mapping[str, Any], options: Options
+    resource: Mapping[str, Any], attrs: Mapping[str, Any], options: Options, decide: Decide
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(dims, record fields) from resource then span attributes: the span's own value wins."""
+    """(dims, record fields) from resource then span attributes: the span's own value wins,
+    then the attribution policy decides which claims stand."""
     found: dict[str, str] = {}
     fields: dict[str, str] = {}
     prefix = options.dim_prefix
@@ -305,7 +328,7 @@ def span_dims(
                 key = name[len(prefix) :].replace("-", "_").lower()
                 (fields if key in RECORD_FIELDS else found)[key] = str(value)
     # The same cleaning as request metadata: keys the record contract refuses are dropped.
-    return dims_from_request({}, {"metadata": found}, options.defaults), fields
+    return clean_dims(decide(found).record_dims()), fields
 
 
 def is_inference(attrs: Mapping[str, Any]) -> bool:
@@ -315,7 +338,9 @@ def is_inference(attrs: Mapping[str, Any]) -> bool:
     return any(str(name).startswith("gen_ai.usage.") for name in attrs)
 
 
-def span_record(span: Span, resource: Mapping[str, Any], options: Options) -> dict[str, Any] | str | None:
+def span_record(
+    span: Span, resource: Mapping[str, Any], options: Options, decide: Decide
+) -> dict[str, Any] | str | None:
     """The record of one span; None when it is not an inference span; a reason when it is
     one but cannot make a record."""
     attrs = attributes(span.attributes)
@@ -330,7 +355,7 @@ def span_record(span: Span, resource: Mapping[str, Any], options: Options) -> di
     status, finish = span_outcome(span, attrs)
     if tokens is None and status == "ok":
         return "no gen_ai.usage.input_tokens or gen_ai.usage.output_tokens"
-    dims, fields = span_dims(resource, attrs, options)
+    dims, fields = span_dims(resource, attrs, options, decide)
     try:
         attempt = min(max(int(fields.get("attempt", 1)), 1), 1000)
     except ValueError:
@@ -357,15 +382,17 @@ def from_unix_nano(ns: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=nanos // 1000)
 
 
-def convert(request: Any, options: Options | None = None) -> Conversion:
-    """Records from every inference span of an ExportTraceServiceRequest."""
+def convert(request: Any, options: Options | None = None, *, decide: Decide | None = None) -> Conversion:
+    """Records from every inference span of an ExportTraceServiceRequest; `decide` applies the
+    attribution policy of the exporter's caller (default: no map, no caller)."""
     options = options or Options()
+    decide = decide or safe_decide(options)
     result = Conversion()
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                made = span_record(span, resource, options)
+                made = span_record(span, resource, options, decide)
                 if isinstance(made, str):
                     result.reject(span, made)
                 elif made is not None:
@@ -419,11 +446,14 @@ def _unavailable(message: str, content_type: str) -> web.Response:
 
 
 class Receiver:
-    """POST /v1/traces: decode, convert and make durable off the event loop, then answer."""
+    """POST /v1/traces: authenticate, decode, convert and make durable off the event loop, then answer."""
 
-    def __init__(self, sink: RecordSink, options: Options, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, sink: RecordSink, options: Options, *, policy: attribution.Policy, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.sink = sink
         self.options = options
+        self.policy = policy
         self.max_bytes = max_bytes
 
     def app(self) -> web.Application:
@@ -431,10 +461,16 @@ class Receiver:
         app.router.add_post("/v1/traces", self.traces)
         return app
 
-    def process(self, body: bytes, content_type: str, content_encoding: str) -> tuple[Conversion, int]:
-        conversion = convert(
-            decode_body(body, content_type, content_encoding=content_encoding, limit=self.max_bytes), self.options
-        )
+    def process(
+        self, body: bytes, content_type: str, content_encoding: str, caller: attribution.Caller
+    ) -> tuple[Conversion, int]:
+        amap, defaults = self.policy.current(), self.policy.defaults
+
+        def decide(claims: Mapping[str, str]) -> attribution.Decision:
+            return attribution.decide(claims, amap=amap, caller=caller, defaults=defaults)
+
+        request = decode_body(body, content_type, content_encoding=content_encoding, limit=self.max_bytes)
+        conversion = convert(request, self.options, decide=decide)
         taken = self.sink.submit_durable(conversion.records, DURABLE_TIMEOUT) if conversion.records else 0
         return conversion, taken
 
@@ -442,6 +478,10 @@ class Receiver:
         content_type = request.content_type
         if content_type not in (PROTOBUF, JSON):
             return _error(3, 415, f"Content-Type {content_type!r}: use {PROTOBUF} or {JSON}", JSON)
+        caller = self.policy.authenticate(request.headers.get("Authorization"))
+        if caller is None:  # before the body is read: nothing of it is kept
+            message = "a bearer token of the attribution map is needed: Authorization: Bearer <token>"
+            return _error(16, 401, message, content_type, **{"WWW-Authenticate": "Bearer"})
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -451,7 +491,7 @@ class Receiver:
         loop = asyncio.get_running_loop()
         try:
             # aiohttp has already undone Content-Encoding (gzip, deflate), within client_max_size.
-            conversion, taken = await loop.run_in_executor(None, self.process, body, content_type, "")
+            conversion, taken = await loop.run_in_executor(None, self.process, body, content_type, "", caller)
         except BodyError as exc:
             return _error(3, 400, str(exc), content_type)
         except Exception as exc:  # the spool failed: the exporter retries later
@@ -478,10 +518,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the sources report gen_ai.usage.input_tokens without cached tokens (Anthropic-style)",
     )
     parser.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="largest request body, decompressed")
+    add_attribution_argument(parser, required=True, tokens="exporters' bearer tokens")
     args = parser.parse_args(argv)
+    policy = policy_from_args(parser, args)
     pipeline = pipeline_from_args(parser, args)
     options = Options(dim_prefix=args.dim_prefix, input_excludes_cache=args.input_excludes_cache, defaults=args.dim)
-    receiver = Receiver(pipeline, options, max_bytes=args.max_bytes)
+    receiver = Receiver(pipeline, options, policy=policy, max_bytes=args.max_bytes)
     run_app(receiver.app(), args.listen, pipeline)
 
 

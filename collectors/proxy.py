@@ -2,23 +2,32 @@
 instrumented (a hosted API, a vLLM nobody may restart, another engine).
 
     python -m collectors.proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000
-        [--upstream-key KEY] --spool DIR --platform-url URL --key KEY [--tokenizer PATH]
-        [--hash-key-file F] [--model-version V] [--dim business_line=search ...]
+        [--upstream-key KEY --attribution-map MAP.toml] --spool DIR --platform-url URL --key KEY
+        [--tokenizer PATH] [--hash-key-file F] [--model-version V] [--dim business_line=search ...]
 
-Every /v1/* request is forwarded (hop-by-hop and X-Costplatform-* headers removed; with
---upstream-key the client's Authorization is replaced) over one keep-alive connection pool,
-and the answer is streamed back chunk by chunk as it arrives: Server-Sent Events are never
-buffered beyond the event being read. POST /v1/chat/completions, /v1/completions,
-/v1/embeddings and /v1/responses each make one record, built after the response has been sent
-(in a worker thread) and handed to collectors.shipper.Pipeline:
+Only the metered endpoints (POST /v1/chat/completions, /v1/completions, /v1/embeddings,
+/v1/responses) and GET /v1/models(/<id>) are forwarded; any other path is answered 404 with an
+OpenAI-style error and never reaches the upstream. With --upstream-key the proxy spends the
+operator's key, so a client must present a token of the attribution map
+(`Authorization: Bearer <token>`, replaced by the upstream key on the way); without one it is
+answered 401. Without --upstream-key the client's own Authorization goes upstream and, when the
+map knows it, names the caller. Requests are forwarded (hop-by-hop and X-Costplatform-* headers
+removed) over one keep-alive connection pool, and the answer is streamed back chunk by chunk as
+it arrives: Server-Sent Events are never buffered beyond the event being read. Each metered
+request makes one record, built after the response has been sent (in a worker thread, through a
+bounded queue) and handed to collectors.shipper.Pipeline:
 
   record_id   px-<uuid>, also returned to the client in X-Costplatform-Record-Id (a client
               retrying sends it back as X-Costplatform-Retry-Of)
-  dims        X-Costplatform-<Dim> headers > the body's `metadata` > --dim defaults
+  dims        --dim defaults, the caller's dims from the attribution map, then the claims of
+              X-Costplatform-<Dim> headers > the body's `metadata` the map lets the caller make
+              (business_line and team are the map's unless it says `allowed`); refused claims
+              are kept as refused.<dim> and counted
   attempt     X-Costplatform-Attempt / X-Costplatform-Retry-Of
   prompt_hash keyed BLAKE2b of the messages / prompt / input (key: --hash-key-file, else as the
               instrumented server: $COSTPLATFORM_HASH_KEY(_FILE), else a key kept in the spool)
-  tokens      the response's usage. A streamed chat or completion request that did not ask for
+  tokens      the response's usage (a non-streamed answer is scanned as it passes, never held
+              whole: collectors/jsonscan.py). A streamed chat or completion request that did not ask for
               usage gets stream_options.include_usage=true upstream, and the usage-only final
               chunk is then taken out of the stream, so the client sees what it asked for.
               With --tokenizer: system and tool prompt tokens, structural tokens of JSON output
@@ -38,11 +47,13 @@ import contextlib
 import json
 import logging
 import os
+import queue
+import re
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,9 +61,20 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
+from prometheus_client import Counter
 from yarl import URL
 
-from collectors.httpserve import RecordSink, ServerThread, add_common_arguments, pipeline_from_args, run_app
+from collectors.httpserve import (
+    RecordSink,
+    ServerThread,
+    add_attribution_argument,
+    add_common_arguments,
+    pipeline_from_args,
+    policy_from_args,
+    run_app,
+)
+from collectors.jsonscan import JsonScan
+from serving import attribution
 from serving import record as rec
 
 log = logging.getLogger("collectors.proxy")
@@ -75,7 +97,14 @@ HOP_BY_HOP = frozenset(
 )
 RECORD_ID_HEADER = "X-Costplatform-Record-Id"
 MAX_BODY = 64 * 1024 * 1024
-MAX_KEPT_RESPONSE = 16 * 1024 * 1024  # of a non-streamed JSON answer, to read its usage
+MAX_KEPT_TEXT = 4 * 1024 * 1024  # of a non-streamed answer's text, kept only for the tokenizer
+MAX_QUEUED_RECORDS = 10_000
+# The upstream sees only these: the metered endpoints (POST) and the model list (GET).
+MODELS_PATH = re.compile(r"^/v1/models(/[^%]+)?$")
+INLINE_RECORDS = Counter(
+    "costplatform_proxy_records_built_inline",
+    "Records built on the event loop without the tokenizer because the record queue was full",
+)
 FINISH_REASONS = {
     "stop": "stop",
     "length": "length",
@@ -98,6 +127,8 @@ class Settings:
     connect_timeout: float = 10.0
     read_timeout: float = 600.0  # the longest silence from the upstream inside a response
     max_connections: int = 1000
+    policy: attribution.Policy = field(default_factory=lambda: attribution.Policy(None))
+    max_queued_records: int = MAX_QUEUED_RECORDS
 
 
 @dataclass
@@ -121,7 +152,8 @@ class Exchange:
     finish_reason: str | None = None
     model: str | None = None
     response_status: str | None = None  # /v1/responses: completed, incomplete, failed
-    kept: bytearray = field(default_factory=bytearray)  # a non-streamed JSON answer
+    scan: JsonScan | None = None  # reads a non-streamed answer as it passes
+    dims: dict[str, str] = field(default_factory=dict)  # decided by the attribution policy on arrival
 
 
 # --- reading upstream answers -----------------------------------------------------------------
@@ -260,28 +292,37 @@ class StreamReader:
         return self.drop_usage_chunk and not doc.get("choices") and bool(doc.get("usage"))
 
 
-def read_kept_response(exchange: Exchange) -> None:
-    """The usage, model and finish reason of a non-streamed JSON answer."""
-    try:
-        doc = json.loads(bytes(exchange.kept))
-    except ValueError:
-        return
-    if not isinstance(doc, dict):
-        return
+def answer_scan(endpoint: str, *, keep_text: bool) -> JsonScan:
+    """A scan of a non-streamed answer for what the record needs (the text only for the tokenizer)."""
+    text = MAX_KEPT_TEXT if keep_text else 0
+    if endpoint == "responses":
+        wanted = {("status",): 64, ("incomplete_details",): 4096, ("output", "*", "content", "*", "text"): text}
+        repeat = frozenset({("output", "*", "content", "*", "text")})
+    else:
+        wanted = {("choices", "*", "finish_reason"): 256, ("choices", "*", "message", "content"): text}
+        wanted[("choices", "*", "text")] = text
+        repeat = frozenset()
+    return JsonScan({("usage",): 64 * 1024, ("model",): 1024, **wanted}, repeat=repeat)
+
+
+def read_scanned_response(exchange: Exchange, scan: JsonScan) -> None:
+    """The usage, model, finish reason and text of a non-streamed JSON answer."""
     if exchange.endpoint == "responses":
+        texts = scan.found.get(("output", "*", "content", "*", "text"), [])
+        doc = {name: scan.first(name) for name in ("model", "status", "usage", "incomplete_details")}
+        doc["output"] = [{"content": [{"text": t} for t in texts if isinstance(t, str)]}]
         observe_response_object(exchange, doc)
         return
-    exchange.model = doc.get("model") or exchange.model
-    if isinstance(doc.get("usage"), Mapping):
-        exchange.usage = doc["usage"]
-    choices = doc.get("choices") or []
-    if choices and isinstance(choices[0], dict):
-        first = choices[0]
-        exchange.finish_reason = first.get("finish_reason") or None
-        message = first.get("message")
-        content = message.get("content") if isinstance(message, dict) else first.get("text")
-        if isinstance(content, str):
-            exchange.text = [content]
+    model = scan.first("model")
+    exchange.model = str(model) if isinstance(model, str) and model else exchange.model
+    if isinstance(scan.first("usage"), Mapping):
+        exchange.usage = scan.first("usage")
+    if ("choices", "*", "finish_reason") in scan.found:
+        exchange.finish_reason = scan.first("choices", "*", "finish_reason") or None
+    content = scan.first("choices", "*", "message", "content")
+    content = content if content is not None else scan.first("choices", "*", "text")
+    if isinstance(content, str):
+        exchange.text = [content]
 
 
 # --- building the record ----------------------------------------------------------------------
@@ -341,8 +382,8 @@ def segments_for(tokenizer: Any) -> rec.PromptSegments:
 def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
     body = exchange.body
     tokenizer = settings.tokenizer
-    if exchange.kept:
-        read_kept_response(exchange)
+    if exchange.scan is not None:
+        read_scanned_response(exchange, exchange.scan)
     status = status_of(exchange)
     text = "".join(exchange.text)
     tokens: dict[str, int] = dict(rec.usage_tokens(exchange.usage))
@@ -372,7 +413,7 @@ def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
         finish_reason=finish,
         endpoint=exchange.endpoint,
         model_version=settings.model_version,
-        dims=rec.dims_from_request(exchange.headers, body, settings.defaults),
+        dims=exchange.dims,
         timing={
             "ttft": (exchange.first_token - exchange.started) * 1000 if exchange.first_token else None,
             "e2e": (end - exchange.started) * 1000,
@@ -402,8 +443,22 @@ def forward_headers(headers: Mapping[str, str], upstream_key: str | None) -> CIM
     return out
 
 
-def error_body(message: str, kind: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": kind, "code": None}}).encode()
+def error_body(message: str, kind: str, code: str | None = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+def error_response(status: int, message: str, kind: str, code: str | None = None, **headers: str) -> web.Response:
+    return web.Response(
+        status=status, body=error_body(message, kind, code), content_type="application/json", headers=headers
+    )
+
+
+def forwarded(method: str, path: str) -> bool:
+    """Whether a request may reach the upstream: the metered endpoints and the model list."""
+    if method == "POST" and rec.endpoint_of(path) is not None:
+        return True
+    segments = path.split("/")
+    return method in ("GET", "HEAD") and bool(MODELS_PATH.match(path)) and not {".", ".."} & set(segments)
 
 
 class Proxy:
@@ -412,20 +467,24 @@ class Proxy:
         self.sink = sink
         self.upstream = settings.upstream.rstrip("/").removesuffix("/v1")
         self.session: aiohttp.ClientSession | None = None
-        # One thread: tokenizers and the record builder stay off the event loop, in order.
-        self.records = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxy-records")
+        # One thread: tokenizers and the record builder stay off the event loop, in order. The
+        # queue is bounded: an exchange holds its request body, so a stalled builder must not
+        # hold thousands of them.
+        self.records: queue.Queue[Exchange | None] = queue.Queue(maxsize=settings.max_queued_records)
+        self.builder = threading.Thread(target=self._build_records, name="proxy-records", daemon=True)
         self.timeout = aiohttp.ClientTimeout(
             total=None, connect=settings.connect_timeout, sock_read=settings.read_timeout
         )
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_route("*", "/v1/{tail:.*}", self.handle)
+        app.router.add_route("*", "/{tail:.*}", self.handle)  # every path: the unlisted get a 404 in OpenAI's form
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         return app
 
     async def _open(self, _: web.Application) -> None:
+        self.builder.start()
         connector = aiohttp.TCPConnector(limit=self.settings.max_connections, ttl_dns_cache=300)
         # auto_decompress off: compressed answers pass through untouched.
         self.session = aiohttp.ClientSession(
@@ -435,9 +494,15 @@ class Proxy:
     async def _close(self, _: web.Application) -> None:
         if self.session is not None:
             await self.session.close()
-        await asyncio.get_running_loop().run_in_executor(None, self.records.shutdown, True)
+        await asyncio.get_running_loop().run_in_executor(None, self._stop_builder)
 
-    def _exchange(self, request: web.Request, raw: bytes) -> tuple[Exchange | None, bytes]:
+    def _stop_builder(self) -> None:
+        self.records.put(None)
+        self.builder.join()
+
+    def _exchange(
+        self, request: web.Request, raw: bytes, caller: attribution.Caller | None, amap: attribution.AttributionMap
+    ) -> tuple[Exchange | None, bytes]:
         """The exchange to record (None for an untracked request) and the body to send on."""
         endpoint = rec.endpoint_of(request.path) if request.method == "POST" else None
         if endpoint is None:
@@ -457,6 +522,9 @@ class Proxy:
             body=body,
             streamed=bool(body.get("stream")),
         )
+        claims = rec.claimed_dims(request.headers, body)
+        decision = attribution.decide(claims, amap=amap, caller=caller, defaults=self.settings.defaults)
+        exchange.dims = rec.clean_dims(decision.record_dims())
         options = body.get("stream_options")
         if exchange.streamed and endpoint in ("chat.completions", "completions"):
             if not (isinstance(options, dict) and options.get("include_usage")):
@@ -466,8 +534,19 @@ class Proxy:
         return exchange, raw
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if not forwarded(request.method, request.path):
+            message = f"Invalid URL ({request.method} {request.path}): this proxy forwards only the metered endpoints"
+            return error_response(404, message, "invalid_request_error")
+        amap = self.settings.policy.current()
+        caller = amap.caller(attribution.bearer(request.headers.get("Authorization")))
+        if caller is None and self.settings.upstream_key:
+            # The operator's key is spent for known clients only.
+            message = "a client token is needed: Authorization: Bearer <token> (ask the operator)"
+            return error_response(
+                401, message, "invalid_request_error", "invalid_api_key", **{"WWW-Authenticate": "Bearer"}
+            )
         raw = await request.read()
-        exchange, payload = self._exchange(request, raw)
+        exchange, payload = self._exchange(request, raw, caller, amap)
         headers = forward_headers(request.headers, self.settings.upstream_key)
         if exchange is not None or "Accept-Encoding" not in headers:
             # The proxy reads the usage out of the answer; and aiohttp would otherwise ask for
@@ -496,10 +575,8 @@ class Proxy:
         if exchange is not None:
             exchange.outcome, exchange.status_code, exchange.finished = outcome, status, time.monotonic()
             self._record_later(exchange)
-        headers = {RECORD_ID_HEADER: exchange.record_id} if exchange else None
-        return web.Response(
-            status=status, body=error_body(message, "proxy_error"), content_type="application/json", headers=headers
-        )
+        headers = {RECORD_ID_HEADER: exchange.record_id} if exchange else {}
+        return error_response(status, message, "proxy_error", **headers)
 
     async def _relay(
         self, request: web.Request, upstream: aiohttp.ClientResponse, exchange: Exchange | None, *, inject: bool
@@ -517,13 +594,15 @@ class Proxy:
             if is_sse:
                 exchange.streamed = True
                 reader = StreamReader(exchange, drop_usage_chunk=inject)
+            else:
+                exchange.scan = answer_scan(exchange.endpoint, keep_text=self.settings.tokenizer is not None)
         try:
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 if reader is not None:
                     chunk = reader.feed(chunk)
-                elif exchange is not None and len(exchange.kept) < MAX_KEPT_RESPONSE:
-                    exchange.kept += chunk
+                elif exchange is not None and exchange.scan is not None:
+                    exchange.scan.feed(chunk)
                 if chunk:
                     await response.write(chunk)
             if reader is not None and (rest := reader.rest()):
@@ -561,14 +640,23 @@ class Proxy:
             request.transport.close()
 
     def _record_later(self, exchange: Exchange) -> None:
+        if not self.builder.is_alive():  # not started, or shutting down: build it here rather than lose it
+            self._record(exchange, self.settings)
+            return
         try:
-            self.records.submit(self._record, exchange)
-        except RuntimeError:  # shutting down: build it here rather than lose it
-            self._record(exchange)
+            self.records.put_nowait(exchange)
+        except queue.Full:
+            # The builder is behind: build it now, without the tokenizer (cheap), rather than lose it.
+            INLINE_RECORDS.inc()
+            self._record(exchange, replace(self.settings, tokenizer=None))
 
-    def _record(self, exchange: Exchange) -> None:
+    def _build_records(self) -> None:
+        while (exchange := self.records.get()) is not None:
+            self._record(exchange, self.settings)
+
+    def _record(self, exchange: Exchange, settings: Settings) -> None:
         try:
-            self.sink.submit(build_record(exchange, self.settings))
+            self.sink.submit(build_record(exchange, settings))
         except Exception:
             log.exception("no record for %s", exchange.record_id)
 
@@ -637,8 +725,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model-version", help="model_version of every record, e.g. awq-int4")
     parser.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default %(default)s)")
     parser.add_argument("--read-timeout", type=float, default=600.0, help="longest upstream silence, seconds")
+    add_attribution_argument(parser, required=False, tokens="client tokens; required with --upstream-key")
     args = parser.parse_args(argv)
     upstream_key = args.upstream_key or os.environ.get("COSTPLATFORM_UPSTREAM_KEY")
+    if upstream_key and not args.attribution_map:
+        parser.error("--upstream-key needs --attribution-map: the clients' tokens that may spend it")
+    policy = policy_from_args(parser, args)
     pipeline = pipeline_from_args(parser, args)
     settings = Settings(
         upstream=args.upstream,
@@ -649,6 +741,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         defaults=args.dim,
         connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout,
+        policy=policy,
     )
     run_app(Proxy(settings, pipeline).app(), args.listen, pipeline)
 

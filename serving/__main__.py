@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
+from serving import attribution
 from serving import config as cfg
 
 MIDDLEWARE = "serving.middleware.CostplatformMiddleware"
@@ -35,6 +37,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spool", help="durable spool directory (default ~/.cache/costplatform/spool)")
     p.add_argument("--source", help="name of this server in reconciliation records (default: host name)")
     p.add_argument("--dims", default="", help="default dims for every record: business_line=search,env=prod")
+    p.add_argument(
+        "--attribution-map",
+        help="TOML file mapping callers' API keys to their dims and what they may claim (re-read when it "
+        "changes; README: Writing an attribution map). Without it business_line and team come from --dims only.",
+    )
     p.add_argument("--model-version", help="model_version of every record, e.g. awq-int4")
     p.add_argument("--hash-key-file", help="key of the prompt hash; share it between servers (default: per spool)")
     p.add_argument(
@@ -61,6 +68,11 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
         env[f"{cfg.ENV_KEY}_FILE"] = args.collector_key_file
         env.pop(cfg.ENV_KEY, None)
     cfg.parse_dims(args.dims)  # refuse a malformed --dims here, not in the server
+    if args.attribution_map:
+        # A broken map is refused here with its reason, not as a failed middleware deep in vLLM.
+        path = Path(args.attribution_map).resolve()
+        attribution.parse(path.read_text())
+        env[cfg.ENV_ATTRIBUTION_MAP] = str(path)
     for name, value in (
         (cfg.ENV_SPOOL, args.spool),
         (cfg.ENV_SOURCE, args.source),
@@ -98,7 +110,10 @@ def _option(argv: list[str], name: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     args, rest = parser().parse_known_args(argv)
-    command, env = vllm_command(args, rest)
+    try:
+        command, env = vllm_command(args, rest)
+    except (attribution.MapError, OSError) as exc:
+        parser().error(f"--attribution-map {args.attribution_map}: {exc}")
     os.execvpe(command[0], command, env)
 
 

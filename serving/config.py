@@ -13,6 +13,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serving.attribution import ENV_MAP
+
 ENV_URL = "COSTPLATFORM_URL"
 ENV_KEY = "COSTPLATFORM_COLLECTOR_KEY"
 ENV_SPOOL = "COSTPLATFORM_SPOOL"
@@ -24,6 +26,7 @@ ENV_CACHE_SALT = "COSTPLATFORM_CACHE_SALT_DIM"
 ENV_TOKENIZER = "COSTPLATFORM_TOKENIZER"
 ENV_SEGMENTS = "COSTPLATFORM_SEGMENTS"
 ENV_STATS_WAIT = "COSTPLATFORM_STATS_WAIT"
+ENV_ATTRIBUTION_MAP = ENV_MAP
 
 
 def _secret(name: str) -> str | None:
@@ -63,6 +66,7 @@ class ServingConfig:
     tokenizer: str | None = None
     segments: bool = True
     stats_wait: float = 2.0
+    attribution_map: Path | None = None  # none: the safe defaults (business_line, team from `dims` only)
 
     @classmethod
     def from_env(cls) -> ServingConfig | None:
@@ -83,6 +87,7 @@ class ServingConfig:
             tokenizer=os.environ.get(ENV_TOKENIZER) or None,
             segments=os.environ.get(ENV_SEGMENTS, "1") not in ("0", "false", "no", "off"),
             stats_wait=float(os.environ.get(ENV_STATS_WAIT) or 2.0),
+            attribution_map=Path(os.environ[ENV_ATTRIBUTION_MAP]) if os.environ.get(ENV_ATTRIBUTION_MAP) else None,
         )
 
 

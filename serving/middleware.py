@@ -4,9 +4,11 @@ For each inference request it reads the attribution headers and the body, makes 
 request carries an X-Request-Id (vLLM names the engine request after it, which is how the
 engine's counts find their way back), watches the response and the client's disconnect,
 and when the request ends hands what it saw to the runtime, which waits for the engine's
-counts off the request's task. It never changes what the client sends or gets, except
-that with COSTPLATFORM_CACHE_SALT_DIM set it adds a `cache_salt` derived from that dim
-(prefix-cache isolation between business lines).
+counts off the request's task. The dims are decided here, once, by the attribution map
+(serving/attribution.py) from the caller's `Authorization: Bearer` key and its claims.
+It never changes what the client sends or gets, except that with
+COSTPLATFORM_CACHE_SALT_DIM set it sets the `cache_salt` from that dim's trusted value
+(prefix-cache isolation between business lines), with a caller's own salt mixed in.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import uuid
 from typing import Any
 
 from serving import hooks, runtime
-from serving.record import dims_from_request, endpoint_of
+from serving.record import claimed_dims, clean_dims, endpoint_of
 from serving.runtime import Seen
 
 log = logging.getLogger("costplatform.serving")
@@ -50,6 +52,15 @@ def expected_sequences(endpoint: str, body: dict[str, Any]) -> int:
 
 def cache_salt(key: bytes, value: str) -> str:
     return hashlib.blake2b(value.encode(), key=key[:64], digest_size=12).hexdigest()
+
+
+def trusted_salt(key: bytes, trusted: str | None, claimed: Any) -> str | None:
+    """The cache_salt vLLM gets: from the dim's trusted value, the caller's own salt mixed in,
+    so a caller can split its line's cache further but never reach another line's."""
+    own = claimed if isinstance(claimed, str) and claimed else None
+    if not trusted and own is None:
+        return None
+    return cache_salt(key, json.dumps([trusted or "", own]))
 
 
 class CostplatformMiddleware:
@@ -92,11 +103,12 @@ class CostplatformMiddleware:
         if not request_id:
             request_id = uuid.uuid4().hex
             raw_headers.append((b"x-request-id", request_id.encode()))
-        if rt.config.cache_salt_dim and isinstance(body, dict) and "cache_salt" not in body:
-            dims = dims_from_request(headers, body, rt.config.dims)
-            value = dims.get(rt.config.cache_salt_dim)
-            if value:
-                body["cache_salt"] = cache_salt(rt.config.hash_key, value)
+        claims = claimed_dims(headers, body if isinstance(body, dict) else None)
+        decision = rt.policy.decide(claims, headers.get("authorization"))
+        if rt.config.cache_salt_dim and isinstance(body, dict):
+            salt = trusted_salt(rt.config.hash_key, decision.dims.get(rt.config.cache_salt_dim), body.get("cache_salt"))
+            if salt is not None:
+                body["cache_salt"] = salt
                 body_bytes = json.dumps(body).encode()
                 raw_headers = [(k, v) for k, v in raw_headers if k.lower() != b"content-length"]
                 raw_headers.append((b"content-length", str(len(body_bytes)).encode()))
@@ -111,6 +123,7 @@ class CostplatformMiddleware:
             headers=headers,
             body=body,
             streamed=isinstance(body, dict) and bool(body.get("stream")),
+            dims=clean_dims(decision.record_dims()),
         )
         waiter = rt.join.expect(engine_id, expected_sequences(endpoint, body) if isinstance(body, dict) else 1)
         replay = _replay(body_bytes, receive, seen=seen)

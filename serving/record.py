@@ -54,15 +54,10 @@ def dim_key(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 
 
-def dims_from_request(
-    headers: Mapping[str, str], body: Mapping[str, Any] | None, defaults: Mapping[str, str]
-) -> dict[str, str]:
-    """Attribution of one request: X-Costplatform-<Dim> headers over the body's `metadata`
-    object over the server's defaults. Keys the record contract refuses are dropped and
-    values cut to its limit, so a careless header never costs the record its tokens."""
+def claimed_dims(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> dict[str, str]:
+    """What a request claims: X-Costplatform-<Dim> headers over the body's `metadata` object.
+    Claims only: serving.attribution decides which of them the caller may make."""
     dims: dict[str, str] = {}
-    for key, value in defaults.items():
-        dims[dim_key(key)] = str(value)
     metadata = body.get("metadata") if isinstance(body, Mapping) else None
     if isinstance(metadata, Mapping):
         for key, value in metadata.items():
@@ -74,6 +69,12 @@ def dims_from_request(
             key = dim_key(lower[len(DIM_HEADER_PREFIX) :])
             if key not in _NOT_DIMS:
                 dims[key] = value
+    return dims
+
+
+def clean_dims(dims: Mapping[str, str]) -> dict[str, str]:
+    """Keys the record contract refuses are dropped and values cut to its limit, so a careless
+    header never costs the record its tokens."""
     clean: dict[str, str] = {}
     for key, value in dims.items():
         if _DIM_KEY.match(key) and len(clean) < MAX_DIMS:

@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from serving.attribution import Policy
 from serving.config import ServingConfig
 
 log = logging.getLogger("costplatform.serving")
@@ -81,6 +82,7 @@ class Seen:
     disconnected: bool = False
     error: str | None = None
     streamed: bool = False
+    dims: dict[str, str] | None = None  # decided by the attribution policy when the request came
 
 
 class Waiter:
@@ -308,7 +310,7 @@ class Emitter:
             finish_reason=finish_reason,
             endpoint=seen.endpoint,
             model_version=self.config.model_version,
-            dims=rec.dims_from_request(seen.headers, body, self.config.dims),
+            dims=seen.dims if seen.dims is not None else dict(self.config.dims),
             timing={
                 "queued": _ms(first.queued_s) if first else None,
                 "ttft": ttft,
@@ -380,6 +382,7 @@ class Runtime:
         from collectors.shipper import Pipeline
 
         self.config = config
+        self.policy = Policy(config.attribution_map, config.dims)
         self.pipeline = Pipeline(config.spool_dir, url=config.platform_url, key=config.collector_key).start()
         self.emitter = Emitter(config, self.pipeline)
         self.join = Join(lambda counts: self.emitter.submit(None, [counts]))

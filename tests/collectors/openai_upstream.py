@@ -74,6 +74,8 @@ class Upstream:
         if not body.get("stream"):
             choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
             text = "".join(WORDS)
+            if body.get("reply_words"):  # a long answer: this word that many times
+                text = "refund " * int(body["reply_words"])
             if chat:
                 choice["message"] = {"role": "assistant", "content": body.get("reply", text)}
             else:

@@ -21,13 +21,31 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
 from collectors.otlp import BodyError, Options, Receiver, convert, decode_body
 from collectors.shipper import Pipeline
+from serving import attribution
 
 FIXTURE = Path(__file__).parent / "fixtures" / "otlp_genai_traces.json"
+TOKEN = "otlp-token"
+# The lines these spans claim are allowed (to the default caller for the conversion tests, which
+# have no exporter); the exporter with TOKEN is billed to support unless it claims search.
+MAP = f"""
+[policy]
+business_line = "allowed"
+team = "allowed"
+
+[default]
+allowed = {{ business_line = ["after-sales", "search", "ads"], team = ["cs-bot", "search"] }}
+
+[callers.support-exporter]
+tokens = ["{TOKEN}"]
+dims = {{ business_line = "support" }}
+allowed = {{ business_line = ["search"] }}
+"""
+AUTHORIZED = {"Authorization": f"Bearer {TOKEN}"}
 T0 = 1_767_268_800_000_000_000  # 2026-01-01T12:00:00Z in nanoseconds
 
 
@@ -103,6 +121,19 @@ def otlp_json(request: ExportTraceServiceRequest) -> bytes:
     return json.dumps(data).encode()
 
 
+def choosing(options: Options | None = None) -> Any:
+    """The policy of MAP for a span of no exporter in particular."""
+    defaults = (options or Options()).defaults
+    return lambda claims: attribution.decide(claims, amap=attribution.parse(MAP), caller=None, defaults=defaults)
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> attribution.Policy:
+    path = tmp_path_factory.mktemp("otlp-map") / "attribution.toml"
+    path.write_text(MAP)
+    return attribution.Policy(path)
+
+
 def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["record_id"].rsplit("-", 1)[1]: r for r in records}
 
@@ -111,7 +142,7 @@ def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_it_turns_each_genai_inference_span_of_the_json_fixture_into_a_record():
-    result = convert(decode_body(FIXTURE.read_bytes(), "application/json"))
+    result = convert(decode_body(FIXTURE.read_bytes(), "application/json"), decide=choosing())
 
     records = by_id(result.records)
     assert sorted(records) == ["00f067aa0ba902b7", "b7ad6b7169203331", "c7ad6b7169203332", "eee19b7ec3c1b174"]
@@ -187,8 +218,8 @@ def test_it_reads_the_same_records_from_protobuf_and_from_json():
         **{"service.name": "search-api", "costplatform.team": "search"},
     )
 
-    from_protobuf = convert(decode_body(request.SerializeToString(), "application/x-protobuf"))
-    from_json = convert(decode_body(otlp_json(request), "application/json"))
+    from_protobuf = convert(decode_body(request.SerializeToString(), "application/x-protobuf"), decide=choosing())
+    from_json = convert(decode_body(otlp_json(request), "application/json"), decide=choosing())
 
     assert from_protobuf.records == from_json.records
     first, second = from_protobuf.records
@@ -228,7 +259,8 @@ def test_it_takes_dims_with_a_configured_prefix_and_defaults():
     span = chat_span(**{"acme.business_line": "ads", "costplatform.team": "ignored-prefix"})
     options = Options(dim_prefix="acme.", defaults={"env": "staging"})
 
-    assert convert(export_request(span), options).records[0]["dims"] == {"env": "staging", "business_line": "ads"}
+    dims = convert(export_request(span), options, decide=choosing(options)).records[0]["dims"]
+    assert dims == {"env": "staging", "business_line": "ads"}
 
 
 @pytest.mark.parametrize(
@@ -248,8 +280,11 @@ def test_it_refuses_bodies_that_do_not_decode(body, content_type):
 # --- the HTTP receiver ------------------------------------------------------------------------
 
 
-def post(url: str, body: bytes, content_type: str, **headers: str) -> tuple[int, str, bytes]:
-    request = urllib.request.Request(f"{url}/v1/traces", data=body, headers={"Content-Type": content_type, **headers})
+def post(url: str, body: bytes, content_type: str, **headers: str | None) -> tuple[int, str, bytes]:
+    sent = {"Content-Type": content_type, **AUTHORIZED, **headers}
+    request = urllib.request.Request(
+        f"{url}/v1/traces", data=body, headers={k: v for k, v in sent.items() if v is not None}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.headers["Content-Type"], response.read()
@@ -258,9 +293,9 @@ def post(url: str, body: bytes, content_type: str, **headers: str) -> tuple[int,
 
 
 @pytest.fixture
-def receiver_url():
+def receiver_url(policy):
     sink = Taken()
-    with ServerThread(Receiver(sink, Options()).app()) as server:
+    with ServerThread(Receiver(sink, Options(), policy=policy).app()) as server:
         server.sink = sink  # type: ignore[attr-defined]
         yield server
 
@@ -305,12 +340,59 @@ def test_it_answers_415_for_another_content_type(receiver_url):
     assert status == 415
 
 
+def refused_count(dim: str) -> float:
+    return REGISTRY.get_sample_value("costplatform_serving_attribution_refused_total", {"dim": dim}) or 0.0
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-in-the-map", f"Basic {TOKEN}"])
+@pytest.mark.parametrize("content_type", ["application/x-protobuf", "application/json"])
+def test_it_refuses_an_export_without_a_bearer_token_of_the_map(receiver_url, authorization, content_type):
+    request = export_request(chat_span())
+    body = request.SerializeToString() if content_type == "application/x-protobuf" else otlp_json(request)
+
+    status, answered_as, answer = post(receiver_url.url, body, content_type, Authorization=authorization)
+
+    assert (status, answered_as) == (401, content_type)
+    if content_type == "application/json":
+        assert json.loads(answer)["code"] == 16  # UNAUTHENTICATED
+    else:
+        assert answer.startswith(b"\x08\x10")  # google.rpc.Status code 16
+    assert receiver_url.sink.records == []
+
+
+def test_it_bills_an_exporter_claiming_another_line_to_its_own_and_keeps_the_claim(receiver_url):
+    before = refused_count("business_line")
+    request = export_request(
+        chat_span(1, **{"costplatform.business_line": "payments"}),
+        chat_span(2),
+        **{"costplatform.business_line": "payments"},  # the resource's claim
+    )
+
+    status, _, _ = post(receiver_url.url, request.SerializeToString(), "application/x-protobuf")
+
+    assert status == 200
+    for record in receiver_url.sink.records:
+        assert record["dims"]["business_line"] == "support"
+        assert record["dims"]["refused.business_line"] == "payments"
+    assert len(receiver_url.sink.records) == 2 and refused_count("business_line") == before + 2
+
+
+def test_it_never_lets_an_exporter_make_a_reconciliation_record(receiver_url):
+    span = chat_span(**{"costplatform.costplatform.kind": "reconciliation", "costplatform.source": "vllm-1"})
+
+    post(receiver_url.url, export_request(span).SerializeToString(), "application/x-protobuf")
+
+    (record,) = receiver_url.sink.records
+    assert "costplatform.kind" not in record["dims"] and "source" not in record["dims"]
+    assert record["dims"]["refused.costplatform.kind"] == "reconciliation"
+
+
 def pipeline(tmp_path: Path, url: str = "http://127.0.0.1:9", **options: Any) -> Pipeline:
     return Pipeline(tmp_path / "spool", url=url, key="cpk_test", registry=CollectorRegistry(), **options)
 
 
-def test_it_answers_only_once_the_records_are_in_the_spool_files(tmp_path):
-    with pipeline(tmp_path, ship=False) as sink, ServerThread(Receiver(sink, Options()).app()) as server:
+def test_it_answers_only_once_the_records_are_in_the_spool_files(tmp_path, policy):
+    with pipeline(tmp_path, ship=False) as sink, ServerThread(Receiver(sink, Options(), policy=policy).app()) as server:
         status, _, _ = post(server.url, export_request(chat_span(7)).SerializeToString(), "application/x-protobuf")
 
         on_disk = b"".join(p.read_bytes() for p in (tmp_path / "spool").rglob("*") if p.is_file())
@@ -318,10 +400,10 @@ def test_it_answers_only_once_the_records_are_in_the_spool_files(tmp_path):
         assert b"otlp-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000007" in on_disk
 
 
-def test_it_answers_503_when_the_spool_refuses_the_records(tmp_path):
+def test_it_answers_503_when_the_spool_refuses_the_records(tmp_path, policy):
     with (
         pipeline(tmp_path, ship=False, when_full="refuse", max_bytes=1, segment_bytes=1) as sink,
-        ServerThread(Receiver(sink, Options()).app()) as server,
+        ServerThread(Receiver(sink, Options(), policy=policy).app()) as server,
     ):
         status, _, _ = post(server.url, export_request(chat_span()).SerializeToString(), "application/x-protobuf")
 
@@ -332,7 +414,7 @@ def test_it_answers_503_when_the_spool_refuses_the_records(tmp_path):
 
 
 @pytest.mark.usefixtures("truncate_records")
-def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(live_server, tmp_path):
+def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(live_server, tmp_path, policy):
     from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource as SdkResource
@@ -346,13 +428,15 @@ def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(l
     key = collector_key()
     with (
         Pipeline(tmp_path / "spool", url=live_server.url, key=key.secret, registry=CollectorRegistry()) as sink,
-        ServerThread(Receiver(sink, Options()).app()) as server,
+        ServerThread(Receiver(sink, Options(), policy=policy).app()) as server,
     ):
         provider = TracerProvider(
             resource=SdkResource.create({"service.name": "kb-search", "costplatform.business_line": "search"})
         )
         provider.add_span_processor(
-            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", compression=Compression.Gzip))
+            SimpleSpanProcessor(
+                OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", compression=Compression.Gzip, headers=AUTHORIZED)
+            )
         )
         tracer = provider.get_tracer("test")
         with tracer.start_as_current_span("chat qwen", kind=SpanKind.CLIENT) as span:

@@ -8,15 +8,17 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
-from collectors.proxy import Settings, proxy_thread
+from collectors.proxy import INLINE_RECORDS, Settings, proxy_thread
 from collectors.shipper import Pipeline
+from serving.attribution import Policy
 from serving.record import prompt_hash
 from tests.collectors.openai_upstream import CACHED_TOKENS, PROMPT_TOKENS, WORDS, Upstream
 
@@ -24,6 +26,17 @@ HASH_KEY = b"k" * 32
 CHAT_TEMPLATE = "{% for m in messages %}<{{ m.role }}> {{ m.content }} {% endfor %}" + (
     "{% if add_generation_prompt %}<assistant>{% endif %}"
 )
+CLIENT_TOKEN = "client-key"
+# The proxy spends the operator's upstream key for the clients of this map only.
+CLIENT_MAP = f"""
+[policy]
+team = "allowed"
+
+[callers.refunds-app]
+tokens = ["{CLIENT_TOKEN}"]
+dims = {{ business_line = "refunds" }}
+allowed = {{ team = ["cs-bot", "from-metadata"] }}
+"""
 MESSAGES = [
     {"role": "system", "content": "You answer refund questions briefly."},
     {"role": "user", "content": "Where?"},
@@ -67,7 +80,8 @@ class Rig:
         parts = urlsplit(self.url)
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
         data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        sent = {"Content-Type": "application/json", "Authorization": f"Bearer {CLIENT_TOKEN}", **(headers or {})}
+        conn.request(method, path, body=data, headers={k: v for k, v in sent.items() if v is not None})
         return conn.getresponse(), conn
 
     def post(self, path: str, body: Any, **headers: str) -> tuple[int, Mapping[str, str], bytes]:
@@ -85,19 +99,32 @@ def upstream() -> Iterator[tuple[Upstream, str]]:
         yield fake, server.url
 
 
-def rig_for(server: tuple[Upstream, str], **settings: Any) -> Iterator[Rig]:
+@pytest.fixture(scope="module")
+def client_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("proxy-map") / "attribution.toml"
+    path.write_text(CLIENT_MAP)
+    return path
+
+
+def rig_for(server: tuple[Upstream, str], client_map: Path, records: Any = None, **settings: Any) -> Iterator[Rig]:
     fake, url = server
-    records = Records()
+    records = records or Records()
     rig = Rig(fake, url, records)
-    options = {"upstream": url, "upstream_key": "sk-upstream", "hash_key": HASH_KEY, "defaults": {"env": "prod"}}
+    options = {
+        "upstream": url,
+        "upstream_key": "sk-upstream",
+        "hash_key": HASH_KEY,
+        "defaults": {"env": "prod"},
+        "policy": Policy(client_map),
+    }
     with proxy_thread(Settings(**(options | settings)), records) as proxy_url:
         rig.url = proxy_url
         yield rig
 
 
 @pytest.fixture
-def rig(upstream) -> Iterator[Rig]:
-    yield from rig_for(upstream)
+def rig(upstream, client_map) -> Iterator[Rig]:
+    yield from rig_for(upstream, client_map)
 
 
 def events(raw: bytes) -> list[Any]:
@@ -135,7 +162,7 @@ def test_it_forwards_a_chat_completion_and_records_its_usage_and_attribution(rig
         "endpoint": "chat.completions",
         "tokens": {"prompt": PROMPT_TOKENS, "completion": len(WORDS), "prompt_cached": CACHED_TOKENS},
         "outcome": {"status": "ok", "finish_reason": "stop"},
-        "dims": {"env": "prod", "feature": "refunds", "team": "cs-bot"},
+        "dims": {"env": "prod", "business_line": "refunds", "feature": "refunds", "team": "cs-bot"},
         "timing": {"e2e": record["timing"]["e2e"]},
         "attempt": 2,
         "retry_of": "px-first",
@@ -227,8 +254,8 @@ def test_it_records_a_stream_broken_by_the_upstream_as_an_error(rig):
 
 
 @pytest.fixture
-def impatient_rig(upstream) -> Iterator[Rig]:
-    yield from rig_for(upstream, read_timeout=0.3)
+def impatient_rig(upstream, client_map) -> Iterator[Rig]:
+    yield from rig_for(upstream, client_map, read_timeout=0.3)
 
 
 def test_it_answers_504_and_records_a_timeout_when_the_upstream_stays_silent(impatient_rig):
@@ -249,8 +276,8 @@ def test_it_cuts_the_stream_and_records_a_timeout_when_the_upstream_stalls_midwa
     assert record["tokens"]["completion"] == 1
 
 
-def test_it_answers_502_and_records_an_error_when_the_upstream_is_unreachable(upstream):
-    for rig in rig_for(upstream, upstream="http://127.0.0.1:9"):
+def test_it_answers_502_and_records_an_error_when_the_upstream_is_unreachable(upstream, client_map):
+    for rig in rig_for(upstream, client_map, upstream="http://127.0.0.1:9"):
         status, headers, _ = rig.post("/v1/chat/completions", chat())
 
         record = rig.records.wait()[0]
@@ -283,6 +310,104 @@ def test_it_passes_other_requests_through_without_a_record(rig):
     assert rig.records.records == []
 
 
+# --- who may use it, and who pays -----------------------------------------------------------------
+
+
+def refused_count(dim: str) -> float:
+    return REGISTRY.get_sample_value("costplatform_serving_attribution_refused_total", {"dim": dim}) or 0.0
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer sk-guessed", "Basic Y2xpZW50LWtleQ=="])
+def test_it_refuses_a_client_without_a_token_of_the_map_when_it_spends_the_upstream_key(rig, authorization):
+    seen = len(rig.upstream.seen)
+
+    status, headers, body = rig.post("/v1/chat/completions", chat(), Authorization=authorization)
+
+    assert status == 401
+    assert json.loads(body)["error"]["code"] == "invalid_api_key"
+    assert headers["WWW-Authenticate"] == "Bearer"
+    time.sleep(0.1)
+    assert len(rig.upstream.seen) == seen and rig.records.records == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/files"),
+        ("POST", "/v1/fine_tuning/jobs"),
+        ("DELETE", "/v1/models/qwen2.5-7b-instruct"),
+        ("GET", "/v1/models/../files"),
+        ("GET", "/v1/chat/completions"),
+        ("GET", "/metrics"),
+    ],
+)
+def test_it_refuses_an_unlisted_path_without_forwarding_it(rig, method, path):
+    seen = len(rig.upstream.seen)
+
+    response, conn = rig.request(method, path)
+    body = json.loads(response.read())
+    conn.close()
+
+    assert response.status == 404
+    assert body["error"]["type"] == "invalid_request_error" and "Invalid URL" in body["error"]["message"]
+    assert len(rig.upstream.seen) == seen
+
+
+def test_it_bills_a_client_claiming_another_line_to_its_own_and_keeps_the_claim(rig):
+    before = refused_count("business_line")
+
+    rig.post("/v1/chat/completions", chat(), **{"X-Costplatform-Business-Line": "payments"})
+    rig.post("/v1/chat/completions", chat(metadata={"business_line": "payments"}))
+
+    for record in rig.records.wait(2):
+        assert record["dims"]["business_line"] == "refunds"
+        assert record["dims"]["refused.business_line"] == "payments"
+    assert refused_count("business_line") == before + 2
+
+
+def test_it_never_lets_a_client_make_a_reconciliation_record(rig):
+    rig.post("/v1/chat/completions", chat(), **{"X-Costplatform-Costplatform.kind": "reconciliation"})
+    rig.post("/v1/chat/completions", chat(metadata={"costplatform.kind": "reconciliation", "source": "vllm-1"}))
+
+    for record in rig.records.wait(2):
+        assert "costplatform.kind" not in record["dims"] and "source" not in record["dims"]
+        assert record["dims"]["refused.costplatform.kind"] == "reconciliation"
+
+
+def test_it_reads_the_usage_of_an_answer_larger_than_it_keeps(rig):
+    # About 21 MB of text: the answer is scanned as it passes, never held whole.
+    status, _, body = rig.post("/v1/chat/completions", chat(reply_words=3_000_000, reply_tokens=3_000_000))
+
+    record = rig.records.wait()[0]
+    assert status == 200 and len(body) > 20_000_000
+    assert record["tokens"] == {"prompt": PROMPT_TOKENS, "completion": 3_000_000, "prompt_cached": CACHED_TOKENS}
+    assert record["outcome"] == {"status": "ok", "finish_reason": "stop"}
+
+
+class StalledRecords(Records):
+    """A sink whose first record, on the builder thread, waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def submit(self, record: Mapping[str, Any]) -> None:
+        if threading.current_thread().name == "proxy-records" and not self.release.is_set():
+            self.release.wait(10)
+        super().submit(record)
+
+
+def test_it_builds_records_beyond_its_bounded_queue_at_once_rather_than_hold_or_lose_them(upstream, client_map):
+    sink = StalledRecords()
+    before = INLINE_RECORDS._value.get()
+    for rig in rig_for(upstream, client_map, records=sink, max_queued_records=1):
+        for _ in range(3):  # the builder holds the first, the queue the second: the third is built at once
+            assert rig.post("/v1/chat/completions", chat())[0] == 200
+        assert len(sink.wait(1)) == 1 and INLINE_RECORDS._value.get() == before + 1
+        sink.release.set()
+        assert len(sink.wait(3)) == 3
+
+
 # --- with a tokenizer ---------------------------------------------------------------------------
 
 
@@ -300,8 +425,8 @@ def tokenizer() -> Any:
 
 
 @pytest.fixture
-def counting_rig(upstream, tokenizer) -> Iterator[Rig]:
-    yield from rig_for(upstream, tokenizer=tokenizer)
+def counting_rig(upstream, client_map, tokenizer) -> Iterator[Rig]:
+    yield from rig_for(upstream, client_map, tokenizer=tokenizer)
 
 
 def test_it_counts_system_tool_and_structural_tokens_with_a_tokenizer(counting_rig):

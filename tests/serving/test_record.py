@@ -16,18 +16,17 @@ from serving.middleware import cache_salt, expected_sequences
 from serving.runtime import EngineCounts, Seen, outcome, parse_response
 
 
-def test_it_takes_dims_from_headers_over_metadata_over_defaults() -> None:
-    dims = rec.dims_from_request(
+def test_it_takes_claims_from_headers_over_metadata() -> None:
+    dims = rec.claimed_dims(
         {"X-Costplatform-Business-Line": "search", "x-costplatform-feature": "ask", "X-Costplatform-Attempt": "2"},
         {"metadata": {"feature": "other", "team": "blue", "count": 3}},
-        {"env": "prod", "team": "red"},
     )
-    assert dims == {"env": "prod", "team": "blue", "feature": "ask", "count": "3", "business_line": "search"}
+    assert dims == {"team": "blue", "feature": "ask", "count": "3", "business_line": "search"}
 
 
 def test_it_drops_dim_keys_the_contract_refuses_and_cuts_long_values() -> None:
-    dims = rec.dims_from_request({"X-Costplatform-Bad Key": "x", "X-Costplatform-Long": "v" * 300}, None, {})
-    assert dims == {"long": "v" * 256}
+    claims = rec.claimed_dims({"X-Costplatform-Bad Key": "x", "X-Costplatform-Long": "v" * 300}, None)
+    assert rec.clean_dims(claims) == {"long": "v" * 256}
 
 
 @pytest.mark.parametrize(
