@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "apps.audits",
     "apps.dashboards",
     "apps.auditlog",
+    "apps.metrics",
 ]
 
 MIDDLEWARE = [
@@ -243,6 +244,8 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "costplatform@localhost")
 # keep the top N business lines and models (by tokens over 24 h), the rest as "other".
 METRICS_TOKEN = env("COSTPLATFORM_METRICS_TOKEN")
 METRICS_ALLOW = envlist("COSTPLATFORM_METRICS_ALLOW", ["127.0.0.1/32", "::1/128"])
+# Behind the TLS proxy every client has the proxy's address: there only the token serves a scrape.
+METRICS_REQUIRE_TOKEN = envbool("COSTPLATFORM_METRICS_REQUIRE_TOKEN", HTTPS)
 METRICS_TOP_BUSINESS_LINES = envint("COSTPLATFORM_METRICS_TOP_BUSINESS_LINES", 20)
 METRICS_TOP_MODELS = envint("COSTPLATFORM_METRICS_TOP_MODELS", 10)
 METRICS_CACHE_SECONDS = envint("COSTPLATFORM_METRICS_CACHE_SECONDS", 15)

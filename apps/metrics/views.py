@@ -1,4 +1,6 @@
-"""GET /metrics: the Prometheus text exposition, for a bearer token or an allowed address."""
+"""GET /metrics: the Prometheus text exposition, for a bearer token or an allowed address.
+With COSTPLATFORM_METRICS_REQUIRE_TOKEN (on by default with HTTPS=true, where the client
+address is the proxy's) only the token serves a scrape."""
 
 from __future__ import annotations
 
@@ -18,6 +20,15 @@ from apps.metrics.collector import platform_collector
 ERR_FORBIDDEN = (
     "/metrics needs Authorization: Bearer <COSTPLATFORM_METRICS_TOKEN>, or a client address in "
     "COSTPLATFORM_METRICS_ALLOW (docs/metrics.md)\n"
+)
+
+ERR_TOKEN_REQUIRED = (
+    "/metrics needs Authorization: Bearer <COSTPLATFORM_METRICS_TOKEN> here: COSTPLATFORM_METRICS_REQUIRE_TOKEN "
+    "is on (the default with HTTPS=true), so a client address alone is not enough (docs/metrics.md)\n"
+)
+ERR_TOKEN_UNSET = (
+    "/metrics is closed: COSTPLATFORM_METRICS_REQUIRE_TOKEN is on (the default with HTTPS=true) and "
+    "COSTPLATFORM_METRICS_TOKEN is not set; set it and scrape with Authorization: Bearer <token> (docs/metrics.md)\n"
 )
 
 _platform_registry = CollectorRegistry(auto_describe=False)
@@ -47,9 +58,19 @@ def _process_registry() -> CollectorRegistry:
     return registry
 
 
+def _refusal(request: HttpRequest) -> str:
+    """Why this scrape is refused, or "" to serve it."""
+    if _token_ok(request):
+        return ""
+    if settings.METRICS_REQUIRE_TOKEN:
+        return ERR_TOKEN_REQUIRED if settings.METRICS_TOKEN else ERR_TOKEN_UNSET
+    return "" if _address_ok(request) else ERR_FORBIDDEN
+
+
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    if not (_token_ok(request) or _address_ok(request)):
-        return HttpResponse(ERR_FORBIDDEN, status=403, content_type="text/plain; charset=utf-8")
+    refused = _refusal(request)
+    if refused:
+        return HttpResponse(refused, status=403, content_type="text/plain; charset=utf-8")
     body = generate_latest(_process_registry()) + generate_latest(_platform_registry)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

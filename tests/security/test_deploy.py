@@ -1,5 +1,6 @@
 """Production settings: with the production environment (docs/security.md) `manage.py check
---deploy` is clean, and responses carry the security headers and secure cookies."""
+--deploy` is clean, responses carry the security headers and secure cookies, and /metrics
+wants its token even from an allowed address."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.processes import database_url_named
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "cost.example.com"
+METRICS_TOKEN = secrets.token_urlsafe(24)
 
 # Inside a process started with the production environment: `check --deploy` (raises on any
 # warning), then what responses look like.
@@ -36,6 +38,9 @@ client = Client(HTTP_HOST="{HOST}")
 page = client.get("/login/", secure=True)
 plain = client.get("/login/")
 health = client.get("/healthz")
+# From 127.0.0.1, in the default allow-list: behind the proxy that address is everyone's.
+metrics = client.get("/metrics")
+scraped = client.get("/metrics", HTTP_AUTHORIZATION="Bearer {METRICS_TOKEN}")
 csrf = page.cookies["csrftoken"]
 print(json.dumps({{
     "status": page.status_code,
@@ -45,6 +50,7 @@ print(json.dumps({{
                         "samesite": settings.SESSION_COOKIE_SAMESITE}},
     "plain": [plain.status_code, plain.headers.get("Location")],
     "health": health.status_code,
+    "metrics": [metrics.status_code, metrics.content.decode()[:200], scraped.status_code],
     "check": checked.getvalue(),
 }}))
 """
@@ -53,6 +59,7 @@ print(json.dumps({{
 def production_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE" and not k.startswith("SECURE_")}
     env.update(DEBUG="false", HTTPS="true", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS=HOST)
+    env["COSTPLATFORM_METRICS_TOKEN"] = METRICS_TOKEN  # without it `check --deploy` warns (metrics.W001)
     # /healthz reaches the database: the test database, which exists while the test runs.
     env["DATABASE_URL"] = database_url_named(connection.settings_dict["NAME"])
     return env
@@ -89,3 +96,5 @@ def test_check_deploy_is_clean_and_responses_carry_the_security_headers():
     assert seen["session_cookie"] == {"secure": True, "httponly": True, "samesite": "Lax"}
     assert seen["plain"] == [301, f"https://{HOST}/login/"]  # plain HTTP is sent to HTTPS
     assert seen["health"] == 200  # probes over plain HTTP are exempt
+    status, answer, scraped = seen["metrics"]
+    assert (status, scraped) == (403, 200) and "COSTPLATFORM_METRICS_TOKEN" in answer
