@@ -2,12 +2,14 @@
 the journal (entries and lines), budgets, revenue and month-end findings.
 
 The journal tables and the period table are guarded by PostgreSQL triggers
-(migrations/ledger/0003_lock_triggers.py): rows of a closed period cannot be inserted,
-updated or deleted, and a closed period opens again only with a recorded reopen event.
+(migrations/ledger/0002_triggers.py, 0004_closed_periods_always.py): rows of a closed period
+cannot be inserted, updated or deleted, nor its budgets and revenue, and a closed period opens
+again only with a recorded reopen event.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date
 
 from django.conf import settings
@@ -171,6 +173,28 @@ class Period(models.Model):
     def label(self) -> str:
         return f"{self.month:%Y-%m}"
 
+    @classmethod
+    def first_closed(cls, months: Iterable[date | None]) -> date | None:
+        """The earliest of these months that is closed, if any."""
+        firsts = {date(m.year, m.month, 1) for m in months if m is not None}
+        closed = cls.objects.filter(month__in=firsts, status=cls.Status.CLOSED).order_by("month")
+        return closed.values_list("month", flat=True).first()
+
+
+# Budgets and revenue of a closed month are part of its books: the model's validation (the
+# admin's forms, the services) says so first; the database refuses it too (ledger_plan_guard).
+CLOSED_MONTH = "{month} is closed; reopen it (admin, with a reason) to change its {what}"
+
+
+def validate_month_open(obj: Budget | Revenue, what: str) -> None:
+    """Refuse a change to a budget or revenue row in a closed month, or moving one into one."""
+    months: list[date | None] = [obj.month]
+    if obj.pk is not None:
+        months += type(obj).objects.filter(pk=obj.pk).values_list("month", flat=True)
+    closed = Period.first_closed(months)
+    if closed is not None:
+        raise ValidationError(CLOSED_MONTH.format(month=f"{closed:%Y-%m}", what=what))
+
 
 class PeriodEvent(models.Model):
     """A close or reopen, append-only. The period trigger lets a closed period open again only
@@ -300,6 +324,9 @@ class Budget(models.Model):
             models.CheckConstraint(condition=Q(month__day=1), name="ledger_budget_month"),
         ]
 
+    def clean(self) -> None:
+        validate_month_open(self, "budget")
+
 
 class Revenue(models.Model):
     """A business line's revenue for a month, entered by finance (the elastic check reads it)."""
@@ -318,6 +345,9 @@ class Revenue(models.Model):
             models.CheckConstraint(condition=Q(amount__gte=0), name="ledger_revenue_amount"),
             models.CheckConstraint(condition=Q(month__day=1), name="ledger_revenue_month"),
         ]
+
+    def clean(self) -> None:
+        validate_month_open(self, "revenue")
 
 
 class Finding(models.Model):

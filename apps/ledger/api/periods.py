@@ -202,8 +202,10 @@ class BudgetsView(APIView):
         fields = dict(data.validated_data)
         try:
             budget = budget_set(month=_parse(fields.pop("month")), user=request.user, **fields)
-        except (PlanningError, DjangoValidationError) as exc:
+        except PlanningError as exc:
             raise exceptions.ValidationError({"budget": [str(exc)]}) from exc
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError({"budget": exc.messages}) from exc
         return Response(self.Output(budget).data)
 
 
@@ -249,6 +251,8 @@ class RevenueView(APIView):
         fields = dict(data.validated_data)
         try:
             revenue = revenue_set(month=_parse(fields.pop("month")), user=request.user, **fields)
+        except PlanningError as exc:
+            raise exceptions.ValidationError({"revenue": [str(exc)]}) from exc
         except DjangoValidationError as exc:
             raise exceptions.ValidationError({"revenue": exc.messages}) from exc
         return Response(self.Output(revenue).data)

@@ -1,4 +1,5 @@
-"""Budgets and revenue per business line and month, set by finance."""
+"""Budgets and revenue per business line and month, set by finance. Those of a closed month
+are its books: changing them needs the month reopened (admin, with a reason)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.ledger.models import Budget, Revenue
+from apps.ledger.models import CLOSED_MONTH, Budget, Period, Revenue
 from apps.ledger.services.accrual import month_of
 
 BUDGET_EMPTY = "a budget needs an amount (with its currency), a token count, or both"
@@ -16,6 +17,13 @@ BUDGET_EMPTY = "a budget needs an amount (with its currency), a token count, or 
 
 class PlanningError(ValueError):
     pass
+
+
+def _month_open_check(month: date, what: str) -> None:
+    # A close racing this write is refused by the database trigger (ledger_plan_guard).
+    closed = Period.first_closed([month])
+    if closed is not None:
+        raise PlanningError(CLOSED_MONTH.format(month=f"{closed:%Y-%m}", what=what))
 
 
 def budget_set(
@@ -32,6 +40,7 @@ def budget_set(
         raise PlanningError(BUDGET_EMPTY)
     if amount is not None and not currency:
         raise PlanningError("an amount needs its currency")
+    _month_open_check(month, "budget")
     with transaction.atomic():
         budget = Budget.objects.select_for_update().filter(business_line=business_line, month=month_of(month)).first()
         budget = budget or Budget(business_line=business_line, month=month_of(month))
@@ -44,6 +53,7 @@ def budget_set(
 
 def revenue_set(*, business_line: str, month: date, amount: Decimal, currency: str, user: Any = None) -> Revenue:
     """Set (create or replace) a business line's revenue for a month, in one currency."""
+    _month_open_check(month, "revenue")
     with transaction.atomic():
         revenue, _ = Revenue.objects.select_for_update().get_or_create(
             business_line=business_line, month=month_of(month), currency=currency, defaults={"amount": amount}
