@@ -15,7 +15,8 @@ model built into the data dir and served by the instrumented vLLM on the CPU (a 
 serving/workload.py through it for --workload-seconds, with progress on the terminal.
 
 With no DATABASE_URL the settings start an embedded PostgreSQL (pgserver) whose data lives
-in the data dir ($COSTPLATFORM_DATA_DIR, default .data/); with no CELERY_BROKER_URL the
+in the data dir ($COSTPLATFORM_DATA_DIR, default .data/): migrations run as its superuser,
+the app's processes as the DML-only role costplatform_app; with no CELERY_BROKER_URL the
 broker is a folder of files in the data dir. Set them to use real servers: the children
 inherit the environment. The admin password and the collector key's secret are kept in the
 data dir (mode 600) and reused, as is the time the sample was first loaded: its records are
@@ -144,16 +145,28 @@ def check_database(embedded: bool) -> str:
         raise RunError(f"PostgreSQL {version // 10000} is too old: costplatform needs PostgreSQL 15 or later")
     major_minor = f"{version // 10000}.{version % 10000}"
     if embedded:
-        return f"embedded PostgreSQL {major_minor} in {_shown(settings.DATA_DIR / 'postgres')} (DATABASE_URL not set)"
-    return f"PostgreSQL {major_minor} at {redact(settings.DATABASE_URL)} (DATABASE_URL)"
+        where = f"embedded PostgreSQL {major_minor} in {_shown(settings.DATA_DIR / 'postgres')} (DATABASE_URL not set)"
+    else:
+        where = f"PostgreSQL {major_minor} at {redact(settings.DATABASE_URL)} (DATABASE_URL)"
+    return where + _roles(settings.DATABASES)
+
+
+def _roles(databases: dict[str, Any]) -> str:
+    """Which role the app and the migrations connect as, when they differ (costplatform/dbroles.py)."""
+    if "owner" not in databases:
+        return ""
+    return f"; the app as {databases['default']['USER']}, migrations as {databases['owner']['USER']}"
 
 
 def migrate() -> int:
     from django.core.management import call_command
-    from django.db import connection
+    from django.db import connections
     from django.db.migrations.executor import MigrationExecutor
 
-    executor = MigrationExecutor(connection)
+    from costplatform.dbroles import migration_alias
+
+    # As the owner, which then grants the app's role its rows (costplatform/dbroles.py).
+    executor = MigrationExecutor(connections[migration_alias()])
     pending = len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
     call_command("migrate", interactive=False, verbosity=0)
     return pending
@@ -504,6 +517,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "Environment: DATABASE_URL, CELERY_BROKER_URL (real servers; otherwise embedded), "
+            "DATABASE_OWNER_URL (the role migrations run as; the app runs as DATABASE_URL's, DML only), "
             "COSTPLATFORM_DATA_DIR (default .data/ in the checkout), PORT. Children's output goes to "
             "DATA_DIR/logs/{web,worker,beat}.log. An embedded PostgreSQL that this command started is "
             "stopped when it exits; one that was already running is left running. From make: "

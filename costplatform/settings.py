@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "apps.dashboards",
     "apps.auditlog",
     "apps.metrics",
+    "costplatform",  # manage.py db_roles, and migrate as the database owner (costplatform/dbroles.py)
 ]
 
 MIDDLEWARE = [
@@ -82,12 +83,17 @@ TEMPLATES = [
     },
 ]
 
+# The app connects as DATABASE_URL's role; migrations as DATABASE_OWNER_URL's when set
+# (costplatform/dbroles.py). The embedded server sets up both: its superuser and costplatform_app.
 DATABASE_URL = env("DATABASE_URL")
+DATABASE_OWNER_URL = env("DATABASE_OWNER_URL")
 if not DATABASE_URL:
-    from costplatform.embedded import embedded_database_url
+    from costplatform.embedded import embedded_database_urls
 
-    DATABASE_URL = embedded_database_url(DATA_DIR)
+    DATABASE_URL, DATABASE_OWNER_URL = embedded_database_urls(DATA_DIR)
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+if DATABASE_OWNER_URL:
+    DATABASES["owner"] = database_from_url(DATABASE_OWNER_URL) | {"TEST": {"MIRROR": "default"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MIGRATION_MODULES = {

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 
 from django.db import connection
 
 PARENT = "ingest_record"
-# Advisory-lock namespace, so two batches never race to create the same partition.
-_LOCK_NAMESPACE = 0x1A57
 
 
 def month_start(value: date | datetime) -> date:
@@ -38,7 +36,9 @@ def partitions_ensure(months: Iterable[date]) -> list[str]:
     """Create the missing partitions for these months, inside the caller's transaction.
 
     Returns the names created. The check is one catalog query, so calling this for every
-    batch is cheap; creation takes an advisory lock so concurrent batches create it once.
+    batch is cheap. The app's database role may not run DDL: creation goes through
+    `ingest_record_partition_create`, a function owned by the migrations' role
+    (migrations/ingest/0008_partition_functions.py), which also serialises concurrent batches.
     """
     wanted = {partition_name(m): m for m in {month_start(m) for m in months}}
     if not wanted:
@@ -48,16 +48,19 @@ def partitions_ensure(months: Iterable[date]) -> list[str]:
         cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s)", [list(wanted)])
         missing = sorted(set(wanted) - {row[0] for row in cursor.fetchall()})
         for name in missing:
-            month = wanted[name]
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, month.year * 12 + month.month])
-            cursor.execute("SELECT to_regclass(%s)", [name])
+            cursor.execute("SELECT ingest_record_partition_create(%s)", [wanted[name]])
             if cursor.fetchone()[0] is not None:
-                continue
-            lower = datetime(month.year, month.month, 1, tzinfo=UTC).isoformat()
-            upper = datetime.combine(next_month(month), datetime.min.time(), UTC).isoformat()
-            cursor.execute(f"CREATE TABLE {name} PARTITION OF {PARENT} FOR VALUES FROM ('{lower}') TO ('{upper}')")
-            created.append(name)
+                created.append(name)
     return created
+
+
+def partition_drop(month: date) -> str | None:
+    """Detach and drop the partition of a month before this one, in the caller's transaction,
+    through the owner's function as creation does. Returns its name, None when there was none."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ingest_record_partition_drop(%s)", [month_start(month)])
+        name: str | None = cursor.fetchone()[0]
+    return name
 
 
 def partitions_ensure_ahead(*, today: date, months_ahead: int) -> list[str]:

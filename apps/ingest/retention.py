@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from apps.ingest.models import DroppedPartition, Rejection
-from apps.ingest.partitions import PARENT, month_start, partitions_existing
+from apps.ingest.partitions import PARENT, month_start, partition_drop, partitions_existing
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,7 @@ def partitions_drop_expired(*, today: date, months: int | None = None, dry_run: 
     for drop in expired:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {drop.partition}")
-            cursor.execute(f"DROP TABLE {drop.partition}")
+            partition_drop(drop.month)
             DroppedPartition.objects.update_or_create(
                 month=drop.month, defaults={"partition": drop.partition, "records": drop.records}
             )

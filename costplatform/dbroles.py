@@ -1,0 +1,116 @@
+"""The two database roles (docs/security.md, "Database roles").
+
+The owner owns every table: `manage.py migrate` and `manage.py db_roles` connect as it
+(DATABASE_OWNER_URL, the `owner` alias). The app's processes connect as the runtime role
+(DATABASE_URL): it may read and write rows and nothing else, so a bug or an injected statement
+in the app cannot change a table, disable the ledger's triggers, truncate the journal or take
+the replication role. Record partitions are made and dropped by the owner's SECURITY DEFINER
+functions (migrations/ingest/0008_partition_functions.py), which the runtime role may call.
+
+Without DATABASE_OWNER_URL everything runs as DATABASE_URL, as before.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+OWNER_ALIAS = "owner"
+DML = "SELECT, INSERT, UPDATE, DELETE"
+# Rows here are history: the runtime role may add them, never change or remove them (their
+# triggers refuse it too).
+APPEND_ONLY = ("auditlog_auditentry", "ledger_periodevent", "ledger_mappingrulerevision")
+DEFINER_FUNCTIONS = ("ingest_record_partition_create(date)", "ingest_record_partition_drop(date)")
+_ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_POWERS = ("rolsuper", "rolcreatedb", "rolcreaterole", "rolreplication", "rolbypassrls")
+
+
+class RoleError(Exception):
+    """The runtime role cannot be set up as asked; the message says why."""
+
+
+def migration_alias() -> str:
+    """The connection migrations run on: the owner's when DATABASE_OWNER_URL is set."""
+    return OWNER_ALIAS if OWNER_ALIAS in settings.DATABASES else DEFAULT_DB_ALIAS
+
+
+def runtime_role_configured() -> str | None:
+    """DATABASE_URL's role when it differs from the owner's, else None (one role for all)."""
+    if OWNER_ALIAS not in settings.DATABASES:
+        return None
+    runtime = str(settings.DATABASES[DEFAULT_DB_ALIAS]["USER"])
+    return runtime if runtime and runtime != settings.DATABASES[OWNER_ALIAS]["USER"] else None
+
+
+def runtime_role_setup(*, role: str, password: str = "", alias: str | None = None) -> list[str]:
+    """Create the runtime role if missing, check it has no powers, and grant it exactly DML on
+    every table (now and later) of the schema, as the owner. Returns what was done, in words."""
+    if not _ROLE_NAME.match(role):
+        raise RoleError(f"{role!r} is not a plain role name (lower case letters, digits, _)")
+    connection = connections[alias or migration_alias()]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_database(), current_schema()")
+        owner, database, schema = cursor.fetchone()
+        if role == owner:
+            raise RoleError(f"the runtime role must not be the owner {owner!r}: DATABASE_URL names another role")
+        done = [_role_ensure(cursor, connection, role, password)]
+        _role_check(cursor, role, owner)
+        present = _present(cursor, schema)
+        for statement in _grants(connection.ops.quote_name, role, owner, database, schema, present):
+            cursor.execute(statement)
+    return [*done, f"granted {role} {DML} on the tables of {database}.{schema} (now and later), owner {owner}"]
+
+
+def _role_ensure(cursor: Any, connection: Any, role: str, password: str) -> str:
+    cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
+    if cursor.fetchone():
+        return f"role {role} exists"
+    statement = (
+        f"CREATE ROLE {connection.ops.quote_name(role)} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+        "NOREPLICATION NOBYPASSRLS NOINHERIT"
+    )
+    if password:
+        statement = connection.ops.compose_sql(statement + " PASSWORD %s", [password])
+    cursor.execute(statement)
+    return f"created role {role}"
+
+
+def _role_check(cursor: Any, role: str, owner: str) -> None:
+    """Refuse a runtime role with powers beyond DML: one it can use would defeat the split."""
+    cursor.execute(f"SELECT {', '.join(_POWERS)} FROM pg_roles WHERE rolname = %s", [role])
+    powers = [name[3:] for name, has in zip(_POWERS, cursor.fetchone(), strict=True) if has]
+    if powers:
+        raise RoleError(f"role {role} has {', '.join(powers)}: the runtime role must have none (ALTER ROLE ... NO…)")
+    cursor.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", [role, owner])
+    if cursor.fetchone()[0]:
+        raise RoleError(f"role {role} is a member of the owner {owner}: it would have the owner's rights")
+
+
+def _present(cursor: Any, schema: str) -> set[str]:
+    """Which of the append-only tables and definer functions exist (none before migrations)."""
+    cursor.execute(
+        "SELECT t FROM unnest(%s::text[]) t WHERE to_regclass(format('%%I.%%I', %s::text, t)) IS NOT NULL UNION ALL "
+        "SELECT f FROM unnest(%s::text[]) f WHERE to_regprocedure(format('%%I.%%s', %s::text, f)) IS NOT NULL",
+        [list(APPEND_ONLY), schema, list(DEFINER_FUNCTIONS), schema],
+    )
+    return {row[0] for row in cursor.fetchall()}
+
+
+def _grants(quote: Any, role: str, owner: str, database: str, schema: str, present: set[str]) -> list[str]:
+    r, o, s = quote(role), quote(owner), quote(schema)
+    return [
+        f"GRANT CONNECT, TEMPORARY ON DATABASE {quote(database)} TO {r}",
+        f"REVOKE CREATE ON SCHEMA {s} FROM {r}",
+        f"GRANT USAGE ON SCHEMA {s} TO {r}",
+        # Exactly DML, whatever was granted before (TRUNCATE, REFERENCES, TRIGGER included).
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {r}",
+        f"GRANT {DML} ON ALL TABLES IN SCHEMA {s} TO {r}",
+        *(f"REVOKE UPDATE, DELETE ON {s}.{quote(t)} FROM {r}" for t in APPEND_ONLY if t in present),
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO {r}",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} GRANT {DML} ON TABLES TO {r}",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} GRANT USAGE, SELECT ON SEQUENCES TO {r}",
+        *(f"GRANT EXECUTE ON FUNCTION {s}.{f} TO {r}" for f in DEFINER_FUNCTIONS if f in present),
+    ]
