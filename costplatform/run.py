@@ -241,7 +241,7 @@ def ensure_demo_key(
     key = CollectorKey.objects.filter(name=name).first()
     saved = key_file.read_text().strip() if key_file.exists() else None
     if key is None:
-        new = collector_key_create(name=name, **needs)
+        new = collector_key_create(name=name, backfill=backfill, reconciliation=reconciliation)
         key_file.unlink(missing_ok=True)
         secret, _ = secret_file(key_file, lambda: new.secret)
         return secret, f"created (secret kept in {_shown(key_file)})"

@@ -8,7 +8,7 @@ types publish docs/record-v1.schema.json.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
@@ -206,32 +206,29 @@ def record_problems(record: RecordV1, *, now: datetime, max_age: timedelta) -> E
 
 
 _line_of = methodcaller("get", BUSINESS_LINE)
-_marks_kind = methodcaller("__contains__", RECONCILIATION_DIM)
 
 
-def limits_check(records: list[RecordV1], *, limits: KeyLimits, now: datetime) -> dict[int, Errors]:
-    """The records (by position) that break the key's limits, with the reasons. Each limit is
-    first tested on the whole batch in one pass that runs in C (the oldest ts, the set of
-    lines, any kind dim); only a batch that breaks one is looked at record by record."""
-    if not records:
-        return {}
-    earliest = now - limits.backdate if limits.backdate is not None else None
-    dims = list(map(_dims_of, records))
-    if not (
-        (earliest is not None and min(map(_ts, records)) < earliest)
-        or (limits.business_lines and not set(map(_line_of, dims)) <= limits.business_lines)
-        or (not limits.reconciliation and any(map(_marks_kind, dims)))
-    ):
-        return {}
-    found = {}
-    for position, record in enumerate(records):
-        errors = _limit_problems(record, limits=limits, earliest=earliest, now=now)
-        if errors:
-            found[position] = errors
-    return found
+def limits_refused(records: Sequence[RecordV1], *, limits: KeyLimits, dim_keys: set[str] | None = None) -> set[int]:
+    """Positions of the records that write a business line the key may not, or send a
+    reconciliation record it may not. The batch is first tested whole, in passes that run in C
+    (the set of its lines, and of its dim keys, which the fast path has already); only a batch
+    that fails is looked at record by record. How far back a key may write is checked in
+    decode_batch's own loop (its window narrows the fast path's)."""
+    lines, kinds = bool(limits.business_lines), not limits.reconciliation
+    if not records or not (lines or kinds):
+        return set()
+    if dim_keys is None:
+        dim_keys = set(chain.from_iterable(map(_dims_of, records)))
+    foreign = lines and not set(map(_line_of, map(_dims_of, records))) <= limits.business_lines
+    if not (foreign or (kinds and RECONCILIATION_DIM in dim_keys)):
+        return set()
+    return {i for i, record in enumerate(records) if _limit_problems(record, limits=limits)}
 
 
-def _limit_problems(record: RecordV1, *, limits: KeyLimits, earliest: datetime | None, now: datetime) -> Errors:
+def _limit_problems(
+    record: RecordV1, *, limits: KeyLimits, earliest: datetime | None = None, now: datetime | None = None
+) -> Errors:
+    """Why the record is beyond the key's limits; its age only when given `earliest` and `now`."""
     errors: Errors = {}
     key = limits.key
     line = record.dims.get(BUSINESS_LINE)
@@ -247,7 +244,7 @@ def _limit_problems(record: RecordV1, *, limits: KeyLimits, earliest: datetime |
         errors[f"dims.{RECONCILIATION_DIM}"] = [
             f"key {key!r} may not send reconciliation records; an admin can allow them for the key"
         ]
-    if earliest is not None and limits.backdate is not None and record.ts < earliest:
+    if earliest is not None and now is not None and limits.backdate is not None and record.ts < earliest:
         errors["ts"] = [
             f"record is {_days(now - record.ts)} days old; key {key!r} accepts records up to "
             f"{_days(limits.backdate)} days old; an admin can mark the key for backfill"
@@ -291,28 +288,30 @@ def _split_ndjson(body: bytes) -> list[bytes]:
 
 
 _dims_of = attrgetter("dims")
-_ts = attrgetter("ts")
 
 
-def _dim_keys_valid(records: list[_RecordV1Fast]) -> bool:
+def _dim_keys_valid(records: list[_RecordV1Fast]) -> set[str] | None:
     """Turn records decoded as _RecordV1Fast into RecordV1 (the same layout; the one check the
-    fast type leaves out is the dim-key pattern); True when every dim key passes DimKey."""
+    fast type leaves out is the dim-key pattern); the batch's dim keys when every one passes
+    DimKey, else None."""
     for record in records:
         record.__class__ = RecordV1  # type: ignore[assignment]
-    new = set(chain.from_iterable(map(_dims_of, records))) - _GOOD_DIM_KEYS
+    keys = set(chain.from_iterable(map(_dims_of, records)))
+    new = keys - _GOOD_DIM_KEYS
     for key in new:
         try:
             msgspec.convert(key, type=DimKey)
         except msgspec.ValidationError:
-            return False
+            return None
     if len(_GOOD_DIM_KEYS) < _GOOD_DIM_KEYS_LIMIT:
         _GOOD_DIM_KEYS.update(new)
-    return True
+    return keys
 
 
-def _fast_records(body: bytes, *, ndjson: bool) -> list[RecordV1] | None:
-    """Every record of the body, when all of them are valid RecordV1; None when any is not
-    (or the body is not a batch), and then the strict path tells which and why."""
+def _fast_records(body: bytes, *, ndjson: bool) -> tuple[list[RecordV1], set[str]] | None:
+    """Every record of the body and the dim keys they use, when all of them are valid RecordV1;
+    None when any is not (or the body is not a batch), and then the strict path tells which
+    and why."""
     try:
         if ndjson:
             records = _decode_list_fast(b"[" + b",".join(_split_ndjson(body)) + b"]")
@@ -320,7 +319,8 @@ def _fast_records(body: bytes, *, ndjson: bool) -> list[RecordV1] | None:
             records = _decode_batch_fast(body).records
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return None
-    return records if _dim_keys_valid(records) else None  # type: ignore[return-value]
+    keys = _dim_keys_valid(records)
+    return (records, keys) if keys is not None else None  # type: ignore[return-value]
 
 
 def _utf8_problem(body: bytes) -> str | None:
@@ -374,6 +374,24 @@ def _check_ndjson_lines(body: bytes, max_records: int) -> None:
         _check_count(sum(1 for _ in _NON_BLANK_LINE.finditer(body)), max_records)
 
 
+def _decoded_items(
+    body: bytes, *, ndjson: bool, max_records: int, limits: KeyLimits | None
+) -> tuple[Iterable[tuple[int, RecordV1]], list[Rejected], set[int]]:
+    """The body's (index, record) pairs, the items refused already, and the indices of the
+    records beyond the key's business lines or reconciliation limit."""
+    fast = _fast_records(body, ndjson=ndjson)
+    if fast is not None:
+        records, dim_keys = fast
+        _check_count(len(records), max_records)
+        refused = limits_refused(records, limits=limits, dim_keys=dim_keys) if limits is not None else set()
+        return enumerate(records), [], refused
+    typed, rejected = _typed_items(body, ndjson=ndjson, max_records=max_records)
+    if limits is None:
+        return typed, rejected, set()
+    positions = limits_refused([record for _, record in typed], limits=limits)
+    return typed, rejected, {typed[position][0] for position in positions}
+
+
 def decode_batch(
     body: bytes,
     *,
@@ -391,24 +409,14 @@ def decode_batch(
     if ndjson:
         _check_ndjson_lines(body, max_records)
     now = now or datetime.now(UTC)
-    fast = _fast_records(body, ndjson=ndjson)
-    refused: dict[int, Errors] = {}
-    if fast is not None:
-        items: Iterable[tuple[int, RecordV1]] = enumerate(fast)
-        rejected: list[Rejected] = []
-        _check_count(len(fast), max_records)
-        if limits is not None:
-            refused = limits_check(fast, limits=limits, now=now)
-    else:
-        typed, rejected = _typed_items(body, ndjson=ndjson, max_records=max_records)
-        items = typed
-        if limits is not None:
-            by_position = limits_check([record for _, record in typed], limits=limits, now=now)
-            refused = {typed[position][0]: errors for position, errors in by_position.items()}
+    items, rejected, refused = _decoded_items(body, ndjson=ndjson, max_records=max_records, limits=limits)
     result = DecodedBatch(rejected=rejected)
     accept = result.records.append
     seen: dict[str, datetime] = {}
     latest, earliest = now + timedelta(hours=24), now - max_age
+    # The key's own window narrows the fast path's: an older record takes the full path below.
+    key_earliest = now - limits.backdate if limits is not None and limits.backdate is not None else None
+    fast_earliest = max(earliest, key_earliest) if key_earliest is not None else earliest
     # JSON can carry a NUL only as the escape \u0000; PostgreSQL text cannot store it.
     nul = b"\\u0000" in body
     for index, record in items:
@@ -420,7 +428,7 @@ def decode_batch(
             and t.system + t.tool <= t.prompt
             and t.structural <= t.completion
             and t.draft_accepted <= t.draft
-            and earliest <= record.ts <= latest
+            and fast_earliest <= record.ts <= latest
             and record.record_id not in seen
             and not nul
             and index not in refused
@@ -429,8 +437,9 @@ def decode_batch(
             accept(record)
             continue
         problems = record_problems(record, now=now, max_age=max_age)
-        for name, messages in refused.get(index, {}).items():
-            problems.setdefault(name, []).extend(messages)
+        if limits is not None:
+            for name, messages in _limit_problems(record, limits=limits, earliest=key_earliest, now=now).items():
+                problems.setdefault(name, []).extend(messages)
         if nul and b"\\u0000" in msgspec.json.encode(record):
             problems["record"] = ["text fields must not contain NUL (\\u0000)"]
         first_ts = seen.get(record.record_id)
