@@ -241,7 +241,8 @@ def end_to_end(
     from serving import workload
 
     say(channel_register(receiver.url))
-    secret, note = ensure_demo_key(data_dir, VLLM_KEY, reconciliation=True)  # it runs the /metrics reconciler
+    # The vLLM host's key: a /metrics reconciler beside it ships reconciliation records with it.
+    secret, note = ensure_demo_key(data_dir, VLLM_KEY, reconciliation=True)
     say(f"collector key '{VLLM_KEY}': {note}")
     if secret is None:
         raise RunError(f"the collector key '{VLLM_KEY}' is revoked: vLLM cannot ship records")
