@@ -59,7 +59,8 @@ def collector(db: None, client: Client) -> Collector:
 
 @pytest.fixture
 def reader(db: None, client: Client, django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_user("reader", password="pw-for-tests-only")
+    """A logged-in viewer: the least role that reads the APIs (a login alone reads nothing)."""
+    user = factories.finance_user("reader", role="viewer")
     reader_client = Client()
     reader_client.force_login(user)
     return reader_client

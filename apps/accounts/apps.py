@@ -10,6 +10,13 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and collector keys"
 
     def ready(self) -> None:
+        from django.contrib import admin
+
+        from apps.accounts.admin_scope import site_scope_others
         from apps.accounts.roles import role_permissions_sync
 
         post_migrate.connect(role_permissions_sync, dispatch_uid="accounts.role_permissions_sync")
+        # Every admin module is loaded by now (the admin app, listed first, loads them in its
+        # ready()): the ModelAdmins of other packages (auth's groups, the beat schedules) are
+        # scoped too, as models spanning business lines.
+        site_scope_others(admin.site)

@@ -33,6 +33,16 @@ def roles_required(*roles: str) -> type[BasePermission]:
     return HasRole
 
 
+class IsReader(BasePermission):
+    """DRF's default permission (REST_FRAMEWORK in settings): reading needs one of the roles,
+    a login alone reads nothing. Collector keys are no person and hold no role."""
+
+    message = f"Reading needs one of the roles: {', '.join(ROLES)}; a login alone is not enough."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return user_has_role(request.user, *ROLES)
+
+
 # Django admin permissions of each role, as (app label, model or "*", actions). Admin access
 # also needs the user's staff flag; a superuser has everything.
 ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {

@@ -9,7 +9,7 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from apps.accounts.roles import user_has_role
+from apps.accounts.roles import roles_required, user_has_role
 
 MONEY_ROLES = ("finance", "admin")
 
@@ -78,3 +78,13 @@ def company_wide(permission: type[BasePermission]) -> type[BasePermission]:
 
     CompanyWide.__name__ = f"CompanyWide_{permission.__name__}"
     return CompanyWide
+
+
+# Rules classify the tokens of every business line: writing or activating a rule set needs one
+# of these roles and a user who sees every line.
+RULE_EDITORS = ("admin", "engineer")
+RulesEditor = company_wide(roles_required(*RULE_EDITORS))
+
+
+def edits_rules(user: Any) -> bool:
+    return user_has_role(user, *RULE_EDITORS) and sees_all_lines(user)

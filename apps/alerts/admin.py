@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.alerts import services
 from apps.alerts.detectors import DETECTORS
 from apps.alerts.models import Alert, Channel, Notification, Rule
@@ -70,7 +71,7 @@ class NotificationInline(admin.TabularInline):
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(ScopedModelAdmin):  # a channel may serve several lines: spans them
     form = ChannelForm
     list_display = ["name", "kind", "language", "endpoint", "lines", "min_severity", "state"]
     list_filter = ["kind", "language"]
@@ -103,13 +104,13 @@ class ChannelAdmin(admin.ModelAdmin):
             )
         return super().change_view(request, object_id, form_url, extra_context)
 
-    @admin.action(description="Send a test message")
+    @admin.action(description="Send a test message", permissions=["change"])
     def send_test(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:
         for channel in queryset:
             services.channel_send_test(channel=channel)
         self.message_user(request, f"Queued a test message to {queryset.count()} channel(s); see the delivery log.")
 
-    @admin.action(description="Enable (after fixing a permanent error)")
+    @admin.action(description="Enable (after fixing a permanent error)", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:
         for channel in queryset:
             services.channel_enable(channel=channel)
@@ -141,8 +142,9 @@ class RuleForm(forms.ModelForm):
 
 
 @admin.register(Rule)
-class RuleAdmin(admin.ModelAdmin):
+class RuleAdmin(ScopedModelAdmin):
     form = RuleForm
+    line_field = "business_line"  # empty (every line) is outside any scope
     list_display = ["name", "detector", "business_line", "severity", "enabled", "muted_until", "last_evaluated_at"]
     list_filter = ["detector", "enabled"]
     readonly_fields = ["last_evaluated_at", "last_error"]
@@ -151,21 +153,22 @@ class RuleAdmin(admin.ModelAdmin):
     def _mute(self, queryset: QuerySet[Rule], hours: int | None) -> None:
         queryset.update(muted_until=timezone.now() + timedelta(hours=hours) if hours else None)
 
-    @admin.action(description="Mute for an hour")
+    @admin.action(description="Mute for an hour", permissions=["change"])
     def mute_hour(self, request: HttpRequest, queryset: QuerySet[Rule]) -> None:
         self._mute(queryset, 1)
 
-    @admin.action(description="Mute for a day")
+    @admin.action(description="Mute for a day", permissions=["change"])
     def mute_day(self, request: HttpRequest, queryset: QuerySet[Rule]) -> None:
         self._mute(queryset, 24)
 
-    @admin.action(description="Unmute")
+    @admin.action(description="Unmute", permissions=["change"])
     def unmute(self, request: HttpRequest, queryset: QuerySet[Rule]) -> None:
         self._mute(queryset, None)
 
 
 @admin.register(Alert)
-class AlertAdmin(admin.ModelAdmin):
+class AlertAdmin(ScopedModelAdmin):
+    line_field = "business_line"
     list_display = ["created_at", "kind", "status", "severity", "business_line", "subject", "level", "suppressed"]
     list_filter = ["kind", "status", "severity", "suppressed"]
     search_fields = ["subject", "business_line", "title"]
@@ -176,7 +179,7 @@ class AlertAdmin(admin.ModelAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(ScopedModelAdmin):  # names its channel: spans lines
     list_display = ["id", "alert", "channel", "attempt", "status", "due_at", "finished_at", "error"]
     list_filter = ["status", "channel"]
     readonly_fields = [f.name for f in Notification._meta.fields]

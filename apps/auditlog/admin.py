@@ -7,11 +7,12 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.auditlog.models import AuditEntry
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ScopedModelAdmin):
     """Read-only: nobody, a superuser included, adds, changes or deletes an entry here."""
 
     list_display = ["at", "actor_name", "source", "action", "model", "object_repr", "changed"]

@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.classification.models import Reason, ReclassifyRun, Rule, RuleSet
 from apps.classification.services import RuleSetNotEditable, ruleset_activate, ruleset_draft_create
 
@@ -21,7 +22,7 @@ class RuleInline(admin.TabularInline):
 
 
 @admin.register(RuleSet)
-class RuleSetAdmin(admin.ModelAdmin):
+class RuleSetAdmin(ScopedModelAdmin):  # rules classify every line: closed to scoped users
     list_display = ["version", "name", "status", "created_at", "activated_at"]
     readonly_fields = ["version", "status", "created_at", "created_by", "activated_at"]
     inlines = [RuleInline]
@@ -30,12 +31,12 @@ class RuleSetAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # drafts are made from the active set (action "new draft")
 
-    @admin.action(description="Make a new draft from the active rule set")
+    @admin.action(description="Make a new draft from the active rule set", permissions=["change"])
     def new_draft(self, request: HttpRequest, queryset: QuerySet[RuleSet]) -> None:
         draft = ruleset_draft_create(user=request.user)
         self.message_user(request, f"Created draft v{draft.version}.")
 
-    @admin.action(description="Activate the selected draft")
+    @admin.action(description="Activate the selected draft", permissions=["change"])
     def activate(self, request: HttpRequest, queryset: QuerySet[RuleSet]) -> None:
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one draft.", messages.ERROR)
@@ -49,7 +50,7 @@ class RuleSetAdmin(admin.ModelAdmin):
 
 
 @admin.register(Reason)
-class ReasonAdmin(admin.ModelAdmin):
+class ReasonAdmin(ScopedModelAdmin):
     list_display = ["id", "name", "builtin"]
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
@@ -57,7 +58,7 @@ class ReasonAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReclassifyRun)
-class ReclassifyRunAdmin(admin.ModelAdmin):
+class ReclassifyRunAdmin(ScopedModelAdmin):
     """Progress of `manage.py reclassify` runs (days before next_day are done)."""
 
     list_display = ["start", "end", "ruleset", "next_day", "status", "started_at", "finished_at"]

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.models import CollectorKey
 from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, sees_all_lines, sees_money
+from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, edits_rules, sees_all_lines, sees_money
 from apps.classification.models import RuleSet
 from apps.classification.services import ruleset_draft_create, ruleset_try
 from apps.dashboards.views import reader_required
@@ -34,15 +34,15 @@ OPERATORS = ("admin", "engineer")
 @reader_required
 def rules(request: HttpRequest) -> HttpResponse:
     sets = RuleSet.objects.prefetch_related("rules").order_by("-version")[:20]
-    context = {"rulesets": sets, "can_edit": user_has_role(request.user, *RULE_EDITORS)}
+    context = {"rulesets": sets, "can_edit": edits_rules(request.user)}
     return render(request, "dashboards/rules.html", context)
 
 
 @require_POST
 @login_required
 def rules_draft(request: HttpRequest) -> HttpResponse:
-    if not user_has_role(request.user, *RULE_EDITORS):
-        raise PermissionDenied("rules are edited by engineers and admins")
+    if not edits_rules(request.user):
+        raise PermissionDenied("rules are edited by engineers and admins who see every business line")
     draft = ruleset_draft_create(user=request.user, name=request.POST.get("name", "")[:200])
     return redirect("dashboards:rules-try", version=draft.version)
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.ingest.models import DimSet, DroppedPartition, Rejection, ServedModel
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ScopedModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -30,6 +31,7 @@ class ServedModelAdmin(ReadOnlyAdmin):
 
 @admin.register(DimSet)
 class DimSetAdmin(ReadOnlyAdmin):
+    line_field = "business_line"
     list_display = ["id", "business_line", "__str__"]
     search_fields = ["business_line"]
     exclude = ["digest"]

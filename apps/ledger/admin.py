@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.accounts.roles import user_has_role
 from apps.ledger.models import (
     Account,
@@ -26,7 +27,7 @@ from apps.ledger.services.periods import PeriodError, period_close, period_reope
 REBOOK_HINT = "Open months pick the change up within minutes; closed months get adjusting entries (manage.py accrue)."
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ScopedModelAdmin):
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
@@ -38,7 +39,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(ScopedModelAdmin):
     list_display = ["code", "name", "kind", "role", "active"]
     list_editable = ["active"]
 
@@ -48,7 +49,7 @@ class AccountAdmin(admin.ModelAdmin):
 
 
 @admin.register(MappingRule)
-class MappingRuleAdmin(admin.ModelAdmin):
+class MappingRuleAdmin(ScopedModelAdmin):
     list_display = ["priority", "name", "applies_to", "token_class", "reason", "dims", "elastic", "account", "active"]
     list_display_links = ["name"]
     list_select_related = ["account"]
@@ -65,7 +66,8 @@ class MappingRuleRevisionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ElasticWindow)
-class ElasticWindowAdmin(admin.ModelAdmin):
+class ElasticWindowAdmin(ScopedModelAdmin):
+    line_field = "business_line"
     list_display = ["business_line", "name", "kind", "start", "end"]
     list_filter = ["kind", "business_line"]
 
@@ -130,7 +132,8 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(ScopedModelAdmin):
+    line_field = "business_line"
     list_display = ["month", "business_line", "amount", "currency", "tokens", "updated_by", "updated_at"]
     list_filter = ["month"]
     readonly_fields = ["updated_by", "updated_at"]
@@ -141,7 +144,8 @@ class BudgetAdmin(admin.ModelAdmin):
 
 
 @admin.register(Revenue)
-class RevenueAdmin(admin.ModelAdmin):
+class RevenueAdmin(ScopedModelAdmin):
+    line_field = "business_line"
     list_display = ["month", "business_line", "amount", "currency", "entered_by", "entered_at"]
     list_filter = ["month"]
     readonly_fields = ["entered_by", "entered_at"]
@@ -153,5 +157,6 @@ class RevenueAdmin(admin.ModelAdmin):
 
 @admin.register(Finding)
 class FindingAdmin(ReadOnlyAdmin):
+    line_field = "business_line"  # empty (the whole company) is outside any scope
     list_display = ["period", "kind", "business_line", "action", "message", "delivered_at"]
     list_filter = ["kind", "period"]

@@ -8,6 +8,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.pricing.models import CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion, RepriceRun, UnpricedHour
 from apps.pricing.selectors import unpriced_message, unpriced_models_recent
 
@@ -37,7 +38,7 @@ class UnpricedBannerMixin:
         return super().changelist_view(request, extra_context)  # type: ignore[misc]
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ScopedModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -52,7 +53,7 @@ class PriceInline(admin.TabularInline):
 
 
 @admin.register(PriceVersion)
-class PriceVersionAdmin(UnpricedBannerMixin, admin.ModelAdmin):
+class PriceVersionAdmin(UnpricedBannerMixin, ScopedModelAdmin):
     list_display = ["effective_from", "name", "currency", "created_at"]
     readonly_fields = ["created_at"]
     inlines = [PriceInline]
@@ -65,7 +66,7 @@ class PriceVersionAdmin(UnpricedBannerMixin, admin.ModelAdmin):
 
 
 @admin.register(CostPool)
-class CostPoolAdmin(UnpricedBannerMixin, admin.ModelAdmin):
+class CostPoolAdmin(UnpricedBannerMixin, ScopedModelAdmin):
     list_display = ["name", "currency", "gpus", "cost_per_gpu_hour", "capacity", "effective_from", "effective_to"]
     readonly_fields = ["created_at"]
 

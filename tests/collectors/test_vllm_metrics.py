@@ -457,7 +457,7 @@ def test_help_exits_zero():
 
 @pytest.mark.usefixtures("truncate_records")
 def test_reconciliation_records_reach_the_platform_as_shadow_unattributed(tmp_path, vllm, live_server, client):
-    from django.contrib.auth.models import User
+    from django.contrib.auth.models import Group, User
 
     from apps.ingest.models import Record
     from tests.factories import active_ruleset, collector_key
@@ -476,7 +476,9 @@ def test_reconciliation_records_reach_the_platform_as_shadow_unattributed(tmp_pa
 
     [stored] = Record.objects.all()
     assert stored.record_id == f"recon-gpu-1-{MODEL}-e0-1600-180-256"
-    client.force_login(User.objects.create_user("r", password="pw-for-tests-only"))
+    viewer = User.objects.create_user("r", password="pw-for-tests-only")
+    viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])  # reading an API needs a role
+    client.force_login(viewer)
     start = datetime.now(UTC) - timedelta(hours=1)
     query = urlencode({"from": start.isoformat(), "to": (start + timedelta(hours=2)).isoformat(),
                        "group_by": "reason,model"})  # fmt: skip

@@ -8,10 +8,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
+from django.db.models import Model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -22,7 +24,7 @@ from tests.conftest import Collector
 
 pytestmark = pytest.mark.django_db
 
-PERSON = ()  # any logged-in person, with or without a role: the read APIs (pages need a role)
+PERSON = ()  # any logged-in person, with or without a role: the home page only
 READERS = ("admin", "finance", "engineer", "viewer")
 LEDGER = ("admin", "finance", "engineer")
 MONEY = ("admin", "finance")
@@ -67,7 +69,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "audits/": page(LEDGER),
     "audits/<str:month>/": page(LEDGER),
     "rules/": page(scope="none"),
-    "rules/draft/": page(EDITORS, scope="none", methods=("POST",)),
+    "rules/draft/": page(EDITORS, scope="company", methods=("POST",)),
     "rules/<int:version>/try/": page(EDITORS, scope="company"),
     "prices/": page(scope="none"),
     "collectors/": page(EDITORS, scope="company"),
@@ -75,14 +77,14 @@ ENDPOINTS: dict[str, Endpoint] = {
     "alerts/": page(),
     "alerts/channels/": page(),
     "alerts/channels/<int:channel_id>/test/": page(EDITORS, scope="none", methods=("POST",)),
-    "api/v1/records": Endpoint(PERSON, "lines", query=SINCE),
-    "api/v1/usage": Endpoint(PERSON, "lines", query=WINDOW),
-    "api/v1/rejections": Endpoint(PERSON, "company"),
-    "api/v1/usage/classes": Endpoint(PERSON, "lines", query=WINDOW),
-    "api/v1/rulesets": Endpoint(PERSON, "none"),
-    "api/v1/rulesets/<int:version>/rules": Endpoint(EDITORS, "none", ("POST",)),
+    "api/v1/records": Endpoint(READERS, "lines", query=SINCE),
+    "api/v1/usage": Endpoint(READERS, "lines", query=WINDOW),
+    "api/v1/rejections": Endpoint(READERS, "company"),
+    "api/v1/usage/classes": Endpoint(READERS, "lines", query=WINDOW),
+    "api/v1/rulesets": Endpoint(READERS, "none"),
+    "api/v1/rulesets/<int:version>/rules": Endpoint(EDITORS, "company", ("POST",)),
     "api/v1/rulesets/<int:version>/try": Endpoint(EDITORS, "company"),
-    "api/v1/rulesets/<int:version>/activate": Endpoint(EDITORS, "none", ("POST",)),
+    "api/v1/rulesets/<int:version>/activate": Endpoint(EDITORS, "company", ("POST",)),
     "api/v1/ledger/accounts": Endpoint(LEDGER, "company"),
     "api/v1/ledger/trial-balance": Endpoint(MONEY, "company"),
     "api/v1/ledger/matrix": Endpoint(LEDGER, "company"),
@@ -249,6 +251,113 @@ def test_a_scoped_user_sees_nothing_of_other_lines_and_is_refused_company_wide_v
                 shown.add(route)
     assert leaks == []
     assert SHOWS_EVERY_LINE <= shown, "the unscoped user should see the hidden line there"
+
+
+def test_it_refuses_every_read_api_to_a_user_without_a_role():
+    nobody = user(None, name="logged-in-no-role")
+    api = [route for route, _ in routes() if route.startswith("api/") and route not in PUBLIC]
+    assert len(api) > 20
+    open_ = [f"GET {route}: {a.status_code}" for route in api if (a := nobody.get(concrete(route))).status_code != 403]
+    assert open_ == []
+
+
+# --- the admin, as users scoped to some business lines ---------------------------------------
+
+
+def line_rows(line: str) -> dict[str, Model]:
+    """A row of `line` in every admin model whose rows belong to a business line."""
+    from apps.alerts.models import Alert
+    from apps.ledger.models import ElasticWindow, Finding
+    from apps.ledger.services.planning import budget_set, revenue_set
+
+    now = datetime.now(UTC)
+    month = now.date().replace(day=1)
+    rows = [
+        budget_set(business_line=line, month=month, amount=Decimal("10"), currency="CNY"),
+        revenue_set(business_line=line, month=month, amount=Decimal("20"), currency="CNY"),
+        ElasticWindow.objects.create(business_line=line, name=f"peak {line}", start=now, end=now + timedelta(days=1)),
+        Finding.objects.create(kind="revenue_missing", action="enter_revenue", period=month, business_line=line),
+        factories.alert_rule("spend_spike", business_line=line),
+        Alert.objects.create(
+            dedup_key=f"k-{line}", kind="spend_spike", status="firing", severity=20, business_line=line, created_at=now
+        ),
+        factories.dimset({"business_line": line}),
+    ]
+    return {row._meta.label_lower: row for row in rows}
+
+
+def admin_urls(model: type[Model], pk: object) -> dict[str, str]:
+    base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+    return {
+        "changelist": base,
+        "add": f"{base}add/",
+        "change": f"{base}{pk}/change/",
+        "delete": f"{base}{pk}/delete/",
+        "history": f"{base}{pk}/history/",
+    }
+
+
+def snapshot(model: type[Model], pk: object) -> dict[str, object] | None:
+    return model._default_manager.filter(pk=pk).values().first()
+
+
+def scoped_admin_leaks(client: Client, model: type[Model], pk: object, line_bound: bool) -> list[str]:
+    """Each admin URL of `model` for the row `pk` (of the hidden line, for a line-bound model):
+    refused, or answered without the hidden line; POSTs (change, delete, every action) leave
+    the row as it was. A model spanning lines is refused at every URL."""
+    leaks, before = [], snapshot(model, pk)
+    for view, url in admin_urls(model, pk).items():
+        answer = client.get(url)
+        if not line_bound and answer.status_code not in (403, 404):
+            leaks.append(f"GET {url}: {answer.status_code}, a scoped user has no access to this model")
+        elif answer.status_code == 200 and HIDDEN in answer.content.decode():
+            leaks.append(f"GET {url}: shows {HIDDEN}")
+        if view in ("change", "delete"):
+            client.post(url, {"post": "yes", "business_line": VISIBLE})
+    for _, action, _ in admin.site._registry[model]._get_base_actions():
+        form = {"action": action, "_selected_action": [pk], "post": "yes"}
+        answer = client.post(admin_urls(model, pk)["changelist"], form)
+        if not line_bound and answer.status_code != 403:
+            leaks.append(f"action {action} on {model._meta.label}: {answer.status_code}")
+    if snapshot(model, pk) != before:
+        leaks.append(f"{model._meta.label} {pk} was changed or deleted")
+    return leaks
+
+
+@pytest.mark.usefixtures("two_lines")
+@pytest.mark.parametrize("role", READERS)
+def test_a_scoped_user_of_each_role_sees_and_edits_only_their_lines_in_the_admin(role):
+    line_rows(VISIBLE)
+    hidden = line_rows(HIDDEN)
+    made = factories.finance_user(f"scoped-{role}", role=role)
+    User.objects.filter(pk=made.pk).update(is_staff=True)
+    UserScope.objects.create(user=made, business_lines=[VISIBLE])
+    scoped, everyone = Client(), Client()
+    scoped.force_login(made)
+    everyone.force_login(User.objects.create_user(f"all-{role}", password="pw-tests", is_staff=True))
+    User.objects.get(username=f"all-{role}").groups.add(*made.groups.all())
+    leaks, shown, open_to_everyone = [], set(), set()
+    for model in admin.site._registry:
+        label = model._meta.label_lower
+        row = hidden.get(label) or model._default_manager.order_by("pk").first()
+        pk = row.pk if row is not None else 1
+        urls = admin_urls(model, pk)
+        if everyone.get(urls["changelist"]).status_code == 200:
+            open_to_everyone.add(label)
+        if label in hidden and HIDDEN in everyone.get(urls["change"]).content.decode():
+            shown.add(label)
+        leaks += scoped_admin_leaks(scoped, model, pk, line_bound=label in hidden)
+    assert leaks == []
+    # Not vacuous: the same role without a scope opens the hidden line's rows, and the models
+    # refused to the scoped user.
+    viewable = {label for model in admin.site._registry if can_view(made, label := model._meta.label_lower)}
+    assert shown == viewable & set(hidden) and open_to_everyone == viewable
+    assert role not in ("admin", "finance") or "ledger.budget" in shown
+
+
+def can_view(person: User, label: str) -> bool:
+    app, model = label.split(".")
+    return person.has_perm(f"{app}.view_{model}") or person.has_perm(f"{app}.change_{model}")
 
 
 def test_metrics_needs_its_token_or_an_allowed_address(settings):

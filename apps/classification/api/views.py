@@ -10,13 +10,13 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
-from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.roles import roles_required
-from apps.accounts.scopes import SeesAllLines, business_lines_of, sees_money
+from apps.accounts.roles import IsReader
+from apps.accounts.scopes import RulesEditor, business_lines_of, sees_money
 from apps.classification.engine import BUILTIN_RULES, COMPONENT_GROUPS, COMPONENTS
 from apps.classification.models import Rule, RuleSet
 from apps.classification.selectors import CLASS_GROUPS, class_usage
@@ -30,11 +30,9 @@ from apps.classification.services import (
 from apps.ingest.api.params import parse_time, usage_parameters, usage_window
 from apps.pricing.selectors import unpriced_message, unpriced_models
 
-RulesEditor = roles_required("admin", "engineer")
-
 
 class ClassUsageView(APIView):
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsReader]
 
     @extend_schema(
         operation_id="usage_classes",
@@ -90,7 +88,7 @@ class RuleSetsView(APIView):
     """GET: every rule set with its rules. POST: a new draft copied from the active set."""
 
     def get_permissions(self) -> list[BasePermission]:
-        return [IsAuthenticated()] if self.request.method == "GET" else [RulesEditor()]
+        return [IsReader()] if self.request.method == "GET" else [RulesEditor()]
 
     @extend_schema(operation_id="rulesets_list", responses={200: RuleSetOut(many=True)})
     def get(self, request: Request) -> Response:
@@ -103,7 +101,10 @@ class RuleSetsView(APIView):
         operation_id="rulesets_draft",
         request=inline_serializer("RuleSetDraftIn", {"name": serializers.CharField(required=False, max_length=200)}),
         responses={201: RuleSetOut},
-        description="A new draft holding a copy of the active rule set's rules (engineer or admin).",
+        description=(
+            "A new draft holding a copy of the active rule set's rules (engineer or admin, not scoped to "
+            "some business lines)."
+        ),
     )
     def post(self, request: Request) -> Response:
         data = self.DraftIn(data=request.data)  # a body that is not an object is a 400, not a 500
@@ -166,7 +167,7 @@ class RuleSetActivateView(APIView):
 class RuleSetTryView(APIView):
     """What would move if this rule set replaced the active one, over recent records."""
 
-    permission_classes = [RulesEditor, SeesAllLines]  # totals over every business line
+    permission_classes = [RulesEditor]  # it sees every business line: totals over all of them
 
     @extend_schema(
         operation_id="rulesets_try",

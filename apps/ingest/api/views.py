@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
+from apps.accounts.roles import IsReader
 from apps.accounts.scopes import SeesAllLines, business_lines_of
 from apps.ingest.api.body import PayloadTooLarge, body_inflate, body_read, charset_check
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
@@ -45,7 +46,7 @@ class IsCollector(BasePermission):
 
 
 class IsPerson(BasePermission):
-    """A logged-in user (roles and business-line scopes are enforced by later layers)."""
+    """A logged-in person, not a collector key (the role and business-line scope come next)."""
 
     message = "Reading needs a user login (session or basic auth), not a collector key."
 
@@ -116,7 +117,7 @@ class RecordsView(APIView):
         )
 
     def get_permissions(self) -> list[BasePermission]:
-        return [IsCollector()] if self.request.method == "POST" else [IsPerson()]
+        return [IsCollector()] if self.request.method == "POST" else [IsPerson(), IsReader()]
 
     @extend_schema(
         operation_id="records_ingest",
@@ -242,7 +243,7 @@ def _source_id(name: str | None) -> int | None:
 
 
 class UsageView(APIView):
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, IsReader]
 
     @extend_schema(
         operation_id="usage",
@@ -268,7 +269,7 @@ class UsageView(APIView):
 
 class RejectionsView(APIView):
     # Rejected records are raw bodies of any business line.
-    permission_classes = [IsPerson, SeesAllLines]
+    permission_classes = [IsPerson, IsReader, SeesAllLines]
 
     class RejectionOut(serializers.Serializer):
         id = serializers.IntegerField()
