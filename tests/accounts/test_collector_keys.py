@@ -8,6 +8,7 @@ from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 
 from apps.accounts.models import CollectorKey
+from apps.accounts.services import collector_key_create
 
 
 def create(name: str) -> str:
@@ -113,3 +114,15 @@ def test_the_collectors_page_shows_each_keys_limits(admin_client):
     assert '"text age">3 days old<' in rows["any-line"]
     assert '"text lines">search<' in rows["search-vllm"] and '"text reconciliation">allowed<' in rows["search-vllm"]
     assert '"text age">backfill (any age kept)<' in rows["history"]
+
+
+def test_the_launcher_keys_get_the_limits_their_senders_need(db, tmp_path):
+    from costplatform.run import ensure_demo_key
+
+    secret, _ = ensure_demo_key(tmp_path, backfill=True)  # the sample, resent as first dated
+    old = collector_key_create(name="vllm-demo")  # made before keys had limits
+    ensure_demo_key(tmp_path, "vllm-demo", reconciliation=True)  # the /metrics reconciler's records
+
+    demo, vllm = CollectorKey.objects.get(name="demo"), CollectorKey.objects.get(pk=old.key.pk)
+    assert secret and (demo.backfill, demo.reconciliation) == (True, False)
+    assert (vllm.backfill, vllm.reconciliation) == (False, True)
