@@ -4,6 +4,7 @@ The walk of every admin URL for scoped users of each role is in test_urlconf.py.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -128,6 +129,26 @@ def test_a_scoped_user_gets_no_model_that_spans_business_lines_in_the_admin():
         assert scoped.get(url).status_code == 403
     index = scoped.get("/admin/").content.decode()
     assert "/admin/ledger/budget/" in index and "/admin/auth/user/" not in index
+    users = "/admin/autocomplete/?app_label=accounts&model_name=userscope&field_name=user&term="
+    assert (everyone.get(users).status_code, scoped.get(users).status_code) == (200, 403)
+
+
+def test_every_admin_form_offers_a_scoped_user_only_their_lines():
+    _, scoped = staff("admin", name="admin-scoped", lines=[MINE])
+    _, everyone = staff("admin", name="admin-all")
+    forms = 0
+    for model, model_admin in admin.site._registry.items():
+        add = f"/admin/{model._meta.app_label}/{model._meta.model_name}/add/"
+        if model_admin.line_field is None or everyone.get(add).status_code != 200:
+            continue  # read-only models (alerts, findings, dimension sets) have no form
+        page = scoped.get(add).content.decode()
+        options = re.findall(
+            r'<option value="([^"]*)"', page.split(f'name="{model_admin.line_field}"')[1].split("</select>")[0]
+        )
+        assert options == [MINE], model._meta.label
+        assert f'type="text" name="{model_admin.line_field}"' in everyone.get(add).content.decode()
+        forms += 1
+    assert forms == 4  # budgets, revenue, elastic windows, alert rules
 
 
 # --- rule sets: writing and activating needs every business line ---------------------------
