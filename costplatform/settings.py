@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from costplatform.env import database_from_url, env, envbool, envint, envlist
@@ -32,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
@@ -62,6 +64,8 @@ MIDDLEWARE = [
     "apps.auditlog.context.audit_context_middleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a lockout found during authentication into the 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "costplatform.urls"
@@ -115,6 +119,24 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Password guessing: django-axes counts failed logins of the login page, the
+# admin's and HTTP basic auth, and after COSTPLATFORM_LOGIN_FAILURE_LIMIT of them refuses that
+# username, the right password included, for COSTPLATFORM_LOGIN_COOLOFF_MINUTES. By username, not
+# address: behind the TLS proxy every client has the proxy's address. apps/auditlog/lockouts.py
+# writes each lockout to the audit log.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("COSTPLATFORM_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("COSTPLATFORM_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username"]
+# axes.W006 asks for the address among the parameters, for locks on combinations that rotating the
+# User-Agent escapes; a lock on the username alone counts every attempt at it, whatever the client.
+SILENCED_SYSTEM_CHECKS = ["axes.W006"]
+AXES_RESET_ON_SUCCESS = True
+# Attempts during the lock are refused, not counted: the lock ends on time (and each is not a new lockout).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# Lockouts are read in the audit log and lifted with `manage.py axes_reset_username`; axes' own
+# admin pages would be unscoped.
+AXES_ENABLE_ADMIN = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -9,6 +9,8 @@ class AuditlogConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self) -> None:
+        from apps.auditlog.lockouts import lockouts_connect
         from apps.auditlog.receivers import receivers_connect
 
         receivers_connect()
+        lockouts_connect()
