@@ -131,6 +131,12 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     inlines = [JournalLineInline]
 
 
+def _in_closed_month(obj: Budget | Revenue | None) -> bool:
+    """A closed month's budget or revenue is part of its books: not deleted here (the database
+    refuses it too); changes are refused by the models' validation with the same reason."""
+    return obj is not None and Period.first_closed([obj.month]) is not None
+
+
 @admin.register(Budget)
 class BudgetAdmin(ScopedModelAdmin):
     line_field = "business_line"
@@ -141,6 +147,9 @@ class BudgetAdmin(ScopedModelAdmin):
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
         obj.updated_by = request.user  # type: ignore[assignment]
         super().save_model(request, obj, form, change)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Budget | None = None) -> bool:
+        return super().has_delete_permission(request, obj) and not _in_closed_month(obj)
 
 
 @admin.register(Revenue)
@@ -153,6 +162,9 @@ class RevenueAdmin(ScopedModelAdmin):
     def save_model(self, request: HttpRequest, obj: Revenue, form: Any, change: bool) -> None:
         obj.entered_by = request.user  # type: ignore[assignment]
         super().save_model(request, obj, form, change)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Revenue | None = None) -> bool:
+        return super().has_delete_permission(request, obj) and not _in_closed_month(obj)
 
 
 @admin.register(Finding)

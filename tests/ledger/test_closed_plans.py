@@ -147,6 +147,34 @@ def test_it_refuses_to_edit_a_closed_months_revenue_in_the_admin(closed_sep: Bud
     assert Revenue.objects.get().amount == Decimal(1000)
 
 
+def test_it_refuses_to_delete_a_closed_months_budget_in_the_admin(closed_sep: Budget) -> None:
+    browser = _staff_admin()
+
+    single = browser.post(f"/admin/ledger/budget/{closed_sep.pk}/delete/", {"post": "yes"})
+    bulk = browser.post(
+        "/admin/ledger/budget/", {"action": "delete_selected", "_selected_action": [closed_sep.pk], "post": "yes"}
+    )
+
+    assert (single.status_code, bulk.status_code) == (403, 403)
+    assert Budget.objects.filter(pk=closed_sep.pk).exists()
+
+
+def test_it_refuses_to_delete_a_closed_months_revenue_in_the_admin(closed_sep: Budget) -> None:
+    revenue = Revenue.objects.get()
+
+    response = _staff_admin().post(f"/admin/ledger/revenue/{revenue.pk}/delete/", {"post": "yes"})
+
+    assert response.status_code == 403 and Revenue.objects.filter(pk=revenue.pk).exists()
+
+
+def test_it_still_deletes_an_open_months_budget_in_the_admin(closed_sep: Budget) -> None:
+    october = budget_set(business_line="search", month=OCT, tokens=5)
+
+    response = _staff_admin().post(f"/admin/ledger/budget/{october.pk}/delete/", {"post": "yes"})
+
+    assert response.status_code == 302 and not Budget.objects.filter(pk=october.pk).exists()
+
+
 # --- the database, whoever writes ----------------------------------------------------------------
 
 
