@@ -143,6 +143,37 @@ def test_it_refuses_to_set_up_a_superuser_as_the_runtime_role(db: None) -> None:
         call_command("db_roles")
 
 
+@pytest.mark.parametrize("power", ["CREATEDB", "CREATEROLE", "BYPASSRLS"])
+def test_it_refuses_to_set_up_a_runtime_role_with_powers(db: None, power: str) -> None:
+    role = f"{connection.settings_dict['NAME']}_powerful"[:63]
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}" LOGIN {power}')  # gone with the test's rollback
+
+    with pytest.raises(RoleError, match=f"has {power.lower()}"):
+        runtime_role_setup(role=role, alias="default")
+
+
+def test_it_refuses_to_set_up_a_member_of_the_owner(db: None) -> None:
+    role = f"{connection.settings_dict['NAME']}_member"[:63]
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}" LOGIN IN ROLE "{connection.settings_dict["USER"]}"')
+
+    with pytest.raises(RoleError, match="member of the owner"):
+        runtime_role_setup(role=role, alias="default")
+
+
+@pytest.mark.parametrize("table", BOOKS)
+def test_it_refuses_truncate_to_a_role_granted_it_that_is_no_superuser(db: None, table: str) -> None:
+    """The triggers, for an owner that is no superuser (or a role granted TRUNCATE by mistake)."""
+    role = f"{connection.settings_dict['NAME']}_truncator"[:63]
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}"')
+        cursor.execute(f'GRANT SELECT, TRUNCATE ON {", ".join(BOOKS)} TO "{role}"')
+        cursor.execute(f'SET LOCAL ROLE "{role}"')
+        with pytest.raises(DatabaseError, match="cannot be truncated"):
+            cursor.execute(f"TRUNCATE {table} CASCADE")
+
+
 # --- the triggers fire always -------------------------------------------------------------------
 
 
