@@ -77,7 +77,8 @@ def test_collector_keys_leave_no_plaintext_in_rows_or_logs(everything_logged, ad
     refused = Collector(Client(), wrong).send([factories.record()])
     assert refused.status_code == 401 and wrong not in refused.content.decode()
     key = CollectorKey.objects.get(name="edge-7")
-    admin_client.post(f"/admin/accounts/collectorkey/{key.pk}/change/", {"name": "edge-7", "rate_requests": "50"})
+    edited = {"name": "edge-7", "rate_requests": "50", "backdate_days": "3"}
+    assert admin_client.post(f"/admin/accounts/collectorkey/{key.pk}/change/", edited).status_code == 302
     collector_key_revoke(name="edge-7")
     assert Collector(Client(), secret).send([factories.record()]).status_code == 401
 
