@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 OWNER_ALIAS = "owner"
 DML = "SELECT, INSERT, UPDATE, DELETE"
@@ -51,7 +51,8 @@ def runtime_role_setup(*, role: str, password: str = "", alias: str | None = Non
     if not _ROLE_NAME.match(role):
         raise RoleError(f"{role!r} is not a plain role name (lower case letters, digits, _)")
     connection = connections[alias or migration_alias()]
-    with connection.cursor() as cursor:
+    # One transaction: a running app never sees the role between REVOKE ALL and GRANT.
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute("SELECT current_user, current_database(), current_schema()")
         owner, database, schema = cursor.fetchone()
         if role == owner:

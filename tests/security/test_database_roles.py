@@ -5,6 +5,7 @@ and the audit log's triggers fire ALWAYS."""
 
 from __future__ import annotations
 
+import io
 import json
 import secrets
 import urllib.request
@@ -141,6 +142,22 @@ def test_it_refuses_to_set_up_a_superuser_as_the_runtime_role(db: None) -> None:
         runtime_role_setup(role=connection.settings_dict["USER"], alias="default")
     with pytest.raises(CommandError, match="DATABASE_OWNER_URL is not set"):
         call_command("db_roles")
+
+
+def test_it_sets_up_the_runtime_role_again_from_the_command_line(db: None, runtime: Runtime) -> None:
+    out = io.StringIO()
+
+    call_command("db_roles", runtime_role=runtime.role, stdout=out)
+
+    assert f"role {runtime.role} exists" in out.getvalue() and "SELECT, INSERT, UPDATE, DELETE" in out.getvalue()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT has_table_privilege(%s, 'ledger_journalline', 'INSERT'), "
+            "has_table_privilege(%s, 'ledger_journalline', 'TRUNCATE'), "
+            "has_table_privilege(%s, 'auditlog_auditentry', 'DELETE')",
+            [runtime.role] * 3,
+        )
+        assert cursor.fetchone() == (True, False, False)
 
 
 @pytest.mark.parametrize("power", ["CREATEDB", "CREATEROLE", "BYPASSRLS"])
