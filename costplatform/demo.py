@@ -157,13 +157,29 @@ def tiny_model(data_dir: Path) -> tuple[Path, str]:
     return path, f"built in {time.monotonic() - started:.1f} s"
 
 
-def vllm_command(*, model: Path, platform_url: str, key_file: Path, data_dir: Path, port: int) -> list[str]:
+def attribution_map(data_dir: Path) -> tuple[Path, str]:
+    """The server's attribution map: the workload's apps, each billed to its line and team. Kept
+    in the data dir and left as it is once there, so an operator's edits survive a rerun (the
+    server re-reads it when it changes)."""
+    from serving import workload
+
+    path = data_dir / "attribution.toml"
+    if path.exists():
+        return path, "present"
+    path.write_text(workload.attribution_map())
+    return path, "written"
+
+
+def vllm_command(
+    *, model: Path, platform_url: str, key_file: Path, data_dir: Path, port: int, attribution: Path
+) -> list[str]:
     """`python -m serving` as tests/processes.py VllmServer starts it."""
     return [
         sys.executable, "-m", "serving",
         "--model", str(model), "--served-model-name", SERVED_MODEL,
         "--costplatform-url", platform_url, "--collector-key-file", str(key_file),
         "--spool", str(data_dir / "spool"), "--source", VLLM_KEY, "--dims", "env=demo",
+        "--attribution-map", str(attribution),
         "--model-version", "random-fp32", "--port", str(port), "--host", "127.0.0.1",
         "--max-model-len", "4096", "--enable-prefix-caching", "--dtype", "float32",
     ]  # fmt: skip
@@ -248,10 +264,12 @@ def end_to_end(
         raise RunError(f"the collector key '{VLLM_KEY}' is revoked: vLLM cannot ship records")
     model, how = tiny_model(data_dir)
     say(f"tiny model ({SERVED_MODEL}, random weights): {how} in {model}")
+    amap, how = attribution_map(data_dir)
+    say(f"attribution map (who pays for which API key; edit it while vLLM runs): {how} in {amap}")
     vllm_url = f"http://127.0.0.1:{args.vllm_port}"
     command = vllm_command(
         model=model, platform_url=base_url, key_file=data_dir / f"collector_key_{VLLM_KEY}", data_dir=data_dir,
-        port=args.vllm_port,
+        port=args.vllm_port, attribution=amap,
     )  # fmt: skip
     child = Child("vllm", command, data_dir / "logs" / "vllm.log", vllm_env(env))
     children.append(child)

@@ -44,6 +44,7 @@ SAFE_POLICY: Mapping[str, str] = {"business_line": OPERATOR, "team": OPERATOR}
 RESERVED_PREFIXES = ("costplatform.", "refused.")
 RESERVED_DIMS = frozenset({"source"})
 REFUSED_PREFIX = "refused."
+_NAMED_RESERVED = frozenset({"source", "costplatform.kind"})  # reserved dims with a label of their own
 RELOAD_INTERVAL = 1.0
 
 REFUSED = Counter(
@@ -149,9 +150,7 @@ def _obeyed(amap: AttributionMap, caller: Caller, dim: str, value: str) -> bool:
 
 def _label(amap: AttributionMap, caller: Caller, dim: str) -> str:
     """The counter's label: dims the operator named, else a bucket (callers choose dim names)."""
-    if dim in SAFE_POLICY or dim in amap.policy or dim in caller.policy or dim in RESERVED_DIMS:
-        return dim
-    if dim == "costplatform.kind":
+    if dim in SAFE_POLICY or dim in amap.policy or dim in caller.policy or dim in _NAMED_RESERVED:
         return dim
     return "reserved" if reserved(dim) else "other"
 

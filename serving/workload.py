@@ -1,5 +1,7 @@
 """A realistic request mix for an OpenAI-compatible server (the instrumented vLLM of `make run`),
-over HTTP only, with X-Costplatform-* attribution headers:
+over HTTP only. Each app sends its own API key (`Authorization: Bearer demo-<team>-key`) and its
+X-Costplatform-* headers; `attribution_map()` is the map that bills each key to its app's line
+and team (the server's --attribution-map), so the headers only add descriptive dims:
 
 - customer-service FAQ bot: a long system prompt before every short question (prefix cache);
 - search RAG app: a retrieval tool call and its long result in the prompt, answers capped low
@@ -65,6 +67,29 @@ def phase_span(name: str) -> tuple[float, float]:
     raise KeyError(name)
 
 
+# The apps of the mix by team: (business line, team). Each has its own API key.
+APPS = {
+    "cs-bot": "customer-service",
+    "search-web": "search",
+    "risk": "payments",
+    "growth": "marketing",
+    "etl": "data-platform",
+}
+
+
+def app_key(team: str) -> str:
+    return f"demo-{team}-key"
+
+
+def attribution_map() -> str:
+    """The attribution map (TOML) of the mix: each app's key pays for its own line and team."""
+    lines = ["# The apps of serving/workload.py: each key is billed to its app's line and team."]
+    for team, line in APPS.items():
+        lines += [f"[callers.{team}]", f'tokens = ["{app_key(team)}"]']
+        lines += [f'dims = {{ business_line = "{line}", team = "{team}" }}', ""]
+    return "\n".join(lines)
+
+
 def text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
@@ -121,6 +146,7 @@ class Client:
         """Send one request; returns its record id (chatcmpl-<X-Request-Id>)."""
         request_id = uuid.uuid4().hex
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+        headers["Authorization"] = f"Bearer {app_key(dims['team'])}"
         headers |= {"X-Costplatform-" + k.replace("_", "-").title(): v for k, v in dims.items()}
         if attempt > 1:
             headers |= {"X-Costplatform-Attempt": str(attempt), "X-Costplatform-Retry-Of": retry_of}

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import os
 import urllib.parse
 from collections.abc import Iterator
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from serving import workload
 from serving.tiny_model import build_tiny_model
 from tests.processes import PlatformServer, VllmServer
 
@@ -14,6 +16,35 @@ from tests.processes import PlatformServer, VllmServer
 def _database_name(suffix: str) -> str:
     base = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/costplatform")
     return f"{urllib.parse.urlsplit(base).path.lstrip('/')}_{suffix}"
+
+
+# The map the test servers run with. Requests without a key (most tests) may choose among the
+# lines the tests use; the two keyed callers are the attack tests' victim and attacker; the
+# workload's apps are billed to their own lines.
+ATTRIBUTION_MAP = f"""
+[policy]
+business_line = "allowed"
+
+[default]
+allowed = {{ business_line = ["customer-service", "rag", "search", "ads", "support"] }}
+
+[callers.search-app]
+tokens = ["sk-search"]
+dims = {{ business_line = "search", team = "search-web" }}
+
+[callers.ads-app]
+token_sha256 = ["{hashlib.sha256(b"sk-ads").hexdigest()}"]
+dims = {{ business_line = "ads", team = "ads-web" }}
+
+{workload.attribution_map()}
+"""
+
+
+@pytest.fixture(scope="session")
+def attribution_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("attribution") / "attribution.toml"
+    path.write_text(ATTRIBUTION_MAP)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +63,10 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformServe
 
 @pytest.fixture(scope="session")
 def vllm_server(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
 ) -> Iterator[VllmServer]:
     """The real vLLM server with the whole instrumentation (stat logger + middleware)."""
-    server = VllmServer(tmp_path_factory.mktemp("vllm"), tiny_model, platform).start()
+    extra = ["--attribution-map", str(attribution_map)]
+    server = VllmServer(tmp_path_factory.mktemp("vllm"), tiny_model, platform, extra=extra).start()
     yield server
     server.stop()

@@ -15,19 +15,23 @@ from transformers import AutoTokenizer
 
 from collectors.proxy import Settings, proxy_thread
 from collectors.shipper import Pipeline
+from serving.attribution import Policy
 from tests.processes import PlatformServer, VllmServer
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def proxy(vllm_server: VllmServer, platform: PlatformServer, tiny_model: Path, tmp_path: Path) -> Iterator[str]:
+def proxy(
+    vllm_server: VllmServer, platform: PlatformServer, tiny_model: Path, tmp_path: Path, attribution_map: Path
+) -> Iterator[str]:
     pipeline = Pipeline(tmp_path / "spool", url=platform.url, key=platform.key, registry=CollectorRegistry()).start()
     settings = Settings(
         upstream=vllm_server.url,
         tokenizer=AutoTokenizer.from_pretrained(tiny_model),
         hash_key=b"proxy-tests",
         defaults={"via": "proxy"},
+        policy=Policy(attribution_map),
     )
     with proxy_thread(settings, pipeline) as url:
         yield url

@@ -19,9 +19,10 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
 
 @pytest.fixture(scope="module")
 def spec_server(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
 ) -> Iterator[VllmServer]:
     extra = ["--speculative-config", json.dumps(NGRAM), "--max-model-len", "1024"]
+    extra += ["--attribution-map", str(attribution_map)]
     server = VllmServer(tmp_path_factory.mktemp("vllm-spec"), tiny_model, platform, extra=extra)
     yield server.start()
     server.stop()
