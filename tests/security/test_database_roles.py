@@ -11,23 +11,27 @@ import secrets
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
+import time_machine
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection
 
 from apps.ingest.partitions import month_start, partition_name, partitions_ensure
-from apps.ledger.models import JournalEntry
-from apps.ledger.services.periods import period_ensure
+from apps.ledger.models import JournalEntry, JournalLine, Period
+from apps.ledger.services.accrual import month_accrue
+from apps.ledger.services.periods import period_close, period_ensure
+from apps.pricing.services import hours_price
 from costplatform.dbroles import RoleError, runtime_role_setup
 from tests import factories
 from tests.conftest import Collector
 from tests.processes import PlatformServer, database_url_named, recreate_database
+from tests.retention.conftest import seeded  # noqa: F401  (a fixture: the chart and reasons, after a flush)
 
 BOOKS = ("ledger_journalentry", "ledger_journalline", "ledger_period", "ledger_periodevent", "auditlog_auditentry")
 GUARDED = [
@@ -244,6 +248,27 @@ def test_it_ingests_and_books_as_the_runtime_role(as_runtime: None, runtime: Run
             "SELECT (SELECT count(*) FROM ingest_record), (SELECT count(*) FROM ledger_journalentry), current_user"
         )
         assert cursor.fetchone() == (2, 1, runtime.role)
+
+
+@pytest.mark.usefixtures("seeded")
+def test_it_prices_books_and_closes_a_month_as_the_runtime_role(
+    as_runtime: None, runtime: Runtime, collector: Collector
+) -> None:
+    """The pipeline's own locks and writes (LOCK TABLE, the journal's triggers) need no more than DML."""
+    factories.price_version(effective_from=datetime(2024, 1, 1, tzinfo=UTC), prices={"*": ("2", "0.5", "6")})
+    with time_machine.travel(datetime(2026, 9, 12, tzinfo=UTC), tick=False):
+        records = [factories.record(ts=f"2026-09-10T0{hour}:00:00+00:00") for hour in range(3)]
+        assert collector.send(records).json()["accepted"] == 3
+
+    hours_price(start=datetime(2026, 9, 10, tzinfo=UTC), end=datetime(2026, 9, 11, tzinfo=UTC))
+    month_accrue(month=date(2026, 9, 1))
+    period_close(month=date(2026, 9, 1), now=datetime(2026, 10, 20, tzinfo=UTC))
+
+    assert JournalLine.objects.filter(period_id=date(2026, 9, 1)).exists()
+    assert Period.objects.get(month=date(2026, 9, 1)).status == Period.Status.CLOSED
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone() == (runtime.role,)
 
 
 # --- end to end: the web app as the runtime role, migrations as the owner -----------------------------
