@@ -20,9 +20,10 @@ import psycopg
 import pytest
 import time_machine
 from django.core.management import CommandError, call_command
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 
-from apps.ingest.partitions import month_start, partition_name, partitions_ensure
+from apps.classification.services import reclassify_run
+from apps.ingest.partitions import month_start, partition_drop, partition_name, partitions_ensure, partitions_existing
 from apps.ledger.models import JournalEntry, JournalLine, Period
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close, period_ensure
@@ -250,6 +251,16 @@ def test_it_ingests_and_books_as_the_runtime_role(as_runtime: None, runtime: Run
         assert cursor.fetchone() == (2, 1, runtime.role)
 
 
+def test_it_drops_an_old_months_partition_as_the_runtime_role(as_runtime: None) -> None:
+    month = date(2020, 2, 1)
+    partitions_ensure([month])
+
+    assert partition_drop(month) == partition_name(month)
+    assert partition_name(month) not in partitions_existing()
+    with pytest.raises(DatabaseError, match="retention never drops them"), transaction.atomic():
+        partition_drop(month_start(date.today()))
+
+
 @pytest.mark.usefixtures("seeded")
 def test_it_prices_books_and_closes_a_month_as_the_runtime_role(
     as_runtime: None, runtime: Runtime, collector: Collector
@@ -260,6 +271,7 @@ def test_it_prices_books_and_closes_a_month_as_the_runtime_role(
         records = [factories.record(ts=f"2026-09-10T0{hour}:00:00+00:00") for hour in range(3)]
         assert collector.send(records).json()["accepted"] == 3
 
+    reclassify_run(start=date(2026, 9, 10), end=date(2026, 9, 11))
     hours_price(start=datetime(2026, 9, 10, tzinfo=UTC), end=datetime(2026, 9, 11, tzinfo=UTC))
     month_accrue(month=date(2026, 9, 1))
     period_close(month=date(2026, 9, 1), now=datetime(2026, 10, 20, tzinfo=UTC))
