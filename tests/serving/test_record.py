@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from apps.ingest.contract import RecordV1
 from serving import record as rec
 from serving.config import parse_dims
-from serving.middleware import cache_salt, expected_sequences
+from serving.middleware import cache_salt, expected_sequences, trusted_salt
 from serving.runtime import EngineCounts, Seen, outcome, parse_response
 
 
@@ -188,6 +188,14 @@ def test_it_expects_one_sequence_per_choice_and_prompt() -> None:
 def test_it_salts_the_cache_per_value_and_key() -> None:
     assert cache_salt(b"k", "search") == cache_salt(b"k", "search") != cache_salt(b"k", "ads")
     assert cache_salt(b"k", "search") != cache_salt(b"k2", "search")
+
+
+def test_it_mixes_a_callers_own_salt_with_the_trusted_value_and_never_passes_it_alone() -> None:
+    ads = trusted_salt(b"k", "ads", None)
+
+    assert trusted_salt(b"k", "search", ads) not in (ads, trusted_salt(b"k", "search", None))
+    assert trusted_salt(b"k", None, ads) != ads
+    assert trusted_salt(b"k", "", None) is None and trusted_salt(b"k", None, 7) is None
 
 
 def test_it_refuses_malformed_default_dims() -> None:
