@@ -87,11 +87,13 @@ def test_it_never_lets_a_caller_make_a_reconciliation_record(vllm_server: VllmSe
 
 
 def victims_prefix(server: VllmServer) -> dict[str, Any]:
-    """A long prompt the victim (ads-app) has just sent twice: its prefix is in ads' cache."""
+    """A long prompt the victim (ads-app, naming its own line too) has just sent twice: its
+    prefix is in ads' cache."""
     body = {"messages": [{"role": "system", "content": f"{uuid.uuid4().hex} {LONG_CONTEXT}"},
                          {"role": "user", "content": "when?"}]}  # fmt: skip
-    chat(server, ADS_KEY, body)
-    assert cached(chat(server, ADS_KEY, body)) >= 128  # the victim's own repeat hits its cache
+    own_line = {"X-Costplatform-Business-Line": "ads"}
+    chat(server, ADS_KEY, body, **own_line)
+    assert cached(chat(server, ADS_KEY, body, **own_line)) >= 128  # the victim's own repeat hits its cache
     return body
 
 
