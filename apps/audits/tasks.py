@@ -10,7 +10,7 @@ def audit_month(month: str, broadcast: bool = True) -> int:
     from django.db import transaction
 
     from apps.audits.services import audit_run
-    from apps.ledger.services.periods import parse_month
+    from apps.common.buckets import parse_month
 
     report = audit_run(month=parse_month(month))
     if broadcast:
@@ -20,12 +20,12 @@ def audit_month(month: str, broadcast: bool = True) -> int:
 
 @shared_task
 def audit_previous_month() -> int:
-    """The beat job on the 1st: audit the month that just ended."""
-    from datetime import timedelta
-
+    """The beat job on the 1st: audit the month that just ended in the accounting zone."""
     from django.utils import timezone
 
-    last_month = (timezone.now().date().replace(day=1) - timedelta(days=1)).replace(day=1)
+    from apps.common.buckets import month_of, previous_month
+
+    last_month = previous_month(month_of(timezone.now()))
     return audit_month(f"{last_month:%Y-%m}")
 
 
