@@ -162,7 +162,7 @@ def test_it_refuses_to_accrue_in_a_zone_of_half_hours(books_in_utc: None, settin
 
 
 @time_machine.travel(datetime(2026, 11, 20, tzinfo=UTC), tick=False)
-def test_it_books_a_25_hour_dst_day_whole(settings: Any) -> None:
+def test_it_books_a_25_hour_dst_day_whole(settings: Any, as_role: Role) -> None:
     settings.ACCOUNTING_TZ = "Europe/Berlin"
     first, last, after = (datetime(2026, 10, 24, 22, tzinfo=UTC), datetime(2026, 10, 25, 22, tzinfo=UTC),
                           datetime(2026, 10, 25, 23, tzinfo=UTC))  # fmt: skip
@@ -173,3 +173,8 @@ def test_it_books_a_25_hour_dst_day_whole(settings: Any) -> None:
 
     assert _tokens(day=date(2026, 10, 25)) == 11
     assert _tokens(day=date(2026, 10, 26)) == 100
+    periods = {(r["ChargePeriodStart"], r["ChargePeriodEnd"]) for r in _focus(as_role("finance"), "2026-10")}
+    assert periods == {
+        ("2026-10-25T00:00:00+02:00", "2026-10-26T00:00:00+01:00"),  # summer time ends in the night
+        ("2026-10-26T00:00:00+01:00", "2026-10-27T00:00:00+01:00"),
+    }
