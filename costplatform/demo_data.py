@@ -428,7 +428,11 @@ def plan_budgets(plan: Plan) -> list[str]:
     from apps.ledger.services.planning import budget_set, revenue_set
 
     rows = class_usage(
-        start=plan.start, end=plan.end + timedelta(hours=1), granularity="month", group_by=["business_line"]
+        # One row per line: the month's last hour included, not the next month's first.
+        start=plan.start,
+        end=min(plan.end + timedelta(hours=1), plan.following),
+        granularity="month",
+        group_by=["business_line"],
     )
     cost = {row["business_line"]: row["cost"].get("CNY", Decimal(0)) for row in rows}
     notes = []
