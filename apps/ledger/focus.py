@@ -27,7 +27,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from apps.common.buckets import month_of
+from apps.common.buckets import iso_local, month_of
 from apps.ledger import conf
 from apps.ledger.models import Account, JournalEntry, JournalLine
 from apps.ledger.services.accrual import MonthWindow, month_window
@@ -78,7 +78,7 @@ TOKENS_PER_PRICING_UNIT = 1_000_000
 
 
 def _ts(at: datetime, window: MonthWindow) -> str:
-    return at.astimezone(window.zone).isoformat(timespec="seconds")
+    return iso_local(at, window.zone)
 
 
 class _Windows(dict[date, MonthWindow]):
