@@ -22,12 +22,16 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 
-run: install  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
-	$(PY) -m costplatform.run $(RUN_ARGS)
+# The demo's books are kept in China's calendar; set COSTPLATFORM_ACCOUNTING_TZ to use another.
+DEMO_TZ := $${COSTPLATFORM_ACCOUNTING_TZ:-Asia/Shanghai}
 
-demo-data: install  ## a generated month (DEMO_MONTH=YYYY-MM, default this one; DEMO_RECORDS=200000) without vLLM
+run: install  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
+	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) -m costplatform.run $(RUN_ARGS)
+
+demo-data: install  ## a generated month (DEMO_MONTH=YYYY-MM, default this one in the accounting zone; DEMO_RECORDS=200000) without vLLM
 	$(PY) manage.py migrate --no-input -v0
-	$(PY) manage.py demo_data --month $${DEMO_MONTH:-$$(date -u +%Y-%m)} --records $${DEMO_RECORDS:-200000}
+	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) manage.py demo_data \
+	  --month $${DEMO_MONTH:-$$(TZ=$(DEMO_TZ) date +%Y-%m)} --records $${DEMO_RECORDS:-200000}
 
 services:
 	bash .ci/services.sh

@@ -118,6 +118,7 @@ def demo_config(*, now: datetime, campaign: tuple[datetime, datetime]) -> list[s
     token budgets this month that the workload passes, the campaign as an elastic window, and
     budget and health rules evaluated every minute (not 5) so their alerts come during the run."""
     from apps.alerts.models import Rule
+    from apps.common.buckets import month_of
     from apps.ledger.models import ElasticWindow
     from apps.ledger.services.planning import budget_set
     from apps.pricing.models import Price
@@ -131,7 +132,7 @@ def demo_config(*, now: datetime, campaign: tuple[datetime, datetime]) -> list[s
         prices = {"input": Decimal("1"), "cached_input": Decimal("0.2"), "output": Decimal("4")}
         price_set(model_pattern=SERVED_MODEL, prices=prices, effective_from=hour)
         notes.append(f"price of {SERVED_MODEL} from {hour:%H:00}: 1 / 0.2 / 4 CNY per million input / cached / output")
-    month = now.date().replace(day=1)
+    month = month_of(now)  # the accounting month
     for line, tokens in (("customer-service", 1_500_000), ("marketing", 300_000), ("payments", 150_000)):
         budget_set(business_line=line, month=month, tokens=tokens)
     notes.append("token budgets this month: customer-service 1.5M, marketing 300k, payments 150k (80 % alerts)")

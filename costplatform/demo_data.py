@@ -24,6 +24,8 @@ from typing import Any
 
 import msgspec
 
+from apps.common.buckets import day_of, month_end, month_start
+
 SOURCE = "demo-data"
 POOL = "demo-gpu-cluster"
 BIG, SMALL = "qwen2.5-72b-instruct", "qwen2.5-7b-instruct"  # self-hosted, in the pool
@@ -51,8 +53,8 @@ class Plan:
     end: datetime = field(init=False)
 
     def __post_init__(self) -> None:
-        self.start = datetime(self.month.year, self.month.month, 1, tzinfo=UTC)
-        self.following = (self.start + timedelta(days=32)).replace(day=1)
+        # The month of the accounting zone (make demo-data keeps the books in Asia/Shanghai).
+        self.start, self.following = month_start(self.month), month_end(self.month)
         # The current month stops at the present: ingest refuses what lies too far ahead.
         self.end = min(self.following, datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=1))
         if self.end <= self.start + timedelta(hours=1):
@@ -415,9 +417,7 @@ def price_and_accrue(plan: Plan) -> tuple[int, int]:
     # Pool hours with no records still cost their GPUs (idle capacity): price the whole range.
     last = plan.end.replace(minute=0)
     hours_price(start=plan.start, end=last)
-    entries = sum(
-        r.entries_written for r in range_accrue(start=plan.start.date(), end=plan.end.date() + timedelta(days=1))
-    )
+    entries = sum(r.entries_written for r in range_accrue(start=plan.month, end=day_of(plan.end) + timedelta(days=1)))
     return hours, entries
 
 
@@ -428,7 +428,11 @@ def plan_budgets(plan: Plan) -> list[str]:
     from apps.ledger.services.planning import budget_set, revenue_set
 
     rows = class_usage(
-        start=plan.start, end=plan.end + timedelta(hours=1), granularity="month", group_by=["business_line"]
+        # One row per line: the month's last hour included, not the next month's first.
+        start=plan.start,
+        end=min(plan.end + timedelta(hours=1), plan.following),
+        granularity="month",
+        group_by=["business_line"],
     )
     cost = {row["business_line"]: row["cost"].get("CNY", Decimal(0)) for row in rows}
     notes = []
@@ -457,7 +461,7 @@ def load(plan: Plan, *, progress: Callable[[str], None]) -> Loaded:
     records, out.workloads = generate(plan)
     out.records = len(records)
     lap("generate")
-    progress(f"generated {len(records):,} records from {plan.start:%Y-%m-%d} to {plan.end:%Y-%m-%d %H:%M} UTC")
+    progress(f"generated {len(records):,} records from {plan.start:%Y-%m-%d %H:%M} to {plan.end:%Y-%m-%d %H:%M} UTC")
     out.notes += configure(plan, records)
     out.accepted, out.duplicates, out.rejected = ingest(records, progress=progress)
     lap("ingest")

@@ -63,10 +63,12 @@ BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60},
     },
-    # The monthly token audit of the month that just ended (after late records and pricing settle).
+    # The monthly token audit of the month that just ended: hourly around the turn of the month
+    # (the 1st of the accounting zone is the 28th to the 2nd in UTC); the task runs it once,
+    # from 04:00 on the local 1st, and returns at once otherwise.
     "audits-previous-month": {
         "task": "apps.audits.tasks.audit_previous_month",
-        "schedule": crontab(minute=0, hour=4, day_of_month=1),
-        "options": {"expires": 20 * HOUR},
+        "schedule": crontab(minute=0, day_of_month="1,2,28-31"),
+        "options": {"expires": HOUR},
     },
 }

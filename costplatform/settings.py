@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "apps.common",
     "apps.accounts",
     "apps.ingest",
     "apps.classification",
@@ -145,6 +146,11 @@ USE_I18N = True
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
+# The accounting time zone (IANA name): the boundaries of accrual days, periods, budgets,
+# revenue months, month-end checks, monthly audits and every page's day and month. Hourly
+# rollups stay in UTC hours, so its offset must be whole hours (checked: costplatform.E001).
+# UTC by default so existing books keep their months; see docs/ledger.md before changing it.
+ACCOUNTING_TZ = env("COSTPLATFORM_ACCOUNTING_TZ", "UTC")
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import io
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.db.models import Max, Min
 
 from apps.classification.selectors import class_usage
+from apps.ingest.models import Record
 from apps.ledger.models import ElasticWindow, JournalEntry
 from apps.pricing.models import PoolIdleHour
 
@@ -51,3 +54,16 @@ def test_demo_data_loads_a_priced_accrued_month_once() -> None:
         second = run(3000)
         assert f"loaded {total:,} records: 0 stored, {total:,} already there, 0 refused" in second, second
         assert ElasticWindow.objects.filter(business_line="marketing").count() == 1
+
+
+@pytest.mark.django_db
+def test_demo_data_fills_the_month_of_the_accounting_zone(settings: Any) -> None:
+    settings.ACCOUNTING_TZ = "Asia/Shanghai"  # as make demo-data sets it
+    start, end = datetime(2026, 9, 30, 16, tzinfo=UTC), datetime(2026, 10, 31, 16, tzinfo=UTC)
+    with time_machine.travel(datetime(2026, 11, 3, 12, tzinfo=UTC), tick=True):
+        run(3000)
+
+    first, last = Record.objects.aggregate(first=Min("ts"), last=Max("ts")).values()
+    assert start <= first < start + timedelta(hours=1) and end - timedelta(hours=1) <= last < end
+    days = set(JournalEntry.objects.values_list("day", flat=True))
+    assert min(days) == date(2026, 10, 1) and max(days) == date(2026, 10, 31)

@@ -12,7 +12,8 @@ from urllib.parse import urlencode
 
 from django.db import connection
 
-from apps.alerts.detectors.registry import Params, Subject, hour_floor
+from apps.alerts.detectors.registry import Params, Subject
+from apps.common.buckets import day_of, day_start, hour_floor, month_end, month_of, month_start, zone_name
 
 HOUR = timedelta(hours=1)
 TOKENS = "(u.prompt + u.completion)"
@@ -67,11 +68,13 @@ def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterat
 
 
 def unit_cost_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    days = [today - timedelta(days=k) for k in range(params["days"] + 1, 0, -1)]
-    sql_params: list[Any] = [days[0], today]
+    # Accounting days: a day's rows are its UTC hours between two local midnights.
+    local_today = day_of(now)
+    today = day_start(local_today)
+    days = [day_start(local_today - timedelta(days=k)) for k in range(params["days"] + 1, 0, -1)]
+    sql_params: list[Any] = [zone_name(), days[0], today]
     sql = (
-        "SELECT d.business_line, c.currency, date_trunc('day', c.hour, 'UTC'), sum(c.cost), sum(c.tokens) "
+        "SELECT d.business_line, c.currency, date_trunc('day', c.hour, %s), sum(c.cost), sum(c.tokens) "
         "FROM pricing_hourlycost c JOIN ingest_dimset d ON d.id = c.dims_id "
         f"WHERE c.hour >= %s AND c.hour < %s{_line_filter(business_line, sql_params)} GROUP BY 1, 2, 3"
     )
@@ -88,9 +91,9 @@ def unit_cost_series(*, params: Params, business_line: str, now: datetime) -> It
 
 
 def _month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = (start + timedelta(days=32)).replace(day=1)
-    return start, end
+    """The accounting month holding `now`, as instants."""
+    month = month_of(now)
+    return month_start(month), month_end(month)
 
 
 def budget_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
@@ -98,7 +101,7 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
     from apps.ledger.models import Budget
 
     start, end = _month_bounds(now)
-    budgets = Budget.objects.filter(month=start.date())
+    budgets = Budget.objects.filter(month=month_of(now))
     if business_line:
         budgets = budgets.filter(business_line=business_line)
     if not budgets:

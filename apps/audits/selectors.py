@@ -10,6 +10,7 @@ from typing import Any
 from apps.audits.finders.base import Rates, fetch
 from apps.audits.models import AuditFinding, AuditReport
 from apps.classification.engine import COMPONENT_KIND
+from apps.common.buckets import month_end, month_start
 from apps.pricing.book import PriceBook
 from apps.pricing.selectors import price_book_load
 
@@ -107,6 +108,5 @@ def report_csv_rows(
 
 
 def month_bounds(month: Any) -> tuple[datetime, datetime]:
-    from apps.ledger.services.accrual import day_start, next_month
-
-    return day_start(month), day_start(next_month(month))
+    """A month's instants in the accounting zone."""
+    return month_start(month), month_end(month)

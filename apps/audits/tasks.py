@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+AUDIT_LOCAL_HOUR = 4  # the monthly audit runs from this hour of the 1st, accounting zone
+
 
 @shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=60, max_retries=3)
 def audit_month(month: str, broadcast: bool = True) -> int:
@@ -10,7 +12,7 @@ def audit_month(month: str, broadcast: bool = True) -> int:
     from django.db import transaction
 
     from apps.audits.services import audit_run
-    from apps.ledger.services.periods import parse_month
+    from apps.common.buckets import parse_month
 
     report = audit_run(month=parse_month(month))
     if broadcast:
@@ -20,12 +22,18 @@ def audit_month(month: str, broadcast: bool = True) -> int:
 
 @shared_task
 def audit_previous_month() -> int:
-    """The beat job on the 1st: audit the month that just ended."""
-    from datetime import timedelta
-
+    """The beat job: audit the month that just ended, once, from 04:00 on the 1st in the
+    accounting zone (after late records and pricing settle). The beat calls it every hour
+    around the turn of the month, since that hour is another UTC day in every zone."""
     from django.utils import timezone
 
-    last_month = (timezone.now().date().replace(day=1) - timedelta(days=1)).replace(day=1)
+    from apps.audits.models import AuditReport
+    from apps.common.buckets import accounting_zone, month_of, previous_month
+
+    local = timezone.now().astimezone(accounting_zone())
+    last_month = previous_month(month_of(local.date()))
+    if local.day != 1 or local.hour < AUDIT_LOCAL_HOUR or AuditReport.objects.filter(month=last_month).exists():
+        return 0
     return audit_month(f"{last_month:%Y-%m}")
 
 

@@ -16,7 +16,7 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
 from apps.audits.selectors import report_csv_rows, report_findings, report_for_month, scope_totals
-from apps.ledger.services.periods import PeriodError, parse_month
+from apps.common.buckets import BucketError, parse_month
 from costplatform.csvcells import safe_row
 
 READERS = ("finance", "engineer", "admin")
@@ -48,7 +48,7 @@ def report_page(request: HttpRequest, month: str) -> HttpResponse:
     with_money = _allowed(request)
     try:
         report = report_for_month(month=parse_month(month))
-    except PeriodError as exc:
+    except BucketError as exc:
         raise Http404(str(exc)) from exc
     if report is None:
         raise Http404(f"no audit of {month} yet: run `manage.py run_audit {month}`")

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connection
 
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
+from apps.common.buckets import zone_name
 
 # group_by names and their SQL over: c (a class or cost rollup row), r (reason), m (model), k (source).
 CLASS_GROUPS = {
@@ -39,8 +40,9 @@ def _grouped(
     extra: tuple[str, ...] = (),
     business_lines: list[str] | None = None,
 ) -> list[tuple[Any, ...]]:
-    select = [f"date_trunc('{granularity}', c.hour, 'UTC')"]
-    params: list[Any] = []
+    # Days and months of the accounting zone (hours are the same in every whole-hour zone).
+    select = [f"date_trunc('{granularity}', c.hour, %s)"]
+    params: list[Any] = [zone_name()]
     for name in group_by:
         if name in CLASS_GROUPS:
             select.append(CLASS_GROUPS[name])

@@ -7,7 +7,7 @@ import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
@@ -26,6 +26,7 @@ from apps.classification.engine import (
 from apps.classification.models import DirtyDay, Reason, ReclassifyRun, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
 from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
+from apps.common.buckets import utc_day_start
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
 from apps.pricing.services import hours_mark_dirty
 
@@ -335,10 +336,6 @@ class ReclassifyBusy(RuntimeError):
     pass
 
 
-def _day_start(day: date) -> datetime:
-    return datetime.combine(day, time(), tzinfo=UTC)
-
-
 def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str], int] | None = None) -> RuleSetSql:
     parts = ruleset_parts(ruleset=ruleset)
     ids = reason_id or _reason_ids(parts).__getitem__
@@ -358,7 +355,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     if ruleset.status == RuleSet.Status.DRAFT:
         raise ReclassifyError(NOT_A_DRAFT)
     _records_present(day, day + DAY)
-    start = _day_start(day)
+    start = utc_day_start(day)
     sql, params = reclassify_insert_sql(
         compiled=_ruleset_sql(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
     )

@@ -7,7 +7,14 @@ from datetime import datetime
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
 
+from apps.common.buckets import accounting_zone
+
 CLASS_COLOURS = {"effective": "#2e7d32", "cache": "#1565c0", "waste": "#c62828", "shadow": "#6d4c41"}
+
+
+def _local(at: datetime) -> datetime:
+    """The wall time in the accounting zone: plotly.js draws a date-time as written, offset ignored."""
+    return at.astimezone(accounting_zone()).replace(tzinfo=None)
 
 
 def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: dict[str, str]) -> str:
@@ -17,7 +24,7 @@ def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: di
         [
             go.Bar(
                 name=str(class_labels.get(name, name)),
-                x=periods,
+                x=[_local(p) for p in periods],
                 y=[by_period.get(p, 0) for p in periods],
                 marker_color=CLASS_COLOURS.get(name),
             )

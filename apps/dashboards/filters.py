@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_date
 from django.utils.translation import gettext_lazy as _
 
 from apps.classification.engine import CLASSES
+from apps.common.buckets import day_end, day_of, day_start
 
 RANGES = {
     "24h": (timedelta(days=1), _("Last 24 hours")),
@@ -46,8 +47,8 @@ class Filters:
         if self.range:
             found["range"] = self.range
         else:
-            found["from"] = f"{self.start:%Y-%m-%d}"
-            found["to"] = f"{self.end - timedelta(days=1):%Y-%m-%d}"
+            found["from"] = f"{day_of(self.start):%Y-%m-%d}"
+            found["to"] = f"{day_of(self.end) - timedelta(days=1):%Y-%m-%d}"
         found.update({f"dims.{name}": value for name, value in sorted(self.dims.items())})
         for name, value in (("class", self.token_class), ("reason", self.reason), ("model", self.model)):
             if value:
@@ -77,13 +78,12 @@ def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filter
         first, last = parse_date(get["from"]), parse_date(get.get("to") or get["from"])
         if first is None or last is None or last < first:
             raise Http404("from and to are dates (YYYY-MM-DD), from <= to")
-        start = datetime(first.year, first.month, first.day, tzinfo=UTC)
-        end = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1)
+        start, end = day_start(first), day_end(last)  # days of the accounting zone
     else:
         chosen = chosen if chosen in RANGES else DEFAULT_RANGE
         start = end - RANGES[chosen][0]
-        if end - start > timedelta(days=2):  # drawn by the day: whole UTC days, the first one included
-            start = start.replace(hour=0)
+        if end - start > timedelta(days=2):  # drawn by the day: whole accounting days, the first one included
+            start = day_start(day_of(start))
     dims = {k[5:]: v for k, v in get.items() if k.startswith("dims.") and k[5:] in settings.ROLLUP_DIMS and v}
     reason = get.get("reason", "")
     token_class = reason.split(".", 1)[0] if reason else get.get("class", "")

@@ -20,10 +20,10 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, edits_rules, sees_all_lines, sees_money
 from apps.classification.models import RuleSet
 from apps.classification.services import ruleset_draft_create, ruleset_try
+from apps.common.buckets import BucketError, month_of, parse_month
 from apps.dashboards.views import reader_required
 from apps.ingest.models import Rejection
 from apps.ledger.selectors import budget_vs_actual
-from apps.ledger.services.accrual import month_of
 from apps.pricing.models import CostPool, PriceVersion
 from apps.pricing.selectors import unpriced_models_recent
 
@@ -115,13 +115,11 @@ def collectors(request: HttpRequest) -> HttpResponse:
 
 @reader_required
 def budgets(request: HttpRequest) -> HttpResponse:
-    month = month_of(datetime.now(UTC).date())
+    month = month_of(datetime.now(UTC))
     if request.GET.get("month"):
-        from apps.ledger.services.periods import PeriodError, parse_month
-
         try:
             month = parse_month(request.GET["month"])
-        except PeriodError:
+        except BucketError:
             pass
     lines = business_lines_of(request.user)
     rows = [r for r in budget_vs_actual(month=month) if lines is None or r["business_line"] in lines]

@@ -15,6 +15,7 @@ from django.db import connection
 
 from apps.classification.engine import CLASSES, COMPONENTS
 from apps.classification.models import Reason
+from apps.common.buckets import utc_days, zone_name
 from apps.dashboards.filters import Filters
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import ServedModel
@@ -63,7 +64,8 @@ def _part(
     params: list[Any] = []
     for i, name in enumerate(names):
         if name == "period":
-            expr = f"date_trunc('{flt.granularity}', {when}, 'UTC')"
+            expr = f"date_trunc('{flt.granularity}', {when}, %s)"  # days of the accounting zone
+            params.append(zone_name())
         elif name in ("component", "currency"):
             expr = f"c.{name}"
         elif name in ("class", "reason"):
@@ -132,7 +134,9 @@ def _sums(
     window = split_window(flt.start, flt.end)
     # (table, its time column, whether it has the business line column, the ranges it serves)
     reads: list[tuple[str, str, bool, list[tuple[datetime, datetime]]]]
-    if "period" in names and flt.granularity != "day":  # drawn by the hour: only hourly rows have hours
+    # Drawn by the hour, or by accounting days that are not UTC days: only hourly rows have the
+    # hours (the daily rows hold UTC days; totals still read them, the window splits exactly).
+    if "period" in names and (flt.granularity != "day" or not utc_days()):
         if by_line and rollup is CLASS:
             reads = [(HOURLY_LINE, "hour", True, window.built), (rollup[2], "hour", False, window.hourly)]
         else:

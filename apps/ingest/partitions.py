@@ -1,4 +1,9 @@
-"""Monthly partitions of ingest_record: `[month, month + 1)` in UTC."""
+"""Monthly partitions of ingest_record: `[month, month + 1)` in UTC.
+
+These months are storage, not accounting: they stay UTC whatever COSTPLATFORM_ACCOUNTING_TZ
+says (a change of zone must not re-partition the records), so they keep their own month
+helpers rather than apps/common/buckets.py. An accounting month spans two partitions at most.
+"""
 
 from __future__ import annotations
 

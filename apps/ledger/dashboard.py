@@ -14,9 +14,9 @@ from typing import Any
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
 
+from apps.common.buckets import month_of
 from apps.ledger.models import Account, Finding
 from apps.ledger.selectors import budget_vs_actual, ledger_matrix, periods_status, spend_trend
-from apps.ledger.services.accrual import month_of
 
 TREND_MONTHS = 12
 

@@ -9,7 +9,9 @@ corrections of the closed period they adjust).
   is tokens / 1,000,000 in PricingUnit "1000000 Tokens" (the price book's unit). Idle-capacity
   lines carry no tokens: their unit is "Hours" (the pool-hours with idle capacity).
 - ChargePeriod is the usage day, BillingPeriod the month the line is posted in; both are
-  [start, end) in ISO 8601 UTC ('YYYY-MM-DDTHH:mm:ssZ'). Adjustments are ChargeClass
+  [start, end) in the accounting time zone (a closed month's own zone), written in ISO 8601
+  with their offset ('2026-11-01T00:00:00+08:00'; UTC is '+00:00'), so a reader sees both the
+  local midnight and the instant. Adjustments are ChargeClass
   "Correction" (null otherwise).
 - Tags: the dims every usage row of the line shares (user-defined, unprefixed) plus
   provider-defined tags prefixed "costplatform/" (account, cost centre, pool).
@@ -21,13 +23,14 @@ import csv
 import io
 import json
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from apps.common.buckets import iso_local, month_of
 from apps.ledger import conf
 from apps.ledger.models import Account, JournalEntry, JournalLine
-from apps.ledger.services.accrual import month_of, next_month
+from apps.ledger.services.accrual import MonthWindow, month_window
 from costplatform.csvcells import safe_dict
 
 COLUMNS = (
@@ -74,8 +77,16 @@ TAG_PREFIX = "costplatform/"
 TOKENS_PER_PRICING_UNIT = 1_000_000
 
 
-def _ts(day: date) -> str:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _ts(at: datetime, window: MonthWindow) -> str:
+    return iso_local(at, window.zone)
+
+
+class _Windows(dict[date, MonthWindow]):
+    """The month windows the export's lines need (an adjustment's day is in an earlier month)."""
+
+    def __missing__(self, month: date) -> MonthWindow:
+        self[month] = month_window(month)
+        return self[month]
 
 
 def _num(value: Decimal | int) -> str:
@@ -91,6 +102,8 @@ def _cost(value: Decimal) -> str:
 def focus_rows(*, month: date) -> Iterator[dict[str, str]]:
     """The billing period's rows, in journal order (the values as strings; null is '')."""
     month = month_of(month)
+    windows = _Windows()
+    billing = windows[month]
     lines = (
         JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
         .select_related("entry", "account", "model", "pool")
@@ -101,8 +114,8 @@ def focus_rows(*, month: date) -> Iterator[dict[str, str]]:
         "BillingAccountId": conf.get("LEDGER_FOCUS_BILLING_ACCOUNT_ID"),
         "BillingAccountName": conf.get("LEDGER_FOCUS_BILLING_ACCOUNT_NAME"),
         "BillingAccountType": "Internal Recharge",
-        "BillingPeriodStart": _ts(month),
-        "BillingPeriodEnd": _ts(next_month(month)),
+        "BillingPeriodStart": _ts(billing.start, billing),
+        "BillingPeriodEnd": _ts(billing.end, billing),
         "ChargeCategory": "Usage",
         "ChargeFrequency": "Usage-Based",
         "InvoiceIssuerName": conf.get("LEDGER_FOCUS_INVOICE_ISSUER"),
@@ -115,7 +128,12 @@ def focus_rows(*, month: date) -> Iterator[dict[str, str]]:
         "SubAccountType": "Cost Centre",
     }
     for line in lines:
-        yield fixed | _line_row(line)
+        yield fixed | _line_row(line) | _charge_period(windows[month_of(line.day)], line.day)
+
+
+def _charge_period(window: MonthWindow, day: date) -> dict[str, str]:
+    start, end = window.bounds(day)
+    return {"ChargePeriodStart": _ts(start, window), "ChargePeriodEnd": _ts(end, window)}
 
 
 def _line_row(line: JournalLine) -> dict[str, str]:
@@ -136,8 +154,6 @@ def _line_row(line: JournalLine) -> dict[str, str]:
         "ChargeClass": "Correction" if correction else "",
         "ChargeDescription": f"{line.account.name} ({line.account.code}): {what} for {line.cost_centre} on {line.day}"
         + (f", correcting {line.entry.adjusts:%Y-%m}" if correction and line.entry.adjusts else ""),
-        "ChargePeriodStart": _ts(line.day),
-        "ChargePeriodEnd": _ts(line.day + timedelta(days=1)),
         "ConsumedQuantity": _num(consumed),
         "ConsumedUnit": unit,
         "ContractedCost": amount,

@@ -159,6 +159,9 @@ class Period(models.Model):
 
     month = models.DateField(unique=True, validators=[validate_month])
     status = models.CharField(max_length=6, choices=Status.choices, default=Status.OPEN)
+    # The accounting zone its days were last accrued in: an open month takes the current one
+    # (a change marks it for re-accrual), a closed month keeps the one it was closed in.
+    tz = models.CharField(max_length=64, default="UTC")
     closed_at = models.DateTimeField(null=True, blank=True)
     closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
 

@@ -13,10 +13,11 @@ from urllib.parse import urlencode
 from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
+from apps.common.buckets import month_of, next_month
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
-from apps.ledger.services.accrual import day_start, month_of, next_month
+from apps.ledger.services.accrual import month_window
 
 ZERO = Decimal(0)
 
@@ -158,7 +159,7 @@ def line_usage(*, line: JournalLine) -> dict[str, Any]:
 
     if line.account.role == Account.Role.PAYABLE:
         return {"line": line.pk, "rows": [], "note": "the payable side: drill down from the expense lines"}
-    start, end = day_start(line.day), day_start(line.day) + timedelta(days=1)
+    start, end = month_window(month_of(line.day)).bounds(line.day)
     if line.model_id is None and line.pool_id is not None:
         return {"line": line.pk, "rows": _idle_rows(line, start, end), "stale": False}
     mapping = mapping_load()

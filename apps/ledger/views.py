@@ -16,8 +16,8 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
+from apps.common.buckets import month_of
 from apps.ledger.dashboard import dashboard_build
-from apps.ledger.services.accrual import month_of
 from apps.ledger.services.periods import PeriodError, parse_month
 from costplatform.csvcells import safe_row
 
@@ -25,7 +25,7 @@ from costplatform.csvcells import safe_row
 def _month(request: HttpRequest) -> date:
     raw = request.GET.get("month")
     if not raw:
-        return month_of(timezone.now().date())
+        return month_of(timezone.now())
     try:
         return parse_month(raw)
     except PeriodError as exc:

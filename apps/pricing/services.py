@@ -13,7 +13,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.classification.engine import COMPONENT_KIND
+from apps.common.buckets import hour_floor, utc_day_start
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
 from apps.pricing.models import CostPool, Currency, DirtyHour, Kind, Price, PriceVersion, RepriceRun
 from apps.pricing.selectors import price_book_load
@@ -42,14 +43,6 @@ class PricingError(ValueError):
 
 class RepriceBusy(RuntimeError):
     pass
-
-
-def hour_floor(at: datetime) -> datetime:
-    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
-def _day_start(day: date) -> datetime:
-    return datetime.combine(day, time(), tzinfo=UTC)
 
 
 def pool_ready_before(*, now: datetime | None = None) -> datetime:
@@ -169,8 +162,8 @@ def hours_price(*, start: datetime, end: datetime, book: PriceBook | None = None
     book = book or price_book_load()
     result = PricedHours()
     day = start.astimezone(UTC).date()
-    while _day_start(day) < end:
-        hours = [h for i in range(24) if start <= (h := _day_start(day) + i * HOUR) < end]
+    while utc_day_start(day) < end:
+        hours = [h for i in range(24) if start <= (h := utc_day_start(day) + i * HOUR) < end]
         result.add(day_price(day=day, hours=hours, book=book))
         day += DAY
     return result
@@ -178,7 +171,7 @@ def hours_price(*, start: datetime, end: datetime, book: PriceBook | None = None
 
 def day_price(*, day: date, hours: list[datetime] | None = None, book: PriceBook) -> PricedHours:
     """Price some hours of one day (all of them by default) in one transaction."""
-    hours = hours if hours is not None else [_day_start(day) + i * HOUR for i in range(24)]
+    hours = hours if hours is not None else [utc_day_start(day) + i * HOUR for i in range(24)]
     with transaction.atomic(), connection.cursor() as cursor:
         _day_lock(cursor, day)
         cursor.execute("DELETE FROM pricing_dirtyhour WHERE hour = ANY(%s)", [hours])
@@ -374,7 +367,7 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
             _day_lock(cursor, day)
             cursor.execute(
                 "DELETE FROM pricing_dirtyhour WHERE hour >= %s AND hour < %s RETURNING hour",
-                [_day_start(day), _day_start(day) + DAY],
+                [utc_day_start(day), utc_day_start(day) + DAY],
             )
             hours = sorted({h for (h,) in cursor.fetchall()} | set(extra))
             result.add(_hours_write(cursor, hours, book, ready_before))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 import time_machine
@@ -177,6 +178,22 @@ def test_it_lists_the_ledgers_month_end_findings_without_counting_them() -> None
     assert check.dims == {"business_line": "search"} and check.tokens == 100 and not check.counted
     assert check.suggestion.startswith("Effective tokens were 60.0 %") and check.evidence == "/finance/?month=2026-11"
     assert report.savings_tokens == 0
+
+
+def test_it_audits_the_month_of_the_accounting_zone(settings: Any) -> None:
+    settings.ACCOUNTING_TZ = "Asia/Shanghai"  # November starts at 31 October 16:00 UTC
+    Finding.objects.create(
+        kind=Finding.Kind.EFFECTIVE_SHARE_LOW,
+        action=Finding.Action.NOTIFY_PRODUCT_OWNER,
+        period=NOV,
+        business_line="search",
+        figures={"tokens": {"effective": 60, "waste": 40}, "share": "0.6000"},
+        message="Effective tokens were 60.0 % of search's tokens in 2026-11: notify the product owner.",
+    )
+
+    report = audit_run(month=NOV)
+
+    assert only("ledger_check", report).dims == {"business_line": "search"}
 
 
 def test_the_command_audits_a_month_and_prints_the_findings(capsys: pytest.CaptureFixture[str]) -> None:

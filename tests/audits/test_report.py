@@ -7,8 +7,9 @@ import csv
 import io
 import itertools
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 import time_machine
@@ -180,10 +181,31 @@ def test_the_beat_job_audits_the_previous_month_on_the_first() -> None:
 
     entry = BEAT_SCHEDULE["audits-previous-month"]
     assert entry["task"] == "apps.audits.tasks.audit_previous_month"
-    assert entry["schedule"].day_of_month == {1}
+    assert entry["schedule"].day_of_month == {1, 2, 28, 29, 30, 31}
     with time_machine.travel(datetime(2026, 12, 1, 4, tzinfo=UTC), tick=False):
         audit_previous_month.apply(kwargs={}).get()  # no channels: the summary goes nowhere
     assert list(AuditReport.objects.values_list("month", flat=True)) == [date(2026, 11, 1)]
+
+
+@pytest.mark.parametrize(
+    ("zone", "before", "at"),
+    [
+        ("Asia/Shanghai", datetime(2026, 11, 30, 19, tzinfo=UTC), datetime(2026, 11, 30, 20, tzinfo=UTC)),
+        ("America/New_York", datetime(2026, 12, 1, 8, tzinfo=UTC), datetime(2026, 12, 1, 9, tzinfo=UTC)),
+    ],
+)
+def test_the_beat_job_audits_once_from_four_on_the_local_first(
+    settings: Any, zone: str, before: datetime, at: datetime
+) -> None:
+    from apps.audits.tasks import audit_previous_month
+
+    settings.ACCOUNTING_TZ = zone
+    for moment, runs in ((before, 0), (at, 1), (at + timedelta(hours=1), 1)):
+        with time_machine.travel(moment, tick=False):
+            audit_previous_month.apply(kwargs={}).get()
+        assert AuditReport.objects.filter(month=date(2026, 11, 1)).count() == runs, moment
+    first = AuditReport.objects.get(month=date(2026, 11, 1))
+    assert first.started_at == at  # the first run after 04:00 local audited it; later ones left it
 
 
 def test_it_shows_a_scoped_user_only_the_findings_of_its_business_lines(report: AuditReport) -> None:

@@ -34,7 +34,8 @@ MANDATORY = {  # FOCUS 1.2 columns a dataset must have (and the conditional ones
 }  # fmt: skip
 DECIMALS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ConsumedQuantity", "PricingQuantity")
 NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")  # Numeric Format: no sign for positives, no exponent, no commas
-DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+# ISO 8601 with the accounting zone's offset (the instant and the local midnight both readable)
+DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$")
 ALLOWED = {
     "ChargeCategory": {"Usage", "Purchase", "Tax", "Credit", "Adjustment"},
     "ChargeClass": {"", "Correction"},
@@ -55,7 +56,7 @@ def _export(client: Client, period: str) -> list[dict[str, str]]:
 
 
 def _parse(ts: str) -> datetime:
-    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return datetime.fromisoformat(ts)
 
 
 def _check_row(row: dict[str, str]) -> None:
@@ -117,10 +118,10 @@ def test_it_exports_a_row_per_day_model_cost_centre_and_account(as_role: Role) -
         "costplatform/cost_centre": "search",
     }
     assert (search["BillingPeriodStart"], search["BillingPeriodEnd"]) == (
-        "2026-09-01T00:00:00Z",
-        "2026-10-01T00:00:00Z",
+        "2026-09-01T00:00:00+00:00",
+        "2026-10-01T00:00:00+00:00",
     )
-    assert search["ChargePeriodStart"] == "2026-09-10T00:00:00Z"
+    assert search["ChargePeriodStart"] == "2026-09-10T00:00:00+00:00"
     assert sum(Decimal(r["BilledCost"]) for r in rows) == Decimal("3.47")  # 1.234567 x 2 + 0.5 x 2, rounded once
 
 
@@ -139,8 +140,8 @@ def test_it_exports_adjustments_as_corrections_of_the_closed_period(as_role: Rol
         "-3.00",
         "-300",
     )
-    assert correction["ChargePeriodStart"] == "2026-09-10T00:00:00Z"  # the usage day it corrects
-    assert correction["BillingPeriodStart"] == f"{OCT:%Y-%m-%d}T00:00:00Z"
+    assert correction["ChargePeriodStart"] == "2026-09-10T00:00:00+00:00"  # the usage day it corrects
+    assert correction["BillingPeriodStart"] == f"{OCT:%Y-%m-%d}T00:00:00+00:00"
     assert correction["x_AdjustsPeriod"] == "2026-09"
 
 

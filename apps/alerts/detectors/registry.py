@@ -66,7 +66,3 @@ def register_detector(
         return detect
 
     return register
-
-
-def hour_floor(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)

@@ -24,6 +24,7 @@ from apps.audits.finders.base import (
     share,
 )
 from apps.audits.models import FindingKind
+from apps.common.buckets import parse_month
 from apps.ledger.models import Finding
 
 _USAGE_MONTH = "u.hour >= %(start)s AND u.hour < %(end)s"
@@ -237,7 +238,7 @@ def _bloat_draft(
 def ledger_checks(window: AuditWindow) -> list[Draft]:
     """The ledger's month-end findings, as stored when the month was closed (none while open)."""
     drafts = []
-    for finding in Finding.objects.filter(period=window.start.date()).order_by("kind", "business_line"):
+    for finding in Finding.objects.filter(period=parse_month(window.month)).order_by("kind", "business_line"):
         tokens: Any = finding.figures.get("tokens")
         drafts.append(
             Draft(

@@ -15,6 +15,14 @@ A month is processed day by day in order (each day in its own transaction), skip
 whose fingerprint (the count and largest id of their priced rows, and the mapping config
 version) is unchanged, unless an earlier day's change moved the rounding carry enough to
 change the day's amount.
+
+Days and months are those of the accounting time zone (apps/common/buckets.py); the priced
+rows are UTC hours, and a local day is the hours between its two local midnights. A closed
+month keeps the zone it was closed in (Period.tz): its days are still computed in that zone,
+and the open month next to it starts or ends where it ends or starts, so no hour is booked
+twice or lost when the zone changes. Open months follow the current zone: `books_zone_sync`
+marks them dirty when it changed, and each day's fingerprint holds its bounds, so all their
+days are computed again.
 """
 
 from __future__ import annotations
@@ -24,13 +32,25 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.common.buckets import (
+    accounting_zone,
+    day_end,
+    day_of,
+    day_start,
+    month_days,
+    month_of,
+    next_month,
+    previous_month,
+    zone_name,
+)
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
@@ -42,21 +62,41 @@ DAY = timedelta(days=1)
 _MONTH_LOCK = 0x4C454447  # advisory lock namespace: (namespace, month ordinal) serialises a month's accrual
 
 
-def month_of(day: date) -> date:
-    return day.replace(day=1)
+@dataclass(frozen=True)
+class MonthWindow:
+    """The instants [start, end) a month's journal books, and the zone of its days."""
+
+    month: date
+    zone: ZoneInfo
+    start: datetime
+    end: datetime
+
+    def bounds(self, day: date) -> tuple[datetime, datetime]:
+        """A day's instants; the first and last days reach the month's edges (which a closed
+        neighbour in another zone may have moved)."""
+        days = month_days(self.month)
+        start = self.start if day == days[0] else max(day_start(day, self.zone), self.start)
+        end = self.end if day == days[-1] else min(day_end(day, self.zone), self.end)
+        return start, max(start, end)
 
 
-def next_month(month: date) -> date:
-    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+def month_window(month: date) -> MonthWindow:
+    """Where a month begins and ends: a closed month keeps its edges in the zone it was closed
+    in; an edge between two open months is midnight in the accounting zone."""
+    around = (previous_month(month), month, next_month(month))
+    periods = {p.month: p for p in Period.objects.filter(month__in=around)}
+    mine = periods.get(month)
+    zone = ZoneInfo(mine.tz) if mine is not None and mine.status == Period.Status.CLOSED else accounting_zone()
+    return MonthWindow(month, zone, _edge(month, periods), _edge(next_month(month), periods))
 
 
-def day_start(day: date) -> datetime:
-    return datetime.combine(day, time(), tzinfo=UTC)
-
-
-def month_days(month: date) -> list[date]:
-    end = next_month(month)
-    return [month + timedelta(days=i) for i in range((end - month).days)]
+def _edge(month: date, periods: dict[date, Period]) -> datetime:
+    """The instant `month` begins: where the closed month before it ended, else where it
+    begins itself if closed, else local midnight now."""
+    for period in (periods.get(previous_month(month)), periods.get(month)):
+        if period is not None and period.status == Period.Status.CLOSED:
+            return day_start(month, ZoneInfo(period.tz))
+    return day_start(month, accounting_zone())
 
 
 @dataclass(frozen=True, order=True)
@@ -151,10 +191,10 @@ def analytic_cursor() -> Iterator[Any]:
         yield cursor
 
 
-def day_target(*, day: date, mapping: Mapping) -> DayTarget:
+def day_target(*, day: date, mapping: Mapping, window: MonthWindow | None = None) -> DayTarget:
     """The exact lines of a day from its priced rows (two set-based queries)."""
     target = DayTarget(day=day)
-    start, end = day_start(day), day_start(day) + DAY
+    start, end = (window or month_window(month_of(day))).bounds(day)
     with analytic_cursor() as cursor:
         cursor.execute(
             _USAGE_SQL.format(rule=mapping.usage_sql),
@@ -221,7 +261,8 @@ class DayResult:
 def _period_lock(cursor: Any, month: date) -> str:
     """The period's status, its row locked FOR SHARE (a close waits for us, or we see it)."""
     cursor.execute(
-        "INSERT INTO ledger_period (month, status) VALUES (%s, 'open') ON CONFLICT (month) DO NOTHING", [month]
+        "INSERT INTO ledger_period (month, status, tz) VALUES (%s, 'open', %s) ON CONFLICT (month) DO NOTHING",
+        [month, zone_name()],
     )
     cursor.execute("SELECT status FROM ledger_period WHERE month = %s FOR SHARE", [month])
     return str(cursor.fetchone()[0])
@@ -382,28 +423,36 @@ class MonthResult:
         self.entries_removed += day.removed
 
 
-def _fingerprints(month: date, version: int) -> dict[date, str]:
+def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
     """Per day: the count and largest id of its priced and idle rows (pricing rewrites an hour
-    by delete + insert, so any change moves them) and the mapping config version."""
-    start, end = day_start(month), day_start(next_month(month))
+    by delete + insert, so any change moves them), the mapping config version and the day's
+    bounds in UTC hours (a change of zone or of a neighbour's close moves them)."""
+    days = month_days(window.month)
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
     with analytic_cursor() as cursor:
         for i, table in enumerate(("pricing_hourlycost", "pricing_poolidlehour")):
+            # The local date, held to the month's days: the edge hours a closed neighbour's
+            # zone gives this month belong to its first or last day (see MonthWindow.bounds).
             cursor.execute(
-                f"SELECT (hour AT TIME ZONE 'UTC')::date, count(*), max(id) FROM {table} "
+                f"SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), count(*), max(id) FROM {table} "
                 "WHERE hour >= %s AND hour < %s GROUP BY 1",
-                [start, end],
+                [window.zone.key, days[0], days[-1], window.start, window.end],
             )
             for day, count, max_id in cursor.fetchall():
                 parts[day][i] = f"{count}:{max_id}"
-    return {day: f"v{version}|{p[0]}|{p[1]}" for day, p in parts.items()}
+    return {day: f"v{version}|{_hours(window.bounds(day))}|{p[0]}|{p[1]}" for day, p in parts.items()}
+
+
+def _hours(bounds: tuple[datetime, datetime]) -> str:
+    return "-".join(str(int(b.timestamp()) // 3600) for b in bounds)
 
 
 def month_accrue(*, month: date, force: bool = False) -> MonthResult:
     """Bring the journal of every day of `month` in line with its priced rows."""
     month = month_of(month)
     mapping = mapping_load()
-    prints = _fingerprints(month, mapping.version)
+    window = month_window(month)
+    prints = _fingerprints(window, mapping.version)
     stored = {a.day: a for a in AccrualDay.objects.filter(day__gte=month, day__lt=next_month(month))}
     result = MonthResult(month)
     # The rounding carry now, and as the stored days were booked (the exact totals stored before this run).
@@ -421,7 +470,7 @@ def month_accrue(*, month: date, force: bool = False) -> MonthResult:
             _carry_add(booked_carry, previous)
             result.days_skipped += 1
             continue
-        target = day_target(day=day, mapping=mapping)
+        target = day_target(day=day, mapping=mapping, window=window)
         basis = {"config_version": mapping.version, "fingerprint": fingerprint}
         result.add(day_post(day=day, rounded=target_round(target=target, carry=carry), mapping=mapping, basis=basis))
         _carry_add(carry, target.exact)
@@ -465,10 +514,14 @@ def range_accrue(*, start: date, end: date, force: bool = False) -> list[MonthRe
 def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
     """What the beat job runs: the months of the last LEDGER_RECENT_DAYS days, of days marked
     dirty, and every open month of the last LEDGER_OPEN_LOOKBACK_DAYS days."""
-    today = (now or timezone.now()).astimezone(UTC).date()
+    books_zone_sync()
+    today = day_of(now or timezone.now())
     months = {month_of(today - timedelta(days=i)) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)}
     dirty = list(DirtyDay.objects.values_list("id", "day"))
-    months |= {month_of(d) for _, d in dirty}
+    # A dirty day is a date in the zone of when it was marked; a neighbour month of another
+    # zone may hold its hours, so the months of the day before and after are looked at too
+    # (their unchanged days are skipped by fingerprint).
+    months |= {month_of(d + i * DAY) for _, d in dirty for i in (-1, 0, 1)}
     lookback = month_of(today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
     months |= set(Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback).values_list("month", flat=True))
     results = months_accrue(months=months)
@@ -480,6 +533,23 @@ def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
 def ledger_days_mark_dirty(*, hours: Iterable[datetime] = (), days: Iterable[date] = ()) -> None:
     """Note days whose priced rows changed, for the next `accrue_recent`. Pricing calls this in
     the transaction that rewrites hours (it only appends rows: writers never wait)."""
-    distinct = {h.astimezone(UTC).date() for h in hours} | set(days)
+    distinct = {day_of(h) for h in hours} | set(days)
     if distinct:
         DirtyDay.objects.bulk_create(DirtyDay(day=d) for d in sorted(distinct))
+
+
+def books_zone_sync() -> list[date]:
+    """Open months last accrued in another zone than the accounting zone now: mark them dirty
+    and give them the new zone, so the next accrual books their days again in it. Closed
+    months keep their zone and figures."""
+    name = zone_name()
+    accounting_zone()  # an unusable zone stops here, before anything changes
+    months = sorted(Period.objects.filter(status=Period.Status.OPEN).exclude(tz=name).values_list("month", flat=True))
+    if months:
+        with transaction.atomic():
+            # The first and last day of each: the edge hours move to or from the months around it,
+            # which recent_accrue then looks at too (even if they have no period yet).
+            edges = [d for m in months for d in (m, next_month(m) - DAY)]
+            DirtyDay.objects.bulk_create(DirtyDay(day=d) for d in edges)
+            Period.objects.filter(month__in=months, status=Period.Status.OPEN).update(tz=name)
+    return months

@@ -14,15 +14,16 @@ journal lines of the month's usage days.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, Sum
 
+from apps.common.buckets import month_of, next_month, previous_month
 from apps.ledger import conf
 from apps.ledger.models import Account, Finding, JournalLine, Revenue
-from apps.ledger.services.accrual import analytic_cursor, day_start, month_of, next_month
+from apps.ledger.services.accrual import analytic_cursor, month_window
 
 
 def _pct(value: Decimal) -> str:
@@ -48,6 +49,11 @@ def month_checks(*, month: date) -> list[Finding]:
     return kept
 
 
+def _instants(month: date) -> tuple[datetime, datetime]:
+    window = month_window(month)
+    return window.start, window.end
+
+
 def _effective_share(month: date) -> list[Finding]:
     with analytic_cursor() as cursor:
         cursor.execute(
@@ -55,7 +61,7 @@ def _effective_share(month: date) -> list[Finding]:
             "FROM classification_hourlyclass h JOIN ingest_dimset d ON d.id = h.dims_id "
             "JOIN classification_reason r ON r.id = h.reason_id "
             "WHERE h.hour >= %s AND h.hour < %s GROUP BY 1, 2",
-            [conf.get("LEDGER_UNASSIGNED"), day_start(month), day_start(next_month(month))],
+            [conf.get("LEDGER_UNASSIGNED"), *_instants(month)],
         )
         rows = cursor.fetchall()
     tokens: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -145,7 +151,7 @@ def _elastic_vs_revenue(month: date) -> list[Finding]:
 def _structural_zero(month: date) -> list[Finding]:
     months = [month]
     for _ in range(int(conf.get("LEDGER_STRUCTURAL_ZERO_MONTHS")) - 1):
-        months.insert(0, month_of(months[0] - timedelta(days=1)))
+        months.insert(0, previous_month(months[0]))
     usage = _spend(months[0], next_month(month))
     structural = _spend(months[0], next_month(month), Account.Role.STRUCTURAL)
     active: dict[str, set[date]] = defaultdict(set)

@@ -24,9 +24,11 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.accounts.roles import user_has_role
+from apps.common.buckets import BucketError, month_of, next_month, zone_name
+from apps.common.buckets import parse_month as _parse_month
 from apps.ledger.models import Account, AccrualDay, Finding, JournalLine, Period, PeriodEvent
 from apps.ledger.rounding import round_half_up
-from apps.ledger.services.accrual import MonthResult, day_start, month_accrue, month_lock, month_of, next_month
+from apps.ledger.services.accrual import MonthResult, month_accrue, month_lock, month_window
 from apps.ledger.services.checks import month_checks
 from apps.pricing.models import MINOR_UNITS
 
@@ -42,14 +44,11 @@ class PeriodError(ValueError):
 
 
 def parse_month(value: str) -> date:
-    """'2026-11' -> date(2026, 11, 1)."""
+    """'2026-11' -> date(2026, 11, 1); PeriodError otherwise (the callers' one error type)."""
     try:
-        year, month = value.split("-")
-        if len(year) != 4 or len(month) != 2:
-            raise ValueError
-        return date(int(year), int(month), 1)
-    except ValueError as exc:
-        raise PeriodError(f"{value!r} is not a month (YYYY-MM)") from exc
+        return _parse_month(value)
+    except BucketError as exc:
+        raise PeriodError(str(exc)) from exc
 
 
 @dataclass
@@ -78,7 +77,7 @@ def period_close(*, month: date, user: Any = None, now: datetime | None = None) 
     """Complete the month's journal, run its checks and lock it (see the module docstring)."""
     month = month_of(month)
     now = now or timezone.now()
-    if day_start(next_month(month)) > now:
+    if month_window(month).end > now:
         raise PeriodError(NOT_ENDED.format(month=f"{month:%Y-%m}"))
     period_ensure(month=month)
     with transaction.atomic(), connection.cursor() as cursor:
@@ -88,8 +87,9 @@ def period_close(*, month: date, user: Any = None, now: datetime | None = None) 
             raise PeriodError(ALREADY_CLOSED.format(month=f"{month:%Y-%m}"))
         accrual = month_accrue(month=month)
         findings = month_checks(month=month)
-        period.status, period.closed_at, period.closed_by = Period.Status.CLOSED, now, user
-        period.save(update_fields=["status", "closed_at", "closed_by"])
+        # The month keeps the zone it was accrued in from now on (it was just accrued in this one).
+        period.status, period.closed_at, period.closed_by, period.tz = Period.Status.CLOSED, now, user, zone_name()
+        period.save(update_fields=["status", "closed_at", "closed_by", "tz"])
         PeriodEvent.objects.create(period=period, action=PeriodEvent.Action.CLOSE, user=user)
     return CloseResult(period, accrual, findings, month_totals(month=month))
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.common.buckets import month_of
 from apps.ledger.models import CLOSED_MONTH, Budget, Period, Revenue
-from apps.ledger.services.accrual import month_of
 
 BUDGET_EMPTY = "a budget needs an amount (with its currency), a token count, or both"
 

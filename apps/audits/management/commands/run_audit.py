@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.audits.selectors import report_findings
 from apps.audits.services import audit_run, report_broadcast
+from apps.common.buckets import BucketError, parse_month
 from apps.ingest.retention import RecordsGone
-from apps.ledger.services.periods import PeriodError, parse_month
 
 
 class Command(BaseCommand):
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         began = time.monotonic()
         try:
             report = audit_run(month=parse_month(month))
-        except (PeriodError, RecordsGone) as exc:
+        except (BucketError, RecordsGone) as exc:
             raise CommandError(str(exc)) from exc
         for finding in report_findings(report=report):
             money = "" if finding.savings is None else f", {finding.savings:.2f} {report.currency}"

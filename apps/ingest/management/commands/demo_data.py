@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.ledger.services.periods import parse_month
+from apps.common.buckets import parse_month
 from costplatform.demo_data import Plan, load, summary
 
 

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class CommonConfig(AppConfig):
+    """Helpers every layer shares (time buckets); it imports no other app."""
+
+    name = "apps.common"
+    label = "common"
+    verbose_name = "Common"
+
+    def ready(self) -> None:
+        from apps.common import checks  # noqa: F401  (registers the system checks)

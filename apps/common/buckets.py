@@ -1,0 +1,191 @@
+"""Time buckets in the accounting time zone (the setting ACCOUNTING_TZ, from
+COSTPLATFORM_ACCOUNTING_TZ; default UTC).
+
+Rollups are kept per UTC hour. A local day is a whole number of those hours only when the
+zone's offset is a whole number of hours, so other zones (Asia/Kolkata, Asia/Kathmandu,
+Australia/Adelaide) are refused. Days are computed one by one with zoneinfo, so a DST zone
+(Europe/Berlin) gets its 23- and 25-hour days.
+
+Days and months are plain dates (a month is its first day); instants are aware datetimes in
+UTC. Functions that take `zone` use the accounting zone when it is None.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+SETTING = "COSTPLATFORM_ACCOUNTING_TZ"
+DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
+# The years books can cover (ingest refuses records older than a few years). Older offsets
+# would refuse zones for no reason: Asia/Singapore was +07:30 until 1982, and before 1900
+# nearly every zone kept a local mean time (Asia/Shanghai was +08:05:43).
+CHECKED_YEARS = range(2000, 2100)
+
+UNKNOWN_ZONE = "{setting}={name!r} is not an IANA time zone"
+PARTIAL_HOURS = (
+    "{setting}={name!r}: the zone's offset is {offset} on {day} (not a whole number of hours); "
+    "days are built from UTC hours, so such a zone would split an hour between two days"
+)
+NOT_A_MONTH = "{value!r} is not a month (YYYY-MM)"
+NOT_A_DAY = "{value!r} is not a day (YYYY-MM-DD)"
+
+
+class ZoneError(ImproperlyConfigured):
+    """The accounting time zone is unknown or has an offset that is not whole hours."""
+
+
+class BucketError(ValueError):
+    """A month or day parameter that does not parse."""
+
+
+# --- the zone ------------------------------------------------------------------------------------
+
+
+def zone_problem(name: str) -> str | None:
+    """Why `name` cannot be the accounting zone, or None when it can."""
+    try:
+        zone = ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UNKNOWN_ZONE.format(setting=SETTING, name=name)
+    odd = _first_partial_offset(zone)
+    if odd is None:
+        return None
+    day, offset = odd
+    return PARTIAL_HOURS.format(setting=SETTING, name=name, offset=_offset_text(offset), day=day)
+
+
+@lru_cache(maxsize=32)
+def _first_partial_offset(zone: ZoneInfo) -> tuple[date, timedelta] | None:
+    """The first day of CHECKED_YEARS whose offset is not whole hours. zoneinfo does not list
+    transitions, but every offset lasts at least days: sampling each noon (UTC) finds them."""
+    moment = datetime(CHECKED_YEARS.start, 1, 1, 12, tzinfo=UTC)
+    end = datetime(CHECKED_YEARS.stop, 1, 1, tzinfo=UTC)
+    while moment < end:
+        offset = moment.astimezone(zone).utcoffset() or timedelta()
+        if offset % HOUR:
+            return moment.date(), offset
+        moment += DAY
+    return None
+
+
+def _offset_text(offset: timedelta) -> str:
+    sign, minutes = ("-" if offset < timedelta() else "+"), abs(int(offset.total_seconds())) // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def zone_name() -> str:
+    return str(getattr(settings, "ACCOUNTING_TZ", "UTC"))
+
+
+def utc_days() -> bool:
+    """Whether accounting days are UTC days (so rollups by UTC day serve them)."""
+    return accounting_zone().key in ("UTC", "Etc/UTC")
+
+
+def accounting_zone() -> ZoneInfo:
+    """The accounting zone; raises ZoneError where the setting is unusable (the system check
+    costplatform.E001 says so at start)."""
+    return _zone(zone_name())
+
+
+@lru_cache(maxsize=32)
+def _zone(name: str) -> ZoneInfo:
+    problem = zone_problem(name)
+    if problem is not None:
+        raise ZoneError(problem)
+    return ZoneInfo(name)
+
+
+def _resolve(zone: ZoneInfo | None) -> ZoneInfo:
+    return zone if zone is not None else accounting_zone()
+
+
+# --- instants and buckets ----------------------------------------------------------------------
+
+
+def hour_floor(at: datetime) -> datetime:
+    """The UTC hour holding `at` (rollups stay in UTC hours)."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def day_start(day: date, zone: ZoneInfo | None = None) -> datetime:
+    """The instant (UTC) the local day begins. A midnight skipped by DST maps to the hour after it."""
+    return datetime.combine(day, time(), tzinfo=_resolve(zone)).astimezone(UTC)
+
+
+def day_end(day: date, zone: ZoneInfo | None = None) -> datetime:
+    return day_start(day + DAY, zone)
+
+
+def day_of(at: datetime, zone: ZoneInfo | None = None) -> date:
+    """The accounting day holding the instant `at`."""
+    return at.astimezone(_resolve(zone)).date()
+
+
+def month_of(value: date | datetime, zone: ZoneInfo | None = None) -> date:
+    """The month (its first day) of a day, or of an instant in the accounting zone."""
+    day = day_of(value, zone) if isinstance(value, datetime) else value
+    return day.replace(day=1)
+
+
+def next_month(month: date) -> date:
+    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
+def previous_month(month: date) -> date:
+    return (month.replace(day=1) - DAY).replace(day=1)
+
+
+def month_start(month: date, zone: ZoneInfo | None = None) -> datetime:
+    return day_start(month.replace(day=1), zone)
+
+
+def month_end(month: date, zone: ZoneInfo | None = None) -> datetime:
+    return day_start(next_month(month.replace(day=1)), zone)
+
+
+def month_days(month: date) -> list[date]:
+    first = month.replace(day=1)
+    return [first + timedelta(days=i) for i in range((next_month(first) - first).days)]
+
+
+def utc_day_start(day: date) -> datetime:
+    """Midnight UTC of a day: for storage and processing batches (partitions, re-pricing runs),
+    which are not accounting days."""
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def iso_local(at: datetime, zone: ZoneInfo | None = None) -> str:
+    """'2026-11-01T00:00:00+08:00': an instant in the accounting zone, with its offset."""
+    return at.astimezone(_resolve(zone)).isoformat(timespec="seconds")
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+def parse_month(value: str) -> date:
+    """'2026-11' -> date(2026, 11, 1); BucketError otherwise."""
+    try:
+        year, month = value.split("-")
+        if len(year) != 4 or len(month) != 2 or not (year + month).isdigit():
+            raise ValueError
+        return date(int(year), int(month), 1)
+    except ValueError as exc:
+        raise BucketError(NOT_A_MONTH.format(value=value)) from exc
+
+
+def parse_day(value: str) -> date:
+    """'2026-11-30' -> date(2026, 11, 30); BucketError otherwise."""
+    parts = value.split("-")
+    try:
+        if [len(p) for p in parts] != [4, 2, 2] or not "".join(parts).isdigit():
+            raise ValueError
+        return date(*(int(p) for p in parts))
+    except ValueError as exc:
+        raise BucketError(NOT_A_DAY.format(value=value)) from exc

@@ -1,0 +1,65 @@
+"""The pages' days are days of the accounting zone: the from/to filters and the series by day
+put the last and first local half hours of a month on their own days, daily rollups built or not."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import time_machine
+from django.test import RequestFactory
+
+from apps.dashboards import selectors
+from apps.dashboards.filters import filters_from
+from apps.dashboards.rollup import refresh_stale
+from tests.factories import record
+
+NOW = datetime(2026, 12, 3, 4, tzinfo=UTC)
+
+
+def _filters(**query: str) -> Any:
+    return filters_from(RequestFactory().get("/", query), now=NOW)
+
+
+def _by_period(**query: str) -> dict[datetime, int]:
+    totals: dict[datetime, int] = defaultdict(int)
+    for by_period in selectors.class_series(flt=_filters(**query), lines=None).values():
+        for period, tokens in by_period.items():
+            totals[period] += tokens
+    return dict(totals)
+
+
+@pytest.fixture
+def edge_records(collector: Any, settings: Any) -> None:
+    settings.ACCOUNTING_TZ = "Asia/Shanghai"
+    late = record(ts="2026-11-30T23:30:00+08:00", tokens={"prompt": 1000, "completion": 100}, prompt_hash="a" * 32)
+    early = record(ts="2026-12-01T00:30:00+08:00", tokens={"prompt": 3000, "completion": 300}, prompt_hash="b" * 32)
+    assert collector.send([late, early]).json()["accepted"] == 2
+
+
+@time_machine.travel(NOW, tick=False)
+@pytest.mark.parametrize("built", [False, True])
+def test_a_days_filter_holds_the_local_day(edge_records: None, built: bool) -> None:
+    if built:
+        refresh_stale()
+
+    assert sum(_by_period(**{"from": "2026-11-30"}).values()) == 1100
+    assert sum(_by_period(**{"from": "2026-12-01"}).values()) == 3300
+    assert _filters(**{"from": "2026-12-01"}).params() == {"from": "2026-12-01", "to": "2026-12-01"}
+
+
+@time_machine.travel(NOW, tick=False)
+@pytest.mark.parametrize("built", [False, True])
+def test_the_series_by_day_groups_local_days(edge_records: None, built: bool) -> None:
+    if built:
+        refresh_stale()
+
+    series = _by_period(range="7d")
+
+    assert series == {
+        datetime(2026, 11, 29, 16, tzinfo=UTC): 1100,  # 30 November, Shanghai
+        datetime(2026, 11, 30, 16, tzinfo=UTC): 3300,  # 1 December, Shanghai
+    }
+    assert _filters(range="7d").start.astimezone(UTC).hour == 16  # a local midnight
