@@ -215,7 +215,7 @@ def test_it_keeps_the_triggers_under_the_replication_role(db: None) -> None:
     """Even a superuser's `session_replication_role = replica` no longer skips them."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL session_replication_role = replica")
-        cursor.execute("INSERT INTO ledger_period (month, status) VALUES ('2026-09-01', 'closed')")
+        cursor.execute("INSERT INTO ledger_period (month, status, tz) VALUES ('2026-09-01', 'closed', 'UTC')")
         with pytest.raises(DatabaseError, match="only be reopened with a recorded reopen event"):
             cursor.execute("UPDATE ledger_period SET status = 'open'")
 
