@@ -162,8 +162,9 @@ def test_it_reports_nothing_in_a_clean_month(downgrade: ModelDowngrade) -> None:
     assert report.tokens == gen.tokens(month.records)
 
 
-def test_it_lists_the_ledgers_month_end_findings_without_counting_them() -> None:
-    Finding.objects.create(
+def _low_share_finding() -> Finding:
+    """A month-end finding of the ledger for search in November."""
+    return Finding.objects.create(
         kind=Finding.Kind.EFFECTIVE_SHARE_LOW,
         action=Finding.Action.NOTIFY_PRODUCT_OWNER,
         period=NOV,
@@ -171,6 +172,10 @@ def test_it_lists_the_ledgers_month_end_findings_without_counting_them() -> None
         figures={"tokens": {"effective": 60, "waste": 40}, "share": "0.6000"},
         message="Effective tokens were 60.0 % of search's tokens in 2026-11: notify the product owner.",
     )
+
+
+def test_it_lists_the_ledgers_month_end_findings_without_counting_them() -> None:
+    _low_share_finding()
 
     report = audit_run(month=NOV)
 
@@ -182,14 +187,7 @@ def test_it_lists_the_ledgers_month_end_findings_without_counting_them() -> None
 
 def test_it_audits_the_month_of_the_accounting_zone(settings: Any) -> None:
     settings.ACCOUNTING_TZ = "Asia/Shanghai"  # November starts at 31 October 16:00 UTC
-    Finding.objects.create(
-        kind=Finding.Kind.EFFECTIVE_SHARE_LOW,
-        action=Finding.Action.NOTIFY_PRODUCT_OWNER,
-        period=NOV,
-        business_line="search",
-        figures={"tokens": {"effective": 60, "waste": 40}, "share": "0.6000"},
-        message="Effective tokens were 60.0 % of search's tokens in 2026-11: notify the product owner.",
-    )
+    _low_share_finding()
 
     report = audit_run(month=NOV)
 
