@@ -25,6 +25,8 @@ AUDITED = (
     "ledger.Period",
     "ledger.Budget",
     "ledger.Revenue",
+    "ledger.CostCentre",
+    "ledger.CloseRequest",
     "audits.ModelDowngrade",
     "accounts.CollectorKey",
     "accounts.UserScope",

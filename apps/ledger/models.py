@@ -385,3 +385,57 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.period:%Y-%m} {self.kind} {self.business_line or '(all)'}"
+
+
+class CostCentre(models.Model):
+    """A business line as finance knows it: its cost-centre code and name. Journal lines carry
+    the business line's key in `cost_centre`; pages and spreadsheets show the code and name
+    (the key itself where none is set)."""
+
+    business_line = models.CharField(max_length=256, unique=True, help_text="The business line's key in records.")
+    code = models.CharField(max_length=20, blank=True, help_text="Finance's cost-centre code, e.g. CC-1001.")
+    name = models.CharField(max_length=200)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["code", "business_line"]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.name}".strip()
+
+
+class CloseRequest(models.Model):
+    """A month's close as prepared by one finance user and approved by another: the checklist
+    as it stood when submitted, the preparer's note, then the approver's decision. Approval
+    closes the period (`period_close`); a rejected or withdrawn request leaves it open."""
+
+    class State(models.TextChoices):
+        SUBMITTED = "submitted"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    month = models.DateField(validators=[validate_month])
+    state = models.CharField(max_length=9, choices=State.choices, default=State.SUBMITTED)
+    checklist = models.JSONField(default=list, help_text="The checklist's items as submitted.")
+    prepared_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    note = models.TextField(blank=True)
+    submitted_at = models.DateTimeField(db_default=Now())
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decision_note = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        constraints = [
+            # At most one request of a month waits for a decision.
+            models.UniqueConstraint(
+                fields=["month"], condition=Q(state="submitted"), name="ledger_close_request_one_open"
+            ),
+            models.CheckConstraint(condition=Q(month__day=1), name="ledger_close_request_month"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} close ({self.state})"

@@ -1,10 +1,5 @@
 from __future__ import annotations
 
-from django.urls import path
+from apps.ledger.pages import close, finance, plans, sheets
 
-from apps.ledger import views
-
-urlpatterns = [
-    path("finance/", views.finance_dashboard, name="finance"),
-    path("finance/plotly.min.js", views.plotly_js, name="plotly-js"),
-]
+urlpatterns = [*finance.urlpatterns, *close.urlpatterns, *plans.urlpatterns, *sheets.urlpatterns]

@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -68,3 +69,9 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(_plotly_js(), content_type="application/javascript; charset=utf-8")
     response["Cache-Control"] = "public, max-age=86400"
     return response
+
+
+urlpatterns = [
+    path("finance/", finance_dashboard, name="finance"),
+    path("finance/plotly.min.js", plotly_js, name="plotly-js"),
+]
