@@ -30,6 +30,38 @@ def test_collectors_never_import_django() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 
+# Imports refused to the platform alone: what only the serving extra (vLLM's CPU build) brings.
+SERVING_ONLY = ("vllm", "torch", "transformers")
+_PLATFORM_ALONE = f"""
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {SERVING_ONLY!r}:
+            raise ImportError(f"{{name}} is not part of the platform alone")
+sys.meta_path.insert(0, Refuse())
+import django
+django.setup()
+from django.urls import get_resolver
+get_resolver().url_patterns  # every app's URL conf and views
+import costplatform.run, costplatform.celery, apps.dashboards.views, apps.ledger.pages.finance
+"""
+
+
+def test_the_platform_runs_without_vllm_or_torch() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "costplatform.settings"}
+    done = subprocess.run([sys.executable, "-c", _PLATFORM_ALONE], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_make_run_without_vllm_installs_the_platform_alone() -> None:
+    # -n: print what would run; -W: as if pyproject.toml had just changed (both stamps out of date).
+    args = ["make", "-n", "-W", "pyproject.toml", "run", "RUN_ARGS=--no-vllm"]
+    plan = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "'.[collectors]'" in plan and "serving" not in plan
+    full = subprocess.run([*args[:-1], "RUN_ARGS=--once"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert "'.[dev,serving]'" in full.stdout
+
+
 def test_shift_line_moves_valid_timestamps_only() -> None:
     line = b'{"record_id":"a","ts":"2025-01-15T12:00:00.250Z","model":"m"}'
     moved = json.loads(shift_line(line, timedelta(days=1, hours=1)))
