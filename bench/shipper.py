@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Shipper benchmark: how fast records become durable through collectors.shipper.Pipeline.
+"""Shipper benchmark: how fast records become durable through wire.shipper.Pipeline.
 
   (a) submit(): the cost of one call on the caller's thread (the serving event loop's), p50/p99;
   (b) sustained: records/s from the first submit() until sync() says all of them are fsync'd
@@ -36,7 +36,7 @@ sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p).resolve() != REPO / "
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from collectors.shipper import Pipeline  # noqa: E402
+from wire.shipper import Pipeline  # noqa: E402
 
 TARGET_RATE = 20_000  # records/s sustained into the spool
 CLOSED_URL = "http://127.0.0.1:9"  # never contacted: (a)-(c) run without the shipper thread

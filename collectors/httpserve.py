@@ -14,11 +14,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from wire import keys
+
 log = logging.getLogger("collectors")
 
 
 class RecordSink(Protocol):
-    """Where records go: collectors.shipper.Pipeline in production."""
+    """Where records go: wire.shipper.Pipeline in production."""
 
     def submit(self, record: Mapping[str, Any]) -> None: ...
 
@@ -66,7 +68,7 @@ def add_attribution_argument(parser: argparse.ArgumentParser, *, required: bool,
 
 def policy_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
     """The attribution policy of --attribution-map and --dim; a broken map stops the start."""
-    from serving.attribution import MapError, Policy
+    from wire.attribution import MapError, Policy
 
     try:
         return Policy(args.attribution_map, dict(args.dim))
@@ -74,20 +76,11 @@ def policy_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error(f"--attribution-map {args.attribution_map}: {exc}")
 
 
-def collector_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    key = args.key or os.environ.get("COSTPLATFORM_COLLECTOR_KEY")
-    if args.key_file:
-        try:
-            key = args.key_file.read_text().strip()
-        except OSError as exc:
-            parser.error(f"--key-file: {exc}")
-    if not key:
-        parser.error("a collector key is needed: --key, --key-file or COSTPLATFORM_COLLECTOR_KEY")
-    return key
+collector_key = keys.collector_key
 
 
 def pipeline_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
-    from collectors.shipper import Pipeline, serve_metrics
+    from wire.shipper import Pipeline, serve_metrics
 
     args.dim = dict(args.dim)
     pipeline = Pipeline(args.spool, url=args.platform_url, key=collector_key(parser, args), when_full=args.when_full)

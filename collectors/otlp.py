@@ -38,7 +38,7 @@ carry usage: instrumentations that put usage there sum their child inference spa
 already counted. Other spans (HTTP, database) are skipped too. An inference span that has no
 model, or neither usage nor an error, cannot make a record: it is counted in the response's
 partial_success.rejected_spans with a reason. The answer is 200 only once the records are
-fsync'd in the spool (collectors.shipper.Pipeline), 503 with Retry-After when the spool refuses
+fsync'd in the spool (wire.shipper.Pipeline), 503 with Retry-After when the spool refuses
 them, 400 for a body that does not decode, 415 for another content type, 413 for a body over
 --max-bytes.
 """
@@ -74,8 +74,8 @@ from collectors.httpserve import (
     policy_from_args,
     run_app,
 )
-from serving import attribution
-from serving.record import clean_dims, make_record
+from wire import attribution
+from wire.record import clean_dims, make_record
 
 log = logging.getLogger("collectors.otlp")
 

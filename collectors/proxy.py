@@ -15,7 +15,7 @@ map knows it, names the caller. Requests are forwarded (hop-by-hop and X-Costpla
 removed) over one keep-alive connection pool, and the answer is streamed back chunk by chunk as
 it arrives: Server-Sent Events are never buffered beyond the event being read. Each metered
 request makes one record, built after the response has been sent (in a worker thread, through a
-bounded queue) and handed to collectors.shipper.Pipeline:
+bounded queue) and handed to wire.shipper.Pipeline:
 
   record_id   px-<uuid>, also returned to the client in X-Costplatform-Record-Id (a client
               retrying sends it back as X-Costplatform-Retry-Of)
@@ -74,8 +74,8 @@ from collectors.httpserve import (
     run_app,
 )
 from collectors.jsonscan import JsonScan
-from serving import attribution
-from serving import record as rec
+from wire import attribution
+from wire import record as rec
 
 log = logging.getLogger("collectors.proxy")
 
@@ -236,7 +236,7 @@ def _output_contents(doc: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 
 
 def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
-    """The Responses API's usage in the chat form serving.record.usage_tokens reads."""
+    """The Responses API's usage in the chat form wire.record.usage_tokens reads."""
     details = usage.get("input_tokens_details") or {}
     return {
         "prompt_tokens": usage.get("input_tokens") or 0,
@@ -710,7 +710,7 @@ def load_tokenizer(path: str | None) -> Any:
 def load_hash_key(path: Path | None, spool: Path) -> bytes:
     if path is not None:
         return path.read_bytes().strip()
-    from serving.config import hash_key
+    from wire.keys import hash_key
 
     return hash_key(spool)
 

@@ -22,7 +22,7 @@ to be handed over) is kept in a small JSON file, written atomically before a rec
 the shipper, so a restarted reconciler neither re-emits nor loses a gap; a record handed over
 twice keeps its record_id and ts, so the platform stores it once.
 
-Standard library and prometheus_client only; records go through collectors.shipper.Pipeline.
+Standard library and prometheus_client only; records go through wire.shipper.Pipeline.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from serving.record import MAX_RECORD_ID, make_record
+from wire.keys import collector_key
+from wire.record import MAX_RECORD_ID, make_record
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +316,7 @@ class NotTaken(RuntimeError):
 
 
 class Sink(Protocol):
-    """Where records go: collectors.shipper.Pipeline (returns once they are durable)."""
+    """Where records go: wire.shipper.Pipeline (returns once they are durable)."""
 
     def submit_durable(self, records: Sequence[dict]) -> int: ...
 
@@ -541,26 +542,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    key = args.key or os.environ.get("COSTPLATFORM_COLLECTOR_KEY")
-    if args.key_file:
-        try:
-            key = args.key_file.read_text().strip()
-        except OSError as exc:
-            parser.error(f"--key-file: {exc}")
-    if not key:
-        parser.error("a collector key is needed: --key, --key-file or COSTPLATFORM_COLLECTOR_KEY")
-    return key
-
-
 def main(argv: list[str] | None = None, *, stop: threading.Event | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    key = _key(parser, args)
+    key = collector_key(parser, args)
     if args.interval <= 0 or args.settle < 1:
         parser.error("--interval must be > 0 and --settle at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from collectors.shipper import Pipeline
+    from wire.shipper import Pipeline
 
     registry = CollectorRegistry()
     pipeline = Pipeline(args.spool, url=args.platform_url, key=key, registry=registry)

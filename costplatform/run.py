@@ -475,7 +475,7 @@ def sample_anchor(data_dir: Path) -> tuple[datetime, bool]:
 
 
 def load_sample(path: Path, *, base_url: str, key: str, batch: int, data_dir: Path) -> None:
-    from collectors.send import SendError, send_file
+    from wire.send import SendError, send_file
 
     anchor, first = sample_anchor(data_dir)
     when = anchor.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from serving import attribution
 from serving import config as cfg
+from wire import attribution, keys
 
 MIDDLEWARE = "serving.middleware.CostplatformMiddleware"
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
@@ -78,7 +78,7 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
         (cfg.ENV_SOURCE, args.source),
         (cfg.ENV_DIMS, args.dims),
         (cfg.ENV_MODEL_VERSION, args.model_version),
-        (f"{cfg.ENV_HASH_KEY}_FILE", args.hash_key_file),
+        (f"{keys.ENV_HASH_KEY}_FILE", args.hash_key_file),
         (cfg.ENV_CACHE_SALT, args.cache_salt_dim),
     ):
         if value:

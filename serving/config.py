@@ -8,36 +8,25 @@ when vLLM is started by hand).
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.attribution import ENV_MAP
+from wire.attribution import ENV_MAP
+from wire.keys import ENV_COLLECTOR_KEY, hash_key, secret
 
 ENV_URL = "COSTPLATFORM_URL"
-ENV_KEY = "COSTPLATFORM_COLLECTOR_KEY"
+ENV_KEY = ENV_COLLECTOR_KEY
+
 ENV_SPOOL = "COSTPLATFORM_SPOOL"
 ENV_SOURCE = "COSTPLATFORM_SOURCE"
 ENV_DIMS = "COSTPLATFORM_DIMS"
-ENV_HASH_KEY = "COSTPLATFORM_HASH_KEY"
 ENV_MODEL_VERSION = "COSTPLATFORM_MODEL_VERSION"
 ENV_CACHE_SALT = "COSTPLATFORM_CACHE_SALT_DIM"
 ENV_TOKENIZER = "COSTPLATFORM_TOKENIZER"
 ENV_SEGMENTS = "COSTPLATFORM_SEGMENTS"
 ENV_STATS_WAIT = "COSTPLATFORM_STATS_WAIT"
 ENV_ATTRIBUTION_MAP = ENV_MAP
-
-
-def _secret(name: str) -> str | None:
-    """NAME, or the contents of the file named by NAME_FILE."""
-    value = os.environ.get(name)
-    if value:
-        return value.strip()
-    path = os.environ.get(f"{name}_FILE")
-    if path:
-        return Path(path).read_text().strip()
-    return None
 
 
 def parse_dims(text: str | None) -> dict[str, str]:
@@ -71,7 +60,7 @@ class ServingConfig:
     @classmethod
     def from_env(cls) -> ServingConfig | None:
         """None when the platform is not configured: the instrumentation then stays inert."""
-        url, key = os.environ.get(ENV_URL), _secret(ENV_KEY)
+        url, key = os.environ.get(ENV_URL), secret(ENV_KEY)
         if not url or not key:
             return None
         spool = Path(os.environ.get(ENV_SPOOL) or Path.home() / ".cache" / "costplatform" / "spool")
@@ -89,22 +78,3 @@ class ServingConfig:
             stats_wait=float(os.environ.get(ENV_STATS_WAIT) or 2.0),
             attribution_map=Path(os.environ[ENV_ATTRIBUTION_MAP]) if os.environ.get(ENV_ATTRIBUTION_MAP) else None,
         )
-
-
-def hash_key(spool: Path) -> bytes:
-    """The prompt-hash key: COSTPLATFORM_HASH_KEY(_FILE), else one generated once and kept
-    beside the spool. Servers whose repeats should be recognised as duplicates of each other
-    must share one key."""
-    configured = _secret(ENV_HASH_KEY)
-    if configured:
-        return configured.encode()
-    path = spool / "prompt-hash.key"
-    try:
-        return path.read_bytes().strip()
-    except FileNotFoundError:
-        spool.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_hex(32).encode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(key)
-        return key

@@ -21,8 +21,8 @@ import uuid
 from typing import Any
 
 from serving import hooks, runtime
-from serving.record import claimed_dims, clean_dims, endpoint_of
 from serving.runtime import Seen
+from wire.record import claimed_dims, clean_dims, endpoint_of
 
 log = logging.getLogger("costplatform.serving")
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from serving.attribution import Policy
 from serving.config import ServingConfig
+from wire.attribution import Policy
 
 log = logging.getLogger("costplatform.serving")
 
@@ -263,7 +263,7 @@ class Emitter:
             self.pipeline.submit(record)
 
     def build(self, seen: Seen | None, counts: list[EngineCounts]) -> dict[str, Any]:
-        from serving import record as rec
+        from wire import record as rec
 
         status, finish_reason = outcome(seen, counts)
         tokens = _sum_counts(counts)
@@ -379,7 +379,7 @@ def parse_response(seen: Seen) -> dict[str, Any]:
 
 class Runtime:
     def __init__(self, config: ServingConfig) -> None:
-        from collectors.shipper import Pipeline
+        from wire.shipper import Pipeline
 
         self.config = config
         self.policy = Policy(config.attribution_map, config.dims)

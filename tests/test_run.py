@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.send import endpoint_url, latest_ts, shift_line
+from wire.send import endpoint_url, latest_ts, shift_line
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER_VARIABLES = ("DATABASE_URL", "DATABASE_URL_FILE", "CELERY_BROKER_URL", "CELERY_BROKER_URL_FILE", "PORT")

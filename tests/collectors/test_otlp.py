@@ -25,8 +25,8 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
 from collectors.otlp import BodyError, Options, Receiver, convert, decode_body
-from collectors.shipper import Pipeline
-from serving import attribution
+from wire import attribution
+from wire.shipper import Pipeline
 
 FIXTURE = Path(__file__).parent / "fixtures" / "otlp_genai_traces.json"
 TOKEN = "otlp-token"
@@ -50,7 +50,7 @@ T0 = 1_767_268_800_000_000_000  # 2026-01-01T12:00:00Z in nanoseconds
 
 
 class Taken:
-    """The receiver's sink seam (collectors.shipper.Pipeline in production, tested below too)."""
+    """The receiver's sink seam (wire.shipper.Pipeline in production, tested below too)."""
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []

@@ -17,10 +17,10 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
 from collectors.proxy import INLINE_RECORDS, Settings, proxy_thread
-from collectors.shipper import Pipeline
-from serving.attribution import Policy
-from serving.record import prompt_hash
 from tests.collectors.openai_upstream import CACHED_TOKENS, PROMPT_TOKENS, WORDS, Upstream
+from wire.attribution import Policy
+from wire.record import prompt_hash
+from wire.shipper import Pipeline
 
 HASH_KEY = b"k" * 32
 CHAT_TEMPLATE = "{% for m in messages %}<{{ m.role }}> {{ m.content }} {% endfor %}" + (
@@ -44,7 +44,7 @@ MESSAGES = [
 
 
 class Records:
-    """The proxy's sink seam (collectors.shipper.Pipeline in production, tested at the end)."""
+    """The proxy's sink seam (wire.shipper.Pipeline in production, tested at the end)."""
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []

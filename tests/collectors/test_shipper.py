@@ -21,10 +21,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from apps.ingest.models import Record, Rejection
-from collectors import shipper
-from collectors.shipper import Pipeline, backoff_delay, retry_after_seconds
-from collectors.spool import Spool
+from collectors import shipper as shipper_command
 from tests.factories import DELETE, collector_key, record
+from wire import shipper
+from wire.shipper import Pipeline, backoff_delay, retry_after_seconds
+from wire.spool import Spool
 
 FAST = {"flush_interval": 0.05, "backoff_base": 0.05, "backoff_cap": 0.2, "timeout": 5.0}
 
@@ -333,7 +334,7 @@ def test_the_command_ships_a_left_spool_once_and_exits(live_server, tmp_path):
     with Spool(tmp_path) as spool:
         spool.append([record() for _ in range(120)])
 
-    status = shipper.main(
+    status = shipper_command.main(
         ["--spool", str(tmp_path), "--url", live_server.url, "--key", key.secret, "--once", "--timeout", "20"]
     )
 
@@ -347,7 +348,7 @@ def test_the_command_gives_up_with_once_and_a_timeout(tmp_path):
     with Spool(tmp_path) as spool:
         spool.append([{"record_id": "r1"}])
 
-    status = shipper.main(
+    status = shipper_command.main(
         [
             "--spool",
             str(tmp_path),

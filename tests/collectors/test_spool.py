@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.spool import Spool, SpoolFull, SpoolLocked
+from wire.spool import Spool, SpoolFull, SpoolLocked
 
 
 def rec(n: int, pad: int = 0) -> dict:
@@ -180,7 +180,7 @@ def test_it_knows_the_ts_of_its_oldest_unshipped_record(tmp_path):
 
 CHILD = """
 import sys
-from collectors.spool import Spool
+from wire.spool import Spool
 spool = Spool(sys.argv[1], segment_bytes=20_000)
 n = 0
 while True:

@@ -5,7 +5,7 @@
 
 The records are a pure function of (prefix, count, start, hours), so the test knows what was
 sent without asking the sender. The process submits them at `rate` records a second through
-collectors.shipper.Pipeline (spool, fsync, retries), writes how many it has submitted to the
+wire.shipper.Pipeline (spool, fsync, retries), writes how many it has submitted to the
 progress file as it goes, then waits for everything to be shipped; exit status 0 when it was.
 No Django here: the shipper runs where the platform does not.
 """
@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from prometheus_client import CollectorRegistry
 
-    from collectors.shipper import Pipeline
+    from wire.shipper import Pipeline
 
     args = _parser().parse_args(argv)
     registry = CollectorRegistry()

@@ -21,7 +21,6 @@ from prometheus_client import CollectorRegistry
 
 from apps.classification.services import _DAY_LOCK as CLASSIFY_DAY_LOCK
 from apps.ledger.services.accrual import _MONTH_LOCK
-from collectors.shipper import Pipeline
 from tests.faults.harness import (
     ALERTS,
     CLASSES,
@@ -51,6 +50,7 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.faults.stream import Sent, records
+from wire.shipper import Pipeline
 
 pytestmark = pytest.mark.slow
 

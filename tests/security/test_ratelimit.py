@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry
 from apps.accounts.models import CollectorKey, RateBucket
 from apps.ingest.models import Record, Rejection
 from apps.ingest.ratelimit import RECORDS, REQUESTS, RateLimited, key_limit, rate_take
-from collectors.shipper import Pipeline
 from tests.conftest import Collector
 from tests.factories import DELETE, collector_key, record
+from wire.shipper import Pipeline
 
 pytestmark = pytest.mark.django_db
 

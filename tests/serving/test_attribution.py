@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from serving import attribution
-from serving.attribution import EMPTY, MapError, MapFile, Policy, decide, parse
+from wire import attribution
+from wire.attribution import EMPTY, MapError, MapFile, Policy, decide, parse
 
 ADS_SHA256 = hashlib.sha256(b"sk-ads").hexdigest()
 MAP = f"""

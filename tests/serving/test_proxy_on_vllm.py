@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry
 from transformers import AutoTokenizer
 
 from collectors.proxy import Settings, proxy_thread
-from collectors.shipper import Pipeline
-from serving.attribution import Policy
 from tests.processes import PlatformServer, VllmServer
+from wire.attribution import Policy
+from wire.shipper import Pipeline
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collectors.shipper import Pipeline
 from collectors.vllm_metrics import Counts, Reconciler, parse_metrics
 from tests.processes import PlatformServer, VllmServer
 from tests.serving.test_vllm_instrumentation import abandon_stream, chat
+from wire.shipper import Pipeline
 
 pytestmark = pytest.mark.slow
 MODEL = "tiny-llama"

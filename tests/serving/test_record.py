@@ -10,10 +10,10 @@ import pytest
 from transformers import AutoTokenizer
 
 from apps.ingest.contract import RecordV1
-from serving import record as rec
 from serving.config import parse_dims
 from serving.middleware import cache_salt, expected_sequences, trusted_salt
 from serving.runtime import EngineCounts, Seen, outcome, parse_response
+from wire import record as rec
 
 
 def test_it_takes_claims_from_headers_over_metadata() -> None:

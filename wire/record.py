@@ -56,7 +56,7 @@ def dim_key(name: str) -> str:
 
 def claimed_dims(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> dict[str, str]:
     """What a request claims: X-Costplatform-<Dim> headers over the body's `metadata` object.
-    Claims only: serving.attribution decides which of them the caller may make."""
+    Claims only: wire.attribution decides which of them the caller may make."""
     dims: dict[str, str] = {}
     metadata = body.get("metadata") if isinstance(body, Mapping) else None
     if isinstance(metadata, Mapping):

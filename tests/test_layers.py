@@ -1,0 +1,18 @@
+"""The import contracts of pyproject.toml ([tool.importlinter]): the edge (serving/, collectors/)
+meets only in wire/ and never imports Django or the apps, wire/ imports none of its users, and
+apps.common imports no other app. The same check as `make lint`, in the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_import_contract_is_kept() -> None:
+    linter = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(linter), "--no-cache"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
