@@ -95,7 +95,7 @@ def test_it_shows_every_check_to_look_at_for_a_month_with_loose_ends(collector: 
     assert items["unattributed"].value != "0.0 %"
     assert items["days_not_accrued"].value == 1 and f"{DAY:%m-%d}" in items["days_not_accrued"].detail
     assert items["dirty_days"].value >= 2  # the unpriced hour, and the day pricing marked for re-booking
-    assert "effective_share_low customer-service" in items["open_findings"].detail
+    assert "effective share low: customer-service" in items["open_findings"].detail
     assert items["budgets_unspent"].value == 1 and "ghost-line" in items["budgets_unspent"].detail
     assert '<a href="/prices/">' in finance.get(PAGE).content.decode()
 

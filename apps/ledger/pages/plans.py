@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.roles import user_has_role
@@ -35,7 +35,7 @@ from apps.ledger.services.planning import (
 )
 from apps.pricing.models import Currency
 
-CURRENCIES = [("", "—"), *Currency.choices]
+CURRENCIES = [("", "—"), *((c, c) for c in Currency.values)]  # ISO codes, as finance writes them
 
 
 class PlanRowForm(forms.Form):
@@ -112,26 +112,20 @@ def plans_page(request: HttpRequest, month: str) -> HttpResponse:
     _finance_check(request)
     first = _month(month)
     lines = business_lines_of(request.user)
-    rows = plan_rows(month=first, business_lines=lines)
+    initial = _initial(plan_rows(month=first, business_lines=lines))
     status, page_error = 200, ""
     if request.method == "POST":
-        formset = PlanFormSet(request.POST, initial=_initial(rows))
-        if formset.is_valid():
-            wanted = [f.row() for f in formset.forms if f.cleaned_data.get("business_line", "").strip()]
-            try:
-                changed = plans_save(month=first, rows=wanted, user=request.user, business_lines=lines)
-            except PlanRowsError as exc:
-                named = [f for f in formset.forms if f.cleaned_data.get("business_line", "").strip()]
-                for i, message in exc.errors.items():
-                    named[i].add_error(None, message)
-            except PlanningError as exc:
-                page_error = str(exc)  # the month is closed
-            else:
-                messages.success(request, _("Saved: %(count)s business lines changed.") % {"count": changed})
-                return redirect("finance-plans", month=f"{first:%Y-%m}")
+        formset = PlanFormSet(request.POST, initial=initial)
+        changed, page_error = _save(formset, first, request.user, lines)
+        if changed is not None:
+            saved = ngettext(
+                "Saved: %(count)s business line changed.", "Saved: %(count)s business lines changed.", changed
+            )
+            messages.success(request, saved % {"count": changed})
+            return redirect("finance-plans", month=f"{first:%Y-%m}")
         status = 400
     else:
-        formset = PlanFormSet(initial=_initial(rows))
+        formset = PlanFormSet(initial=initial)
     names = dict(CostCentre.objects.values_list("business_line", "name"))
     context = {
         "month": f"{first:%Y-%m}",
@@ -141,10 +135,24 @@ def plans_page(request: HttpRequest, month: str) -> HttpResponse:
         "rows": [(form, names.get(form.initial.get("business_line", ""), "")) for form in formset.forms],
         "closed": Period.first_closed([first]) is not None,
         "scoped": lines is not None,
-        "lines": lines,
         "page_error": page_error,
     }
     return render(request, "ledger/plans.html", context, status=status)
+
+
+def _save(formset: Any, month: date, user: Any, lines: list[str] | None) -> tuple[int | None, str]:
+    """(rows changed, "") when saved; (None, the page's error) otherwise, the rows' errors on their forms."""
+    if not formset.is_valid():
+        return None, ""
+    named = [f for f in formset.forms if f.cleaned_data.get("business_line", "").strip()]
+    try:
+        return plans_save(month=month, rows=[f.row() for f in named], user=user, business_lines=lines), ""
+    except PlanRowsError as exc:
+        for i, message in exc.errors.items():
+            named[i].add_error(None, message)
+        return None, ""
+    except PlanningError as exc:
+        return None, str(exc)  # the month is closed
 
 
 @require_POST

@@ -219,6 +219,14 @@ def _dirty(month: date) -> CheckItem:
     return CheckItem("dirty_days", gettext_noop("Dirty days"), total, not total, detail, reverse("dashboards:prices"))
 
 
+FINDING_NAMES = {
+    Finding.Kind.EFFECTIVE_SHARE_LOW: gettext_noop("effective share low"),
+    Finding.Kind.ELASTIC_OVER_REVENUE: gettext_noop("elastic spend over revenue"),
+    Finding.Kind.REVENUE_MISSING: gettext_noop("revenue missing"),
+    Finding.Kind.STRUCTURAL_ZERO: gettext_noop("no structural spend"),
+}
+
+
 def _findings(month: date, business_lines: list[str] | None) -> CheckItem:
     """Open: a stored finding not yet delivered; before the close (none stored yet), what the
     month-end checks would find now."""
@@ -229,7 +237,7 @@ def _findings(month: date, business_lines: list[str] | None) -> CheckItem:
         found = month_findings(month=month)
     if business_lines is not None:
         found = [f for f in found if f.business_line in business_lines]
-    listed = "; ".join(f"{f.kind} {f.business_line or '(all)'}" for f in found[:10])
+    listed = "; ".join(f"{_(FINDING_NAMES[f.kind])}: {f.business_line or _('the company')}" for f in found[:10])
     detail = (
         _("Month-end checks: %(findings)s.") % {"findings": listed}
         if found
