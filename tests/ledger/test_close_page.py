@@ -282,3 +282,19 @@ def test_the_history_shows_times_in_the_accounting_zone(settings: Any, booked: N
 
     assert f"{submitted.astimezone(ZoneInfo('Asia/Shanghai')):%Y-%m-%d %H:%M:%S}" in page
     assert "Times in Asia/Shanghai" in page
+
+
+@pytest.mark.usefixtures("booked")
+def test_the_chinese_page_translates_the_checklist_and_the_steps() -> None:
+    _, first = person("pat")
+    first.post(ACT, {"action": "submit"})
+    first.cookies["django_language"] = "zh-hans"
+
+    page = first.get(PAGE).content.decode()
+
+    for chinese in ("结账", "未定价模型", "未归属占比", "尚未计提的天数", "无实际支出的预算", "已提交", "等待批准"):
+        assert chinese in page
+    for english in ("Unpriced models", "Budgets without actuals", "Every model with tokens", "Waiting for approval"):
+        assert english not in page
+    stored = CloseRequest.objects.get().checklist
+    assert stored[0]["label"] == "Unpriced models" and stored[0]["detail"].startswith("Every model")  # kept in English

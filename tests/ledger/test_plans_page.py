@@ -168,3 +168,10 @@ def test_a_scoped_finance_user_sees_and_edits_only_their_lines() -> None:
     assert "hidden-line" not in page and "mine" in page
     assert refused.status_code == 400 and "hidden-line is outside your business lines" in refused.content.decode()
     assert budgets() == {"hidden-line": (Decimal("10.00"), "CNY", None), "mine": (Decimal("20.00"), "CNY", None)}
+
+
+def test_the_budgets_page_links_finance_to_the_plans_page(as_role: Callable[..., Client]) -> None:
+    link = 'href="/finance/plans/2026-10/"'
+
+    assert link in as_role("finance").get("/budgets/?month=2026-10").content.decode()
+    assert link not in as_role("engineer").get("/budgets/?month=2026-10").content.decode()

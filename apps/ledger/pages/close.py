@@ -23,6 +23,7 @@ from apps.common.buckets import month_of, next_month, previous_month, zone_name
 from apps.ledger.models import CloseRequest, Period
 from apps.ledger.services.accrual import month_window
 from apps.ledger.services.closing import (
+    COMPANY_ACT,
     NEEDS_FINANCE,
     CloseError,
     close_checklist,
@@ -100,7 +101,7 @@ def close_act(request: HttpRequest, month: str) -> HttpResponse:
     """One step of the close (the form's `action`); errors come back as a message on the page."""
     _finance_check(request)
     if business_lines_of(request.user) is not None:
-        raise PermissionDenied(_("closing a month is a company-wide act: it needs a user who sees every business line"))
+        raise PermissionDenied(_(COMPANY_ACT))
     first = _month(month)
     action, note = request.POST.get("action", ""), request.POST.get("note", "")[:2000]
     try:
