@@ -18,7 +18,7 @@ from django.urls import path
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
@@ -99,6 +99,7 @@ def _initial(rows: list[PlanRow]) -> list[dict[str, Any]]:
     return [vars(row).copy() for row in rows]
 
 
+@require_GET
 @login_required
 def plans_latest(request: HttpRequest) -> HttpResponse:
     _finance_check(request)

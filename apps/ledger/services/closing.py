@@ -194,7 +194,7 @@ def _not_accrued(month: date, now: datetime) -> CheckItem:
         len(days),
         not days,
         detail,
-        reverse("admin:ledger_period_changelist"),
+        f"{reverse('finance')}?month={month:%Y-%m}#periods",
     )
 
 
@@ -249,7 +249,7 @@ def _findings(month: date, business_lines: list[str] | None) -> CheckItem:
         len(found),
         not found,
         detail,
-        reverse("admin:ledger_finding_changelist"),
+        f"{reverse('finance')}?month={month:%Y-%m}#findings",
     )
 
 
