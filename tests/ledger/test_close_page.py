@@ -298,3 +298,18 @@ def test_the_chinese_page_translates_the_checklist_and_the_steps() -> None:
         assert english not in page
     stored = CloseRequest.objects.get().checklist
     assert stored[0]["label"] == "Unpriced models" and stored[0]["detail"].startswith("Every model")  # kept in English
+
+
+@pytest.mark.usefixtures("booked")
+def test_a_scoped_reader_of_a_closed_month_gets_the_checklist_of_their_lines_not_the_stored_one() -> None:
+    budget_set(business_line="hidden-line", month=LAST, amount=Decimal("5"), currency="CNY")
+    _, first = person("pat")
+    _, second = person("alex")
+    first.post(ACT, {"action": "submit"})
+    second.post(ACT, {"action": "approve"})
+    assert "hidden-line" in second.get(PAGE).content.decode()  # the stored checklist names it
+    _, scoped = person("sam", lines=["customer-service"])
+
+    page = scoped.get(PAGE).content.decode()
+
+    assert "hidden-line" not in page and 'id="approved-request"' in page
