@@ -12,6 +12,7 @@ from apps.accounts.roles import user_has_role
 from apps.ledger.models import (
     Account,
     Budget,
+    CloseRequest,
     ElasticWindow,
     Finding,
     JournalEntry,
@@ -172,3 +173,11 @@ class FindingAdmin(ReadOnlyAdmin):
     line_field = "business_line"  # empty (the whole company) is outside any scope
     list_display = ["period", "kind", "business_line", "action", "message", "delivered_at"]
     list_filter = ["kind", "period"]
+
+
+@admin.register(CloseRequest)
+class CloseRequestAdmin(ReadOnlyAdmin):
+    """Requests are made and decided on the close page (/finance/close/<month>/), by two people."""
+
+    list_display = ["month", "state", "prepared_by", "submitted_at", "decided_by", "decided_at"]
+    list_filter = ["state", "month"]

@@ -66,6 +66,12 @@ ENDPOINTS: dict[str, Endpoint] = {
     "waste/requests/": page(query="hours=24"),
     "waste/record/": page(),
     "finance/": page(MONEY),
+    "finance/close/": page(MONEY),
+    "finance/close/<str:month>/": page(MONEY),  # the checklist of the user's lines
+    "finance/close/<str:month>/act/": page(MONEY, scope="company", methods=("POST",)),  # closing is company-wide
+    "finance/plans/": page(MONEY),
+    "finance/plans/<str:month>/": page(MONEY, methods=("GET", "POST")),  # the user's lines only
+    "finance/plans/<str:month>/copy/": page(MONEY, methods=("POST",)),
     "audits/": page(LEDGER),
     "audits/<str:month>/": page(LEDGER),
     "rules/": page(scope="none"),

@@ -34,7 +34,7 @@ def month_checks(*, month: date) -> list[Finding]:
     """Run the checks for `month` and store their findings (replacing the month's earlier ones;
     an unchanged finding keeps its delivery state)."""
     month = month_of(month)
-    found = [*_effective_share(month), *_elastic_vs_revenue(month), *_structural_zero(month)]
+    found = month_findings(month=month)
     kept = []
     for finding in found:
         existing = Finding.objects.filter(kind=finding.kind, period=month, business_line=finding.business_line).first()
@@ -47,6 +47,12 @@ def month_checks(*, month: date) -> list[Finding]:
         kept.append(finding)
     Finding.objects.filter(period=month).exclude(pk__in=[f.pk for f in kept]).delete()
     return kept
+
+
+def month_findings(*, month: date) -> list[Finding]:
+    """What the checks find for `month` now, unsaved (the close checklist previews them)."""
+    month = month_of(month)
+    return [*_effective_share(month), *_elastic_vs_revenue(month), *_structural_zero(month)]
 
 
 def _instants(month: date) -> tuple[datetime, datetime]:
