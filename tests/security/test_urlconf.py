@@ -66,6 +66,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "waste/requests/": page(query="hours=24"),
     "waste/record/": page(),
     "finance/": page(MONEY),
+    "finance/pack/<str:month>.xlsx": page(MONEY),  # a closed month's workbook, of the user's lines
     "audits/": page(LEDGER),
     "audits/<str:month>/": page(LEDGER),
     "rules/": page(scope="none"),
