@@ -79,8 +79,8 @@ def _user(user: Any) -> str:
     return user.get_username() if user is not None else ""
 
 
-def _currencies(month: date, business_lines: list[str] | None) -> list[str]:
-    return [book["currency"] for book in trial_balance(month=month, business_lines=business_lines)["currencies"]]
+def _expense(book: dict[str, Any]) -> Decimal:
+    return sum((a["balance"] for a in book["accounts"] if a["kind"] == "expense"), Decimal(0))
 
 
 def _one(currencies: list[str]) -> str:
@@ -91,7 +91,12 @@ def cover_table(*, month: date, business_lines: list[str] | None = None) -> Tabl
     """Month, zone, currency, who closed it and when, who prepared and approved the close."""
     period = _closed_period(month)
     request = approved_request(month=month)
-    currencies = _currencies(month, business_lines)
+    books = trial_balance(month=month, business_lines=business_lines)["currencies"]
+    currencies = [book["currency"] for book in books]
+    expense = ", ".join(f"{_expense(book):,.2f} {book['currency']}" for book in books)
+    findings = Finding.objects.filter(period=month)
+    if business_lines is not None:
+        findings = findings.filter(business_line__in=business_lines)
     items = [
         (_("Month"), f"{month:%Y-%m}"),
         (_("Accounting time zone"), period.tz),
@@ -102,6 +107,8 @@ def cover_table(*, month: date, business_lines: list[str] | None = None) -> Tabl
         (_("Approved by"), _user(request.decided_by) if request else _("(closed without an approved request)")),
         (_("Approved at"), _local(request.decided_at, period.tz) if request else ""),
         (_("Business lines"), ", ".join(business_lines) if business_lines is not None else _("all")),
+        (_("Expense posted"), expense),
+        (_("Month-end findings"), str(findings.count())),
     ]
     return Table(
         name="cover",

@@ -219,6 +219,7 @@ def test_it_puts_the_cover_and_the_checklist_as_approved_first(as_role: Role, ap
     assert cover["Month"] == "2026-09" and cover["Accounting time zone"] == "UTC" and cover["Currency"] == "CNY"
     assert (cover["Prepared by"], cover["Approved by"]) == ("prep", "appr")
     assert cover["Closed at"] == "2026-10-03 00:00 (UTC)" and cover["Business lines"] == "all"
+    assert cover["Expense posted"] == "17.75 CNY" and cover["Month-end findings"] == str(Finding.objects.count())
     assert values(book, "Checklist as approved")[2:] == [
         ("Unpriced models", 0, "yes", None),
         ("Open findings", "2", "no", "'=see findings"),
