@@ -423,7 +423,7 @@ def ingest(records: list[Record], *, progress: Callable[[str], None]) -> tuple[i
 
 def price_and_accrue(plan: Plan) -> tuple[int, int]:
     """Price every hour the load touched (dirty hours) and the ended pool-hours; accrue the month."""
-    from apps.ledger.services.accrual import range_accrue
+    from apps.ledger.services.accrual import range_accrue, recent_accrue
     from apps.pricing.services import dirty_hours_price, hours_price
 
     hours = 0
@@ -436,6 +436,9 @@ def price_and_accrue(plan: Plan) -> tuple[int, int]:
     last = plan.end.replace(minute=0)
     hours_price(start=plan.start, end=last)
     entries = sum(r.entries_written for r in range_accrue(start=plan.month, end=day_of(plan.end) + timedelta(days=1)))
+    # What the beat's accrue_recent would do within five minutes: take in the days pricing
+    # marked dirty (booked just now, so skipped by fingerprint) and clear the marks.
+    entries += sum(r.entries_written for r in recent_accrue())
     return hours, entries
 
 

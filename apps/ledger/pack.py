@@ -315,8 +315,8 @@ def waste_summary_table(*, month: date, business_lines: list[str] | None = None)
         Column("currency", _("Currency")),
         Column("tokens", _("Waste tokens"), "int"),
         Column("amount", _("Waste amount"), "money"),
-        Column("elastic_tokens", _("of which in elastic windows (tokens)"), "int"),
-        Column("elastic_amount", _("of which in elastic windows (amount)"), "money"),
+        Column("elastic_tokens", _("Waste tokens in elastic windows"), "int"),
+        Column("elastic_amount", _("Waste amount in elastic windows"), "money"),
     ]
     currency = _one(sorted({r["currency"] for r in rows}))
     return Table(

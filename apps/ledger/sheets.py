@@ -13,7 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.utils.translation import gettext as _
 from openpyxl import Workbook
 from openpyxl.styles import Alignment, Font, PatternFill
@@ -184,3 +184,11 @@ def table_response(table: Table, *, fmt: str, filename: str) -> HttpResponse:
     response = HttpResponse(table_csv(table), content_type=CSV_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{filename}.csv"'
     return response
+
+
+def table_download(table: Table, *, fmt: str, filename: str) -> HttpResponse:
+    """`table_response` for a view: another format than csv or xlsx is a 400 that says which."""
+    try:
+        return table_response(table, fmt=fmt, filename=filename)
+    except FormatError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")

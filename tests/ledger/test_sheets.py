@@ -29,7 +29,15 @@ from apps.common.tables import Column, Table
 from apps.ledger.models import CloseRequest, CostCentre, ElasticWindow, Finding
 from apps.ledger.services.periods import period_close
 from apps.ledger.services.planning import budget_set, revenue_set
-from apps.ledger.sheets import BOM, XLSX_TYPE, FormatError, sheet_name, table_response, workbook_xlsx
+from apps.ledger.sheets import (
+    BOM,
+    XLSX_TYPE,
+    FormatError,
+    sheet_name,
+    table_download,
+    table_response,
+    workbook_xlsx,
+)
 from tests import factories
 from tests.ledger.helpers import DAY1, SEP, at
 
@@ -133,6 +141,9 @@ def test_it_downloads_a_table_as_csv_with_a_bom_and_refuses_other_formats() -> N
     assert rows[2] == ["客服中心", "-2.00", "", "0", "", ""]
     with pytest.raises(FormatError, match="choose csv or xlsx"):
         table_response(sample_table(), fmt="pdf", filename="spend")
+    refused = table_download(sample_table(), fmt="pdf", filename="spend")
+    assert refused.status_code == 400 and refused.content.decode() == "No download format 'pdf': choose csv or xlsx."
+    assert table_download(sample_table(), fmt="xlsx", filename="spend")["Content-Type"] == XLSX_TYPE
 
 
 # --- CSV with a byte-order mark everywhere ------------------------------------------------------
@@ -307,7 +318,7 @@ def test_the_audit_summary_links_the_pack_of_a_closed_month(booked_sep: None, se
 
 
 def render_first_sheet(xlsx: bytes, png: Path) -> None:
-    """The workbook's first sheet as a PNG: LibreOffice to PDF, poppler to PNG."""
+    """The top of the workbook's first page as a PNG: LibreOffice to PDF, poppler to PNG."""
     office = shutil.which("libreoffice") or shutil.which("soffice")
     if not office or not shutil.which("pdftoppm"):
         pytest.skip("libreoffice and pdftoppm render the sheet: apt-get install libreoffice-calc-nogui poppler-utils")
@@ -319,7 +330,8 @@ def render_first_sheet(xlsx: bytes, png: Path) -> None:
         check=True, capture_output=True, timeout=180,
     )  # fmt: skip
     subprocess.run(
-        ["pdftoppm", "-png", "-r", "80", "-f", "1", "-l", "1", "-singlefile", str(work / "month-pack.pdf"),
+        ["pdftoppm", "-png", "-r", "80", "-f", "1", "-l", "1", "-x", "0", "-y", "0", "-W", "660", "-H", "360",
+         "-singlefile", str(work / "month-pack.pdf"),
          str(png.with_suffix(""))],
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
