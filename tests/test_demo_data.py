@@ -14,6 +14,8 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.db.models import Max, Min
+from django.test import Client
+from openpyxl import load_workbook
 
 from apps.classification.selectors import class_usage
 from apps.ingest.models import Record
@@ -117,6 +119,13 @@ def test_demo_data_builds_the_previous_month_closed_and_the_current_one_in_progr
         assert Record.objects.filter(ts__gte=datetime(2026, 10, 31, 16, tzinfo=UTC)).exists()
         assert set(CostCentre.objects.values_list("business_line", flat=True)) == lines
         assert CostCentre.objects.get(business_line="customer-service").code == "CC-1001"
+        finance = Client()
+        finance.force_login(request.decided_by)
+        pack = load_workbook(io.BytesIO(finance.get("/finance/pack/2026-10.xlsx").content))
+        total = next(r for r in pack["Trial balance"].iter_rows(values_only=True) if r[2] == "Total")
+        assert (total[3], total[4], total[6]) == (float(book["debits"]), float(book["credits"]), "yes")
+        assert len(list(pack["Checklist as approved"].iter_rows())) == 2 + len(request.checklist)
+        assert finance.get("/finance/pack/2026-11.xlsx").status_code == 409
         stored = Record.objects.count()
         oct_journal = list(JournalLine.objects.filter(period_id=oct_).values_list("id", "debit", "credit"))
 
