@@ -43,10 +43,10 @@ DEMO_TZ := $${COSTPLATFORM_ACCOUNTING_TZ:-Asia/Shanghai}
 run: $(RUN_INSTALL)  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
 	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) -m costplatform.run $(RUN_ARGS)
 
-demo-data: install-base  ## a generated month (DEMO_MONTH=YYYY-MM, default this one in the accounting zone; DEMO_RECORDS=200000) without vLLM
+demo-data: install-base  ## last month closed (budgets, revenue, findings, an approved close) and this one so far, without vLLM; DEMO_RECORDS=200000 per whole month; DEMO_MONTH=YYYY-MM loads that month alone
 	$(PY) manage.py migrate --no-input -v0
 	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) manage.py demo_data \
-	  --month $${DEMO_MONTH:-$$(TZ=$(DEMO_TZ) date +%Y-%m)} --records $${DEMO_RECORDS:-200000}
+	  $${DEMO_MONTH:+--month $$DEMO_MONTH} --records $${DEMO_RECORDS:-200000}
 
 services:
 	bash .ci/services.sh

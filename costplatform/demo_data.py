@@ -10,6 +10,13 @@ self-hosted models (one priced cost pool, with idle capacity at night) and three
 Records go in through the real ingest service (classification at ingest), in time order, then
 the month is priced (price book and pool) and accrued into the ledger. Record ids are derived
 from the month, the seed and the position, so loading the same month again stores nothing new.
+
+`make demo-data` builds two months of the accounting zone (`demo_build`): the previous one,
+with budgets and revenue, closed through `period_close` (its month-end checks make findings)
+with a close request that demo-preparer submitted and demo-approver approved; and the current
+one so far, accrued, with budgets, open. A closed month is left as it is on a second run. The
+six business lines get cost-centre codes and names. The record count is per whole month: a
+month in progress gets its share of the days so far.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from apps.common.buckets import day_of, month_end, month_start
+from apps.common.buckets import day_of, month_days, month_end, month_of, month_start, previous_month
 
 SOURCE = "demo-data"
 POOL = "demo-gpu-cluster"
@@ -55,17 +62,20 @@ class Plan:
     def __post_init__(self) -> None:
         # The month of the accounting zone (make demo-data keeps the books in Asia/Shanghai).
         self.start, self.following = month_start(self.month), month_end(self.month)
-        # The current month stops at the present: ingest refuses what lies too far ahead.
-        self.end = min(self.following, datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=1))
+        # The current month stops at the present hour: ingest refuses what lies too far ahead.
+        self.end = min(self.following, datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
         if self.end <= self.start + timedelta(hours=1):
             raise ValueError(f"{self.month:%Y-%m} has not begun (or began under an hour ago)")
 
     @property
+    def share(self) -> float:
+        """How much of the month the plan covers: 1 for a month that has ended."""
+        return (self.end - self.start) / (self.following - self.start)
+
+    @property
     def campaign(self) -> tuple[datetime, datetime]:
-        """Two days around the 11th (Singles' Day), or the middle of a short month so far."""
-        days = (self.end - self.start).days
-        first = min(9, max(days - 3, 0))
-        return self.start + timedelta(days=first), self.start + timedelta(days=first + 2)
+        """Two days around the 11th (Singles' Day)."""
+        return self.start + timedelta(days=9), self.start + timedelta(days=11)
 
 
 class Gen:
@@ -75,7 +85,9 @@ class Gen:
         self.plan = plan
         self.rng = random.Random(plan.seed)
         self.ids = 0
-        self.span = (plan.end - plan.start).total_seconds()
+        # Times are drawn over the whole month, whatever part of it has passed: the records up
+        # to any hour are the same on every run (a later run adds only the hours since).
+        self.span = (plan.following - plan.start).total_seconds()
         self.day_count = max(int(self.span // 86400), 1)
 
     def hex(self) -> str:
@@ -90,7 +102,7 @@ class Gen:
                 at = self.plan.start + timedelta(days=day, hours=hour, seconds=self.rng.random() * 3600)
             else:
                 at = self.plan.start + timedelta(seconds=self.rng.random() * self.span)
-            if at < self.plan.end:
+            if at < self.plan.following:
                 return at
 
     def record(
@@ -306,17 +318,23 @@ WORKLOADS: list[tuple[str, float, Callable[[Gen, int], Iterator[Record]]]] = [
 ]
 
 
-def generate(plan: Plan) -> tuple[list[Record], dict[str, int]]:
-    """Every record of the plan, in time order, and how many each workload made."""
+def generate(plan: Plan) -> tuple[list[Record], dict[str, int], int]:
+    """The records of the plan up to its end, in time order, how many each workload made and
+    the pool's capacity (sized on the whole month, so the same on every run)."""
     g = Gen(plan)
-    records: list[Record] = []
+    month: list[Record] = []
     made: dict[str, int] = {}
     for name, share, workload in WORKLOADS:
-        before = len(records)
-        records.extend(workload(g, max(int(plan.records * share), 1)))
-        made[name] = len(records) - before
-    records.sort(key=lambda r: r["ts"])
-    return records, made
+        found = [r for r in workload(g, max(int(plan.records * share), 1)) if _before(r, plan.following)]
+        month.extend(found)
+        made[name] = sum(1 for r in found if _before(r, plan.end))
+    month.sort(key=lambda r: r["ts"])
+    return [r for r in month if _before(r, plan.end)], made, _pool_capacity(month)
+
+
+def _before(record: Record, end: datetime) -> bool:
+    # A retry or the next turn of a chat can pass the month's end: it belongs to the next month.
+    return datetime.fromisoformat(record["ts"]) < end
 
 
 # --- into the platform ------------------------------------------------------------------------------
@@ -333,7 +351,7 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
 
 
-def configure(plan: Plan, records: list[Record]) -> list[str]:
+def configure(plan: Plan, capacity: int) -> list[str]:
     """Prices of the hosted models, the pool of the self-hosted ones, the campaign window: made
     once (kept if they exist), before pricing and accrual read them."""
     from apps.ledger.models import ElasticWindow
@@ -352,7 +370,7 @@ def configure(plan: Plan, records: list[Record]) -> list[str]:
     if not CostPool.objects.filter(name=pool).exists():
         cost_pool_create(
             name=pool, gpus=8, cost_per_gpu_hour=Decimal("18"), model_patterns=["qwen2.5-*"],
-            capacity=_pool_capacity(records), effective_from=plan.start, effective_to=plan.following,
+            capacity=capacity, effective_from=plan.start, effective_to=plan.following,
         )  # fmt: skip
     notes.append(f"cost pool {pool}: 8 GPUs at 18 CNY an hour for qwen2.5-*, sized for the busy hours")
     start, end = plan.campaign
@@ -405,7 +423,7 @@ def ingest(records: list[Record], *, progress: Callable[[str], None]) -> tuple[i
 
 def price_and_accrue(plan: Plan) -> tuple[int, int]:
     """Price every hour the load touched (dirty hours) and the ended pool-hours; accrue the month."""
-    from apps.ledger.services.accrual import range_accrue
+    from apps.ledger.services.accrual import range_accrue, recent_accrue
     from apps.pricing.services import dirty_hours_price, hours_price
 
     hours = 0
@@ -418,33 +436,53 @@ def price_and_accrue(plan: Plan) -> tuple[int, int]:
     last = plan.end.replace(minute=0)
     hours_price(start=plan.start, end=last)
     entries = sum(r.entries_written for r in range_accrue(start=plan.month, end=day_of(plan.end) + timedelta(days=1)))
+    # What the beat's accrue_recent would do within five minutes: take in the days pricing
+    # marked dirty (booked just now, so skipped by fingerprint) and clear the marks.
+    entries += sum(r.entries_written for r in recent_accrue())
     return hours, entries
 
 
+def plan_for(*, month: date, records: int, seed: int = 11) -> Plan:
+    """The plan of a month with `records` per whole month: a month in progress gets those of
+    its hours so far."""
+    return Plan(month=month, records=records, seed=seed)
+
+
+# Budget as a multiple of the month's cost: customer-service near 87 % used, marketing over.
+BUDGET_FACTORS = {
+    "customer-service": "1.15", "search": "2", "marketing": "0.9",
+    "data-platform": "1.5", "payments": "1.25", "legal": "1.1",
+}  # fmt: skip
+REVENUE_FACTORS = {"marketing": 12, "payments": 40}  # marketing's campaign spend passes 3 % of it
+
+
 def plan_budgets(plan: Plan) -> list[str]:
-    """Budgets against what the month cost (customer-service near 80 %, marketing over) and
-    marketing revenue so that its campaign spend passes 3 % of it."""
+    """Budgets of every business line against what the month costs (a month in progress: as
+    its days so far project) and revenue of marketing, whose campaign spend passes 3 % of it,
+    and of payments."""
     from apps.classification.selectors import class_usage
     from apps.ledger.services.planning import budget_set, revenue_set
 
     rows = class_usage(
-        # One row per line: the month's last hour included, not the next month's first.
+        # One row per line: the plan's records lie before its end, an hour boundary.
         start=plan.start,
-        end=min(plan.end + timedelta(hours=1), plan.following),
+        end=plan.end,
         granularity="month",
         group_by=["business_line"],
     )
-    cost = {row["business_line"]: row["cost"].get("CNY", Decimal(0)) for row in rows}
+    whole = Decimal(1) / Decimal(plan.share)
+    cost = {row["business_line"]: row["cost"].get("CNY", Decimal(0)) * whole for row in rows}
     notes = []
-    for line, factor in (("customer-service", "1.15"), ("search", "2"), ("marketing", "0.9")):
+    for line, factor in BUDGET_FACTORS.items():
         if cost.get(line):
-            amount = (cost[line] * Decimal(factor)).quantize(Decimal(1))
+            amount = max((cost[line] * Decimal(factor)).quantize(Decimal(1)), Decimal(1))
             budget_set(business_line=line, month=plan.month, amount=amount, currency="CNY")
-            notes.append(f"budget {line}: {amount} CNY ({cost[line] / amount:.0%} used)")
-    if cost.get("marketing"):
-        revenue = (cost["marketing"] * 12).quantize(Decimal(1))
-        revenue_set(business_line="marketing", month=plan.month, amount=revenue, currency="CNY")
-        notes.append(f"revenue marketing: {revenue} CNY")
+            notes.append(f"budget {line}: {amount} CNY ({cost[line] / amount:.0%} of it by the month's end)")
+    for line, times in REVENUE_FACTORS.items():
+        if cost.get(line):
+            revenue = max((cost[line] * times).quantize(Decimal(1)), Decimal(1))
+            revenue_set(business_line=line, month=plan.month, amount=revenue, currency="CNY")
+            notes.append(f"revenue {line}: {revenue} CNY")
     return notes
 
 
@@ -458,11 +496,11 @@ def load(plan: Plan, *, progress: Callable[[str], None]) -> Loaded:
         out.seconds[name] = time.monotonic() - clock
         clock = time.monotonic()
 
-    records, out.workloads = generate(plan)
+    records, out.workloads, capacity = generate(plan)
     out.records = len(records)
     lap("generate")
     progress(f"generated {len(records):,} records from {plan.start:%Y-%m-%d %H:%M} to {plan.end:%Y-%m-%d %H:%M} UTC")
-    out.notes += configure(plan, records)
+    out.notes += configure(plan, capacity)
     out.accepted, out.duplicates, out.rejected = ingest(records, progress=progress)
     lap("ingest")
     hours, entries = price_and_accrue(plan)
@@ -476,9 +514,8 @@ def summary(plan: Plan) -> list[str]:
     """What the month holds now, by business line and class, as lines to print."""
     from apps.classification.selectors import class_usage
 
-    rows = class_usage(
-        start=plan.start, end=plan.end + timedelta(hours=1), granularity="month", group_by=["business_line", "class"]
-    )
+    # The plan's records lie before its end (an hour boundary): one row per line and class.
+    rows = class_usage(start=plan.start, end=plan.end, granularity="month", group_by=["business_line", "class"])
     by_line: dict[str, dict[str, int]] = {}
     cost: dict[str, Decimal] = {}
     for row in rows:
@@ -491,3 +528,144 @@ def summary(plan: Plan) -> list[str]:
         share = [f"{classes.get(c, 0) / total:>{w}.1%}" for c, w in head]
         lines.append(f"  {line or '(none)':<18} {total:>14,} {' '.join(share)} {cost[line]:>12,.2f}")
     return lines
+
+
+# --- two months: the previous one closed with an approval, the current one so far -------------------
+
+CENTRES = {  # the business lines as finance knows them: cost-centre code and name
+    "customer-service": ("CC-1001", "客服中心 / Customer service"),
+    "search": ("CC-1002", "搜索 / Search"),
+    "marketing": ("CC-1003", "市场营销 / Marketing"),
+    "data-platform": ("CC-1004", "数据平台 / Data platform"),
+    "payments": ("CC-1005", "支付风控 / Payments risk"),
+    "legal": ("CC-1006", "法务 / Legal"),
+}
+PREPARER, APPROVER = "demo-preparer", "demo-approver"
+
+
+@dataclass
+class Built:
+    """What `demo_build` did to each month."""
+
+    month: date
+    loaded: Loaded | None  # None: left as it was (closed before this run)
+    status: str
+    notes: list[str] = field(default_factory=list)
+
+
+def cost_centres_ensure() -> list[str]:
+    """The six lines' cost centres, created once (finance's later edits are kept)."""
+    from apps.ledger.models import CostCentre
+
+    made = [
+        line
+        for line, (code, name) in CENTRES.items()
+        if CostCentre.objects.get_or_create(business_line=line, defaults={"code": code, "name": name})[1]
+    ]
+    return [f"cost centres: {len(CENTRES)} ({len(made)} new), {', '.join(c for c, _ in CENTRES.values())}"]
+
+
+def demo_user(username: str) -> Any:
+    """A finance user of the demo, without a password (`manage.py changepassword` gives one)."""
+    from django.contrib.auth.models import Group, User
+
+    user, made = User.objects.get_or_create(username=username)
+    if made:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    user.groups.add(Group.objects.get_or_create(name="finance")[0])
+    return user
+
+
+def demo_checklist(*, month: date) -> list[dict[str, Any]]:
+    """The close checklist of `month` in CloseRequest.checklist's shape ({key, label, value, ok,
+    detail}), computed from the month's books and usage; the close page's own checklist
+    function computes the same items and can take its place here."""
+    from apps.classification.selectors import class_usage
+    from apps.ledger.models import AccrualDay, DirtyDay, Finding
+    from apps.ledger.selectors import budget_vs_actual
+    from apps.ledger.services.accrual import month_window
+
+    window = month_window(month)
+    models = class_usage(start=window.start, end=window.end, granularity="month", group_by=["model"])
+    unpriced = sorted(r["model"] for r in models if r["unpriced_tokens"])
+    lines = class_usage(start=window.start, end=window.end, granularity="month", group_by=["business_line"])
+    total, none = sum(r["tokens"] for r in lines) or 1, sum(r["tokens"] for r in lines if not r["business_line"])
+    unattributed = (Decimal(none) / total).quantize(Decimal("0.0001"))
+    days = month_days(month)
+    booked = set(AccrualDay.objects.filter(day__in=days).exclude(fingerprint="").values_list("day", flat=True))
+    dirty = DirtyDay.objects.filter(day__in=days).values("day").distinct().count()
+    findings = Finding.objects.filter(period=month, delivered_at=None).count()
+    idle = [r["business_line"] for r in budget_vs_actual(month=month) if r["budget_amount"] and not r["actual_amount"]]
+
+    def item(key: str, label: str, value: Any, ok: bool, detail: str = "") -> dict[str, Any]:
+        return {"key": key, "label": label, "value": value, "ok": ok, "detail": detail}
+
+    return [
+        item("unpriced_models", "Unpriced models", len(unpriced), not unpriced, ", ".join(unpriced)),
+        item("unattributed_share", "Unattributed share", str(unattributed), unattributed <= Decimal("0.05")),
+        item("days_not_accrued", "Days not yet accrued", len(days) - len(booked), len(booked) == len(days)),
+        item("dirty_days", "Dirty days", dirty, not dirty),
+        item("open_findings", "Open findings", findings, not findings),
+        item("budgets_without_actuals", "Budgets without actuals", len(idle), not idle, ", ".join(idle)),
+    ]
+
+
+def month_close_approved(*, month: date) -> list[str]:
+    """demo-preparer submits the close with the checklist, demo-approver approves it, and the
+    month is closed as the approver (its month-end checks store the findings)."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from apps.ledger.models import CloseRequest
+    from apps.ledger.services.periods import period_close
+
+    preparer, approver = demo_user(PREPARER), demo_user(APPROVER)
+    checklist = demo_checklist(month=month)
+    with transaction.atomic():
+        # A request already waiting (one a month at most) is the one approved.
+        request = CloseRequest.objects.filter(month=month, state=CloseRequest.State.SUBMITTED).first()
+        request = request or CloseRequest.objects.create(
+            month=month, checklist=checklist, prepared_by=preparer, note="Month-end close of the demo books."
+        )
+        result = period_close(month=month, user=approver)
+        request.state, request.decided_by, request.decided_at = CloseRequest.State.APPROVED, approver, timezone.now()
+        request.decision_note = "Checked against the trial balance."
+        request.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+    totals = ", ".join(f"{t.debits:,.2f} {t.currency}" for t in result.totals)
+    return [
+        f"closed {month:%Y-%m}: prepared by {PREPARER}, approved by {APPROVER}; {len(result.findings)} findings; "
+        f"trial balance {totals or 'empty'}"
+    ]
+
+
+def is_closed(month: date) -> bool:
+    from apps.ledger.models import Period
+
+    return Period.objects.filter(month=month, status=Period.Status.CLOSED).exists()
+
+
+def demo_build(*, records: int, seed: int, progress: Callable[[str], None], now: datetime | None = None) -> list[Built]:
+    """The previous month of the accounting zone loaded and closed with an approval (unless it
+    is closed already: then it is left as it is), and the current month so far, open."""
+    current = month_of(now or datetime.now(UTC))
+    built = [Built(month=m, loaded=None, status="") for m in (previous_month(current), current)]
+    notes = cost_centres_ensure()
+    for item in built:
+        if is_closed(item.month):
+            item.status, item.notes = "closed before: left as it is", []
+            continue
+        try:
+            plan = plan_for(month=item.month, records=records, seed=seed)
+        except ValueError as exc:  # the first hour of a month: nothing to show yet
+            item.status = str(exc)
+            continue
+        progress(f"{item.month:%Y-%m}:")
+        item.loaded = load(plan, progress=progress)
+        if item is built[0]:
+            item.notes = month_close_approved(month=item.month)
+            item.status = "closed"
+        else:
+            item.status = "open (in progress)"
+    built[0].notes = notes + built[0].notes
+    return built

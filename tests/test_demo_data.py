@@ -1,6 +1,7 @@
 """`manage.py demo_data` (make demo-data) on a small month: every workload lands in the class
 and reason it should, the month is priced (pool and price book) and accrued, and loading it
-again stores nothing new."""
+again stores nothing new; without --month it builds the previous month, closed with an
+approved close request, and the current one in progress."""
 
 from __future__ import annotations
 
@@ -13,10 +14,23 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.db.models import Max, Min
+from django.test import Client
+from openpyxl import load_workbook
 
 from apps.classification.selectors import class_usage
 from apps.ingest.models import Record
-from apps.ledger.models import ElasticWindow, JournalEntry
+from apps.ledger.models import (
+    Budget,
+    CloseRequest,
+    CostCentre,
+    ElasticWindow,
+    Finding,
+    JournalEntry,
+    JournalLine,
+    Period,
+    Revenue,
+)
+from apps.ledger.selectors import trial_balance
 from apps.pricing.models import PoolIdleHour
 
 START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
@@ -67,3 +81,68 @@ def test_demo_data_fills_the_month_of_the_accounting_zone(settings: Any) -> None
     assert start <= first < start + timedelta(hours=1) and end - timedelta(hours=1) <= last < end
     days = set(JournalEntry.objects.values_list("day", flat=True))
     assert min(days) == date(2026, 10, 1) and max(days) == date(2026, 10, 31)
+
+
+def build(records: int) -> str:
+    out = io.StringIO()
+    call_command("demo_data", "--records", str(records), stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_demo_data_builds_the_previous_month_closed_and_the_current_one_in_progress(settings: Any) -> None:
+    settings.ACCOUNTING_TZ = "Asia/Shanghai"  # as make demo-data sets it
+    oct_, nov = date(2026, 10, 1), date(2026, 11, 1)
+    at_noon = datetime(2026, 11, 3, 12, tzinfo=UTC)
+    with time_machine.travel(at_noon + timedelta(minutes=5), tick=True):
+        first = build(3000)
+
+        assert "2026-10: closed" in first and "2026-11: open (in progress)" in first, first
+        assert Period.objects.get(month=oct_).status == "closed"
+        assert not Period.objects.filter(month=nov, status="closed").exists()
+        request = CloseRequest.objects.get(month=oct_)
+        assert (request.state, request.prepared_by.username, request.decided_by.username) == (
+            "approved", "demo-preparer", "demo-approver",
+        )  # fmt: skip
+        assert {"key", "label", "value", "ok", "detail"} == set(request.checklist[0])
+        checks = {i["key"]: (i["value"], i["ok"]) for i in request.checklist}
+        assert checks["unpriced_models"] == checks["days_not_accrued"] == checks["dirty_days"] == (0, True)
+        assert all(u.groups.filter(name="finance").exists() for u in (request.prepared_by, request.decided_by))
+        lines = {"customer-service", "search", "marketing", "data-platform", "payments", "legal"}
+        for month in (oct_, nov):
+            assert set(Budget.objects.filter(month=month).values_list("business_line", flat=True)) == lines
+            assert Revenue.objects.filter(month=month, business_line="marketing").exists()
+        assert Finding.objects.filter(period=oct_, kind="elastic_over_revenue", business_line="marketing").exists()
+        (book,) = trial_balance(month=oct_)["currencies"]
+        assert book["balanced"] and book["debits"] > 0
+        assert JournalEntry.objects.filter(period_id=nov, kind="accrual").exists()
+        assert Record.objects.filter(ts__gte=datetime(2026, 10, 31, 16, tzinfo=UTC)).exists()
+        assert set(CostCentre.objects.values_list("business_line", flat=True)) == lines
+        assert CostCentre.objects.get(business_line="customer-service").code == "CC-1001"
+        finance = Client()
+        finance.force_login(request.decided_by)
+        pack = load_workbook(io.BytesIO(finance.get("/finance/pack/2026-10.xlsx").content))
+        total = next(r for r in pack["Trial balance"].iter_rows(values_only=True) if r[2] == "Total")
+        assert (total[3], total[4], total[6]) == (float(book["debits"]), float(book["credits"]), "yes")
+        assert len(list(pack["Checklist as approved"].iter_rows())) == 2 + len(request.checklist)
+        assert finance.get("/finance/pack/2026-11.xlsx").status_code == 409
+        stored = Record.objects.count()
+        oct_journal = list(JournalLine.objects.filter(period_id=oct_).values_list("id", "debit", "credit"))
+
+        second = build(3000)
+
+        assert "2026-10: closed before: left as it is" in second, second
+        assert re.search(r"loaded ([\d,]+) records: 0 stored", second), second
+        assert Record.objects.count() == stored and CloseRequest.objects.count() == 1
+        assert list(JournalLine.objects.filter(period_id=oct_).values_list("id", "debit", "credit")) == oct_journal
+        assert not JournalEntry.objects.filter(kind="adjustment").exists()
+
+    with time_machine.travel(datetime(2026, 11, 3, 18, 5, tzinfo=UTC), tick=True):
+        later = build(3000)  # six hours on: those hours' records come, the earlier ones are the same
+
+    got = re.search(r"loaded ([\d,]+) records: ([\d,]+) stored, ([\d,]+) already there", later)
+    assert got, later
+    added, again = (int(g.replace(",", "")) for g in got.groups()[1:])
+    before_noon = Record.objects.filter(ts__gte=datetime(2026, 10, 31, 16, tzinfo=UTC), ts__lt=at_noon)
+    assert added > 0 and again == before_noon.count() and Record.objects.count() == stored + added
+    assert not Record.objects.filter(ts__gte=datetime(2026, 11, 3, 18, tzinfo=UTC)).exists()

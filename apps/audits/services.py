@@ -154,4 +154,18 @@ def summary_markdown(report: AuditReport, findings: list[AuditFinding], *, whole
         lines.append(f"- ... and {len(findings) - top} more in the report")
     if not findings:
         lines.append("Nothing to cut this month.")
+    pack = month_pack_link(report.month)
+    if pack:
+        lines.append(f"[Month pack {report.month:%Y-%m}]({pack})")
     return "\n".join(lines)
+
+
+def month_pack_link(month: date) -> str | None:
+    """The absolute URL of the month's pack (finance's workbook) when the month is closed."""
+    from apps.alerts.messages import absolute
+    from apps.ledger.models import Period
+    from apps.ledger.pack import month_pack_path
+
+    if not Period.objects.filter(month=month, status=Period.Status.CLOSED).exists():
+        return None
+    return absolute(month_pack_path(month))

@@ -4,8 +4,6 @@ findings and totals over those. `?download=csv` gives the findings as CSV."""
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -17,7 +15,7 @@ from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
 from apps.audits.selectors import report_csv_rows, report_findings, report_for_month, scope_totals
 from apps.common.buckets import BucketError, parse_month
-from costplatform.csvcells import safe_row
+from apps.ledger.sheets import CSV_TYPE, rows_csv
 
 READERS = ("finance", "engineer", "admin")
 MONEY_READERS = ("finance", "admin")
@@ -72,9 +70,6 @@ def report_page(request: HttpRequest, month: str) -> HttpResponse:
 
 def _csv(report: AuditReport, with_money: bool, lines: list[str] | None) -> HttpResponse:
     columns, rows = report_csv_rows(report=report, with_money=with_money, business_lines=lines)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response = HttpResponse(rows_csv(columns, rows), content_type=CSV_TYPE)
     response["Content-Disposition"] = f'attachment; filename="audit-{report.month:%Y-%m}.csv"'
-    writer = csv.writer(response, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(safe_row(row) for row in rows)
     return response

@@ -123,7 +123,7 @@ def test_it_answers_404_for_a_month_without_a_report(as_role: Role) -> None:
 
 
 def read_csv(response: object) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(response.content.decode())))  # type: ignore[attr-defined]
+    return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))  # type: ignore[attr-defined]
 
 
 def test_it_downloads_the_csv_with_money_for_finance(as_role: Role, report: AuditReport) -> None:

@@ -134,7 +134,7 @@ def test_it_downloads_every_table_as_csv(as_role: Role, booked: None) -> None:
 
     assert response["Content-Type"].startswith("text/csv")
     assert 'filename="trial-balance-2026-09.csv"' in response["Content-Disposition"]
-    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
     assert [(r["currency"], r["code"], r["debits"], r["credits"]) for r in rows] == [
         ("CNY", "2241", "0.00", "12.50"),
         ("CNY", "6401.01", "10.00", "0.00"),

@@ -111,7 +111,7 @@ def test_it_neutralises_formula_cells_in_the_audit_csv() -> None:
 
     response = finance().get("/audits/2026-09/?download=csv")
 
-    (row,) = csv.DictReader(io.StringIO(response.content.decode()))
+    (row,) = csv.DictReader(io.StringIO(response.content.decode("utf-8-sig")))
     assert (row["title"], row["model"], row["evidence"], row["suggestion"]) == (
         "'+cmd|' /C calc'!A0",
         "'" + MODEL,

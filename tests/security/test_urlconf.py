@@ -72,6 +72,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "finance/plans/": page(MONEY),
     "finance/plans/<str:month>/": page(MONEY, methods=("GET", "POST")),  # the user's lines only
     "finance/plans/<str:month>/copy/": page(MONEY, methods=("POST",)),
+    "finance/pack/<str:month>.xlsx": page(MONEY),  # a closed month's workbook, of the user's lines
     "audits/": page(LEDGER),
     "audits/<str:month>/": page(LEDGER),
     "rules/": page(scope="none"),

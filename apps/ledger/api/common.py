@@ -68,8 +68,8 @@ def money(**kwargs: Any) -> serializers.DecimalField:
 
 
 class CSVRenderer(BaseRenderer):
-    """Renders `rows` (a list of flat dicts, or the response's "rows") as CSV; nested values are
-    JSON. `?format=csv` on any ledger table selects it."""
+    """Renders `rows` (a list of flat dicts, or the response's "rows") as CSV with a byte-order
+    mark; nested values are JSON. `?format=csv` on any ledger table selects it."""
 
     media_type = "text/csv"
     format = "csv"
@@ -84,7 +84,8 @@ class CSVRenderer(BaseRenderer):
         csv.writer(buffer, lineterminator="\n").writerow(safe_row(columns))
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
         writer.writerows(safe_dict({k: _cell(v) for k, v in row.items()}) for row in rows)
-        return (buffer.getvalue() or "\n").encode()
+        # The byte-order mark: Excel on Chinese Windows reads the file as UTF-8 only with it.
+        return ("\ufeff" + (buffer.getvalue() or "\n")).encode()
 
 
 def _columns(view: Any) -> list[str]:

@@ -1,0 +1,344 @@
+"""The month pack: one workbook per closed month, as finance files it. Each sheet is a Table
+built by one function here: the cover, the checklist as approved, the trial balance, spend by
+account and cost centre, budget vs actual, the month-end findings and the waste summary.
+`month_pack_tables` lists them in that order; `apps.ledger.sheets.workbook_xlsx` writes them.
+
+For a user scoped to some business lines every sheet holds their cost centres only (each
+entry balances per cost centre, so their trial balance balances too); company-wide findings
+and the checklist, which speak of every line, are left out for them."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.db import connection
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
+
+from apps.common.tables import Column, Table
+from apps.ledger import conf
+from apps.ledger.models import CloseRequest, CostCentre, Finding, Period, PeriodEvent
+from apps.ledger.selectors import budget_vs_actual, ledger_matrix, trial_balance
+from apps.ledger.services.accrual import month_window
+
+CENT = Decimal("0.01")
+
+
+class PackError(Exception):
+    """The month has no pack (it is not closed)."""
+
+
+def cost_centre_names() -> dict[str, tuple[str, str]]:
+    """Business line key -> (cost-centre code, name), as finance set them."""
+    return {c.business_line: (c.code, c.name) for c in CostCentre.objects.all()}
+
+
+def _centre(key: str, names: dict[str, tuple[str, str]]) -> dict[str, str]:
+    code, name = names.get(key, ("", ""))
+    return {"cost_centre_code": code, "cost_centre": name or key or _("(company)")}
+
+
+def _centre_columns() -> list[Column]:
+    return [Column("cost_centre_code", _("Cost centre code")), Column("cost_centre", _("Cost centre"))]
+
+
+def _closed_period(month: date) -> Period:
+    period = Period.objects.select_related("closed_by").filter(month=month).first()
+    if period is None or period.status != Period.Status.CLOSED:
+        raise PackError(
+            _("%(month)s is not closed: the month pack is made for closed months.") % {"month": f"{month:%Y-%m}"}
+        )
+    return period
+
+
+def approved_request(*, month: date) -> CloseRequest | None:
+    """The approval behind the month's current close: the latest approved request, unless the
+    month was reopened after it (then its close had no approval)."""
+    request = (
+        CloseRequest.objects.select_related("prepared_by", "decided_by")
+        .filter(month=month, state=CloseRequest.State.APPROVED)
+        .order_by("-decided_at", "-id")
+        .first()
+    )
+    if request is None or request.decided_at is None:
+        return request
+    reopened = PeriodEvent.objects.filter(
+        period__month=month, action=PeriodEvent.Action.REOPEN, at__gt=request.decided_at
+    ).exists()
+    return None if reopened else request
+
+
+def _local(at: datetime | None, zone: str) -> str:
+    return f"{at.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M} ({zone})" if at else ""
+
+
+def _user(user: Any) -> str:
+    return user.get_username() if user is not None else ""
+
+
+def _expense(book: dict[str, Any]) -> Decimal:
+    return sum((a["balance"] for a in book["accounts"] if a["kind"] == "expense"), Decimal(0))
+
+
+def _one(currencies: list[str]) -> str:
+    return currencies[0] if len(currencies) == 1 else ""
+
+
+def cover_table(*, month: date, business_lines: list[str] | None = None) -> Table:
+    """Month, zone, currency, who closed it and when, who prepared and approved the close."""
+    period = _closed_period(month)
+    request = approved_request(month=month)
+    books = trial_balance(month=month, business_lines=business_lines)["currencies"]
+    currencies = [book["currency"] for book in books]
+    expense = ", ".join(f"{_expense(book):,.2f} {book['currency']}" for book in books)
+    findings = Finding.objects.filter(period=month)
+    if business_lines is not None:
+        findings = findings.filter(business_line__in=business_lines)
+    items = [
+        (_("Month"), f"{month:%Y-%m}"),
+        (_("Accounting time zone"), period.tz),
+        (_("Currency"), ", ".join(currencies) or _("(nothing booked)")),
+        (_("Closed at"), _local(period.closed_at, period.tz)),
+        (_("Closed by"), _user(period.closed_by) or _("(the system)")),
+        (_("Prepared by"), _user(request.prepared_by) if request else ""),
+        (_("Approved by"), _user(request.decided_by) if request else _("(closed without an approved request)")),
+        (_("Approved at"), _local(request.decided_at, period.tz) if request else ""),
+        (_("Business lines"), ", ".join(business_lines) if business_lines is not None else _("all")),
+        (_("Expense posted"), expense),
+        (_("Month-end findings"), str(findings.count())),
+    ]
+    return Table(
+        name="cover",
+        title=_("Month pack %(month)s") % {"month": f"{month:%Y-%m}"},
+        columns=[Column("item", _("Item")), Column("value", _("Value"))],
+        rows=[{"item": item, "value": value} for item, value in items],
+        currency=_one(currencies),
+        period=f"{month:%Y-%m}",
+    )
+
+
+def checklist_table(*, month: date) -> Table:
+    """The checklist as the approved close request stored it, or a row saying there was none."""
+    request = approved_request(month=month)
+    columns = [
+        Column("label", _("Check")),
+        Column("value", _("Value")),
+        Column("ok", _("OK")),
+        Column("detail", _("Detail")),
+    ]
+    if request is None:
+        rows = [
+            {
+                "label": _("This month was closed without an approved close request."),
+                "value": "",
+                "ok": "",
+                "detail": "",
+            }
+        ]
+    else:
+        rows = [
+            {
+                "label": _(str(item.get("label", item.get("key", "")))),
+                "value": item.get("value", ""),
+                "ok": pgettext("answer", "yes") if item.get("ok") else pgettext("answer", "no"),
+                "detail": item.get("detail", ""),
+            }
+            for item in request.checklist
+        ]
+    return Table(
+        name="checklist", title=_("Checklist as approved"), columns=columns, rows=rows, period=f"{month:%Y-%m}"
+    )
+
+
+def trial_balance_table(*, month: date, business_lines: list[str] | None = None) -> Table:
+    """Per currency each account's debits, credits and balance, then the currency's totals."""
+    rows: list[dict[str, Any]] = []
+    books = trial_balance(month=month, business_lines=business_lines)["currencies"]
+    for book in books:
+        for account in book["accounts"]:
+            rows.append({"currency": book["currency"], **account, "balanced": ""})
+        rows.append(
+            {
+                "currency": book["currency"],
+                "code": "",
+                "name": _("Total"),
+                "debits": book["debits"],
+                "credits": book["credits"],
+                "balance": book["debits"] - book["credits"],
+                "balanced": pgettext("answer", "yes") if book["balanced"] else pgettext("answer", "no"),
+            }
+        )
+    columns = [
+        Column("currency", _("Currency")),
+        Column("code", _("Account code")),
+        Column("name", _("Account")),
+        Column("debits", _("Debits"), "money"),
+        Column("credits", _("Credits"), "money"),
+        Column("balance", _("Balance"), "money"),
+        Column("balanced", _("Balanced")),
+    ]
+    return Table(
+        name="trial-balance",
+        title=_("Trial balance"),
+        columns=columns,
+        rows=rows,
+        currency=_one([b["currency"] for b in books]),
+        period=f"{month:%Y-%m}",
+    )
+
+
+def spend_table(*, month: date, business_lines: list[str] | None = None) -> Table:
+    """Net expense and tokens per account and cost centre posted in the month."""
+    names = cost_centre_names()
+    found = ledger_matrix(start=month, end=month, business_lines=business_lines)
+    rows = [
+        {
+            "account": r["account"],
+            "account_name": r["account_name"],
+            **_centre(r["cost_centre"], names),
+            "currency": r["currency"],
+            "amount": r["amount"],
+            "tokens": r["tokens"],
+        }
+        for r in found
+    ]
+    columns = [
+        Column("account", _("Account code")),
+        Column("account_name", _("Account")),
+        *_centre_columns(),
+        Column("currency", _("Currency")),
+        Column("amount", _("Amount"), "money"),
+        Column("tokens", _("Tokens"), "int"),
+    ]
+    currency = _one(sorted({r["currency"] for r in found}))
+    return Table(
+        name="spend",
+        title=_("Spend by account & cost centre"),
+        columns=columns,
+        rows=rows,
+        currency=currency,
+        period=f"{month:%Y-%m}",
+    )
+
+
+def budget_table(*, month: date, business_lines: list[str] | None = None) -> Table:
+    """Budget vs actual per cost centre: money and tokens, with the share used."""
+    names = cost_centre_names()
+    found = budget_vs_actual(month=month, business_lines=business_lines)
+    rows = [{**r, **_centre(r["business_line"], names)} for r in found]
+    columns = [
+        *_centre_columns(),
+        Column("currency", _("Currency")),
+        Column("budget_amount", _("Budget"), "money"),
+        Column("actual_amount", _("Actual"), "money"),
+        Column("amount_used", _("Budget used"), "pct"),
+        Column("budget_tokens", _("Budget tokens"), "int"),
+        Column("actual_tokens", _("Actual tokens"), "int"),
+        Column("tokens_used", _("Token budget used"), "pct"),
+    ]
+    currency = _one(sorted({r["currency"] for r in found if r["currency"]}))
+    return Table(
+        name="budget",
+        title=_("Budget vs actual"),
+        columns=columns,
+        rows=rows,
+        currency=currency,
+        period=f"{month:%Y-%m}",
+    )
+
+
+def findings_table(*, month: date, business_lines: list[str] | None = None) -> Table:
+    """The month-end checks' findings stored at close."""
+    names = cost_centre_names()
+    found = Finding.objects.filter(period=month).order_by("kind", "business_line")
+    if business_lines is not None:
+        found = found.filter(business_line__in=business_lines)
+    rows = [
+        {"kind": f.kind, **_centre(f.business_line, names), "action": f.action, "message": f.message} for f in found
+    ]
+    columns = [
+        Column("kind", _("Finding")),
+        *_centre_columns(),
+        Column("action", _("Action")),
+        Column("message", _("Message")),
+    ]
+    return Table(name="findings", title=_("Month-end findings"), columns=columns, rows=rows, period=f"{month:%Y-%m}")
+
+
+# Waste is a token class, whichever account books it: inside an elastic window its money is on
+# the elastic account (6401.03), outside on the waste account (6401.04). The priced rows say
+# both, per reason; the journal lines keep only tokens per reason.
+_WASTE_SQL = """
+SELECT COALESCE(NULLIF(d.business_line, ''), %s) AS cc, r.name, c.currency,
+       SUM(c.tokens), SUM(c.cost),
+       COALESCE(SUM(c.tokens) FILTER (WHERE w.window_id IS NOT NULL), 0),
+       COALESCE(SUM(c.cost) FILTER (WHERE w.window_id IS NOT NULL), 0)
+FROM pricing_hourlycost c
+JOIN ingest_dimset d ON d.id = c.dims_id
+JOIN classification_reason r ON r.id = c.reason_id
+LEFT JOIN LATERAL (
+    SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
+    WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
+) w ON TRUE
+WHERE c.hour >= %s AND c.hour < %s AND r.name LIKE 'waste.%%'
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+"""
+
+
+def waste_summary_table(*, month: date, business_lines: list[str] | None = None) -> Table:
+    """Waste tokens and money of the month's usage per cost centre and reason (the month as its
+    journal books it), with the part inside elastic windows; money rounded to the cent."""
+    window = month_window(month)
+    with connection.cursor() as cursor:
+        cursor.execute(_WASTE_SQL, [conf.get("LEDGER_UNASSIGNED"), window.start, window.end])
+        found = cursor.fetchall()
+    names = cost_centre_names()
+    rows = [
+        {
+            **_centre(cc, names),
+            "reason": reason,
+            "currency": currency,
+            "tokens": int(tokens),
+            "amount": Decimal(cost).quantize(CENT),
+            "elastic_tokens": int(elastic_tokens),
+            "elastic_amount": Decimal(elastic_cost).quantize(CENT),
+        }
+        for cc, reason, currency, tokens, cost, elastic_tokens, elastic_cost in found
+        if business_lines is None or cc in business_lines
+    ]
+    columns = [
+        *_centre_columns(),
+        Column("reason", _("Reason")),
+        Column("currency", _("Currency")),
+        Column("tokens", _("Waste tokens"), "int"),
+        Column("amount", _("Waste amount"), "money"),
+        Column("elastic_tokens", _("Waste tokens in elastic windows"), "int"),
+        Column("elastic_amount", _("Waste amount in elastic windows"), "money"),
+    ]
+    currency = _one(sorted({r["currency"] for r in rows}))
+    return Table(
+        name="waste", title=_("Waste summary"), columns=columns, rows=rows, currency=currency, period=f"{month:%Y-%m}"
+    )
+
+
+def month_pack_tables(*, month: date, business_lines: list[str] | None = None) -> list[Table]:
+    """The pack's sheets in order; PackError unless the month is closed."""
+    lines = business_lines
+    tables = [cover_table(month=month, business_lines=lines)]
+    if lines is None:
+        tables.append(checklist_table(month=month))
+    return [
+        *tables,
+        trial_balance_table(month=month, business_lines=lines),
+        spend_table(month=month, business_lines=lines),
+        budget_table(month=month, business_lines=lines),
+        findings_table(month=month, business_lines=lines),
+        waste_summary_table(month=month, business_lines=lines),
+    ]
+
+
+def month_pack_path(month: date) -> str:
+    return f"/finance/pack/{month:%Y-%m}.xlsx"
