@@ -69,7 +69,14 @@ def _severity(value: str | int) -> int:
 
 @transaction.atomic
 def broadcast(
-    *, title: str, body_markdown: str, link: str, business_line: str | None, severity: str, kind: str
+    *,
+    title: str,
+    body_markdown: str,
+    link: str,
+    business_line: str | None,
+    severity: str,
+    kind: str,
+    translations: dict[str, tuple[str, str]] | None = None,
 ) -> list[Notification]:
     """Send a ready-made message (e.g. the monthly audit summary) to the channels routed to
     `business_line` (None: the channels that take every line) at `severity` ("info",
@@ -77,9 +84,10 @@ def broadcast(
     delivered by the same task as alerts, with the same retries, once the caller's
     transaction commits.
 
-    The message is sent as given, whatever a channel's language: pass the text you want
-    read. `body_markdown` is plain markdown (bold, lists, links); every provider gets it in
-    its native card/markdown, Slack's mrkdwn and email as near as they come. Data quoted in it
+    The message is sent as given to channels of a language without an entry in
+    `translations` ({"zh-hans": (title, body_markdown)}); the others get their entry.
+    `body_markdown` is plain markdown (bold, lists, links); every provider gets it in its
+    native card/markdown, Slack's mrkdwn and email as near as they come. Data quoted in it
     (a business line, a model) must go through `apps.alerts.messages.markup`, so that it
     cannot add a link or a mention; the title is escaped per channel. `link` may be a
     path ("/audits/2026-11") and is made absolute with ALERTS_SITE_URL. Each call is a new
@@ -93,6 +101,7 @@ def broadcast(
         business_line=business_line or "",
         title=title,
         body_markdown=body_markdown,
+        figures={"_i18n": {lang: {"title": t, "body": b} for lang, (t, b) in (translations or {}).items()}},
         link=link,
         created_at=timezone.now(),
     )
@@ -108,7 +117,7 @@ def channel_send_test(*, channel: Channel) -> Notification:
         kind="test",
         status=Alert.Status.EVENT,
         severity=Severity.INFO,
-        link="/admin/alerts/channel/",
+        link="/alerts/channels/",
         created_at=now,
     )
     notification = Notification.objects.create(alert=alert, channel=channel, due_at=now)
