@@ -342,6 +342,12 @@ def message_for(alert: Alert, language: str, *, actions: list[tuple[str, str]] |
     )
 
 
+def links_markdown(message: Message) -> str:
+    """The page and the actions as markdown links: '[Open the page](…) · [Mute 1 h](…) · …'."""
+    links = ([(message.view_label, message.link)] if message.link else []) + message.actions
+    return " · ".join(f"[{label}]({url})" for label, url in links)
+
+
 def markdown(message: Message, *, bold: str = "**", escape: Callable[[str], str] = markup) -> str:
     """The body as markdown (Feishu lark_md, DingTalk, WeCom; Slack's mrkdwn with bold='*'),
     the figures' values through `escape` (`plain` for email)."""

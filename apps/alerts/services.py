@@ -13,13 +13,14 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.alerts.messages import message_for
-from apps.alerts.models import Alert, Channel, Notification, Severity
+from apps.alerts.models import Alert, AlertAction, Channel, Notification, Rule, Severity
 from apps.alerts.transports import TransportError, transport_class
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,28 @@ def channel_send_test(*, channel: Channel) -> Notification:
     return notification
 
 
+ERR_NO_RULE = "this alert has no rule to mute (a broadcast, a test, or its rule was deleted)"
+
+
+@transaction.atomic
+def alert_act(*, alert: Alert, action: str, user: Any, now: datetime | None = None) -> AlertAction:
+    """Mute the alert's rule for 1 h or 24 h (never shortening a longer mute), or acknowledge
+    the alert; recorded in the alert's history (AlertAction) with who did it."""
+    from apps.alerts.actions import MUTE_FOR
+
+    now = now or timezone.now()
+    muted_until = None
+    if action in MUTE_FOR:
+        rule = Rule.objects.select_for_update().filter(id=alert.rule_id).first()
+        if rule is None:
+            raise ValueError(ERR_NO_RULE)
+        muted_until = max(now + MUTE_FOR[action], rule.muted_until or now)
+        Rule.objects.filter(id=rule.id).update(muted_until=muted_until)
+    elif action != AlertAction.Action.ACKNOWLEDGE:
+        raise ValueError(f"unknown action {action!r}")
+    return AlertAction.objects.create(alert=alert, action=action, user=user, muted_until=muted_until, at=now)
+
+
 def channel_disable(*, channel: Channel, reason: str) -> None:
     now = timezone.now()
     Channel.objects.filter(id=channel.id).update(disabled_at=now, disabled_reason=reason[:1000])
@@ -155,7 +178,10 @@ def _send(notification: Notification) -> None:
         raise TransportError(f"channel disabled: {channel.disabled_reason}", permanent=True)
     if not channel.secrets_readable:
         raise TransportError(ERR_SECRETS_UNREADABLE, permanent=True)
-    transport_class(channel.kind)(channel).notify(message_for(notification.alert, channel.language))
+    from apps.alerts.actions import action_links
+
+    alert, language = notification.alert, channel.language
+    transport_class(channel.kind)(channel).notify(message_for(alert, language, actions=action_links(alert, language)))
 
 
 def notification_send(*, notification_id: int, retry_delays: Sequence[float]) -> Notification | None:

@@ -23,4 +23,5 @@ urlpatterns += [
     path("alerts/", alerts.alerts, name="alerts"),
     path("alerts/channels/", alerts.channels, name="alert-channels"),
     path("alerts/channels/<int:channel_id>/test/", alerts.channel_test, name="alert-channel-test"),
+    path("alerts/act/<str:token>/", alerts.alert_action, name="alert-action"),
 ]

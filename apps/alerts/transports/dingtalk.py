@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from urllib.parse import quote_plus
 
-from apps.alerts.messages import Message, markdown, markup, plain
+from apps.alerts.messages import Message, links_markdown, markdown, markup, plain
 from apps.alerts.transports.base import HttpTransport
 
 
@@ -36,6 +36,6 @@ class DingTalk(HttpTransport):
 
     def notify(self, message: Message) -> None:
         text = f"### {markup(message.title)}\n\n" + markdown(message).replace("\n", "\n\n")
-        if message.link:
-            text += f"\n\n[{message.view_label}]({message.link})"
+        if message.link or message.actions:
+            text += f"\n\n{links_markdown(message)}"
         self.post({"msgtype": "markdown", "markdown": {"title": plain(message.title), "text": text}})

@@ -16,7 +16,8 @@ class Email(Transport):
         to = [a.strip() for a in self.channel.email_to.split(",") if a.strip()]
         if not to:
             raise TransportError("no recipient addresses", permanent=True)
-        body = markdown(message, escape=plain) + (f"\n\n{message.view_label}: {message.link}" if message.link else "")
+        links = ([(message.view_label, message.link)] if message.link else []) + message.actions
+        body = markdown(message, escape=plain) + "".join(f"\n\n{label}: {url}" for label, url in links)
         email = EmailMessage(subject=plain(message.title), body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=to)
         try:
             email.send()

@@ -3,7 +3,7 @@ Errors come as HTTP 200 with a non-zero `errcode`."""
 
 from __future__ import annotations
 
-from apps.alerts.messages import Message, markdown, markup
+from apps.alerts.messages import Message, links_markdown, markdown, markup
 from apps.alerts.models import Severity
 from apps.alerts.transports.base import HttpTransport
 
@@ -19,6 +19,6 @@ class WeCom(HttpTransport):
     def notify(self, message: Message) -> None:
         colour = "info" if message.resolved else COLOURS[Severity(message.severity)]
         content = f'## <font color="{colour}">{markup(message.title)}</font>\n' + markdown(message)
-        if message.link:
-            content += f"\n[{message.view_label}]({message.link})"
+        if message.link or message.actions:
+            content += f"\n{links_markdown(message)}"
         self.post({"msgtype": "markdown", "markdown": {"content": content}})
