@@ -67,7 +67,9 @@ CATALOGUE: dict[str, dict[str, str]] = {
 }
 LABELS: dict[str, dict[str, str]] = {
     "en": {
+        "window": "Window",
         "tokens": "Tokens in the window",
+        "threshold": "Fires at",
         "baseline": "Baseline (median)",
         "ratio": "Ratio to baseline",
         "factor": "Threshold factor",
@@ -76,6 +78,7 @@ LABELS: dict[str, dict[str, str]] = {
         "budget": "Budget",
         "used": "Used",
         "forecast": "Forecast at month end",
+        "breaches": "Out of range",
         "effective": "Effective ratio",
         "waste": "Waste rate",
         "cache_hit": "Cache hit rate",
@@ -88,16 +91,15 @@ LABELS: dict[str, dict[str, str]] = {
         "silent_minutes": "Silent for (minutes)",
         "message": "Finding",
         "period": "Period",
-        "breaches": "Out of range",
-        "threshold": "Fires at",
-        "window": "Window",
+        "contributors": "Top contributors (model · feature · step)",
         "since": "Firing since",
         "fired": "Fired at",
-        "contributors": "Top contributors (model · feature · step)",
         "limit": "threshold",
     },
     "zh-hans": {
+        "window": "时间窗口",
         "tokens": "窗口内 Token",
+        "threshold": "触发阈值",
         "baseline": "基线(中位数)",
         "ratio": "相对基线倍数",
         "factor": "阈值倍数",
@@ -106,6 +108,7 @@ LABELS: dict[str, dict[str, str]] = {
         "budget": "预算",
         "used": "已使用",
         "forecast": "月末预测",
+        "breaches": "越界指标",
         "effective": "有效 Token 率",
         "waste": "浪费率",
         "cache_hit": "缓存命中率",
@@ -118,12 +121,9 @@ LABELS: dict[str, dict[str, str]] = {
         "silent_minutes": "静默时长(分钟)",
         "message": "发现",
         "period": "期间",
-        "breaches": "越界指标",
-        "threshold": "触发阈值",
-        "window": "时间窗口",
+        "contributors": "主要来源(模型 · 功能 · 步骤)",
         "since": "告警开始于",
         "fired": "告警开始于",
-        "contributors": "主要来源(模型 · 功能 · 步骤)",
         "limit": "阈值",
     },
 }
@@ -131,6 +131,8 @@ LEVELS = {
     "en": {"80": "80 % used", "100": "exceeded", "forecast": "forecast to be exceeded"},
     "zh-hans": {"80": "已用 80%", "100": "已超支", "forecast": "预计月末超支"},
 }
+# Figures in the order a reader takes them (stored figures come back from jsonb in its own order).
+ORDER = {key: i for i, key in enumerate(LABELS["en"])}
 # Units after a figure's value, per language (percentages and times are formatted by kind).
 UNITS = {
     "en": {"tokens": " tokens", "threshold": " tokens", "baseline": " tokens", "ratio": " \u00d7", "factor": " \u00d7"},
@@ -301,8 +303,8 @@ def _lines(alert: Alert, language: str) -> list[tuple[str, str]]:
     lines = []
     if figures.get("_window"):
         lines.append((labels["window"], window(*figures["_window"])))
-    for key, value in figures.items():
-        if key.startswith("_"):
+    for key, value in sorted(figures.items(), key=lambda kv: ORDER.get(kv[0], len(ORDER))):
+        if key.startswith("_") or value is None:  # no baseline yet: no ratio to it
             continue
         shown = _finding(figures, language) if key == "message" and alert.kind == "ledger_finding" else None
         shown = shown if shown is not None else _figure(key, value, language)

@@ -37,7 +37,7 @@ LAST_DELIVERIES = 5
 def alerts(request: HttpRequest) -> HttpResponse:
     """The latest alerts, newest first, with how many deliveries were sent and failed; a
     scoped user sees only alerts of its business lines (broadcasts and tests have none)."""
-    found = Alert.objects.annotate(
+    found = Alert.objects.prefetch_related("actions__user").annotate(
         sent=Count("notifications", filter=Q(notifications__status=Notification.Status.SENT)),
         failed=Count("notifications", filter=Q(notifications__status=Notification.Status.FAILED)),
         pending=Count(

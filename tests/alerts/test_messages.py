@@ -268,3 +268,15 @@ def test_a_broadcast_is_sent_in_the_channels_language_when_the_caller_gave_it():
     alert = Alert.objects.get(kind="audit")
     assert text_of(alert, "zh-hans").startswith("Token 审计 2026-11\n**可节省**: 1,234 CNY")
     assert text_of(alert, "en").startswith("Token audit 2026-11\n**Savings**: 1,234 CNY")
+
+
+def test_a_spike_without_a_baseline_yet_says_no_ratio_and_keeps_its_order():
+    rule = factories.alert_rule("spike", params={"by": "business_line"})
+    usage(HOUR, 60_000)  # a new line: no week before
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+    alert = Alert.objects.get(id=fired.id)  # as delivery reads it back (jsonb keeps no key order)
+    english = text_of(alert, "en")
+    assert "None" not in english and "Ratio to baseline" not in english
+    labels = [line.split("**")[1] for line in english.splitlines()[1:]]
+    assert labels[:4] == ["Window", "Tokens in the window", "Fires at", "Baseline (median)"]
+    assert labels[-3:] == ["Top contributors (model · feature · step)", "Firing since", "Severity"]
