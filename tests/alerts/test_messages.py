@@ -280,3 +280,15 @@ def test_a_spike_without_a_baseline_yet_says_no_ratio_and_keeps_its_order():
     labels = [line.split("**")[1] for line in english.splitlines()[1:]]
     assert labels[:4] == ["Window", "Tokens in the window", "Fires at", "Baseline (median)"]
     assert labels[-3:] == ["Top contributors (model · feature · step)", "Firing since", "Severity"]
+
+
+def test_the_pages_take_hour_windows_and_refuse_a_bad_one():
+    viewer = login_as("viewer")
+    flt = viewer.get("/overview/?from=2026-11-30T18:00%2B08:00&to=2026-11-30T20:00%2B08:00").context["flt"]
+    assert (flt.start, flt.end) == (HOUR, HOUR + timedelta(hours=2))
+    typed = viewer.get("/overview/?from=2026-11-30T18:00+08:00&to=2026-11-30T19:00+08:00").context["flt"]
+    assert (typed.start, typed.end) == (HOUR, HOUR + timedelta(hours=1))  # a "+" typed in, read as a space
+    assert viewer.get("/overview/?from=2026-11-30T18:00&to=yesterday").status_code == 404
+    assert viewer.get("/overview/?from=2026-11-30T18:00&to=2026-11-30T17:00").status_code == 404
+    days = viewer.get("/overview/?from=2026-11-29&to=2026-11-30").context["flt"]
+    assert days.params()["to"] == "2026-11-30"  # days stay days
