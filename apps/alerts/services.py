@@ -148,6 +148,13 @@ def alert_act(*, alert: Alert, action: str, user: Any, now: datetime | None = No
     return AlertAction.objects.create(alert=alert, action=action, user=user, muted_until=muted_until, at=now)
 
 
+def channel_save(*, form: Any) -> Channel:
+    """Create or change a channel from its validated form (apps.alerts.admin.ChannelForm): the
+    URL and secret are kept where left empty, and stored encrypted."""
+    channel: Channel = form.save()
+    return channel
+
+
 def channel_disable(*, channel: Channel, reason: str) -> None:
     now = timezone.now()
     Channel.objects.filter(id=channel.id).update(disabled_at=now, disabled_reason=reason[:1000])

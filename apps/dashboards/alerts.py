@@ -19,13 +19,14 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import business_lines_of, sees_all_lines
 from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
-from apps.alerts.admin import redacted
+from apps.alerts.admin import ChannelForm, redacted
 from apps.alerts.checks import site_url_is_local
 from apps.alerts.messages import message_for
 from apps.alerts.models import Alert, Channel, Notification
-from apps.alerts.services import alert_act, channel_send_test
+from apps.alerts.preview import channel_previews
+from apps.alerts.services import alert_act, channel_save, channel_send_test
 from apps.dashboards.views import READERS, reader_required
 
 TESTERS = ("admin", "engineer")
@@ -87,6 +88,8 @@ def channels(request: HttpRequest) -> HttpResponse:
     context = {
         "rows": rows,
         "can_test": user_has_role(request.user, *TESTERS),
+        "can_edit": _may_edit(request.user),
+        "previews": channel_previews(language=_language()),
         "site_url_local": site_url_is_local(),
         "site_url": settings.ALERTS_SITE_URL,
     }
@@ -104,6 +107,30 @@ def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
     channel_send_test(channel=channel)
     messages.success(request, _("Queued a test message to %(name)s.") % {"name": channel.name})
     return redirect("dashboards:alert-channels")
+
+
+def _may_edit(user: Any) -> bool:
+    # A channel may serve several lines: only an admin of every line adds or changes one.
+    return user_has_role(user, "admin") and sees_all_lines(user)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def channel_edit(request: HttpRequest, channel_id: int | None = None) -> HttpResponse:
+    """Add a channel, or change one (URL and secret are write-only: left empty, they are kept)."""
+    if not _may_edit(request.user):
+        raise PermissionDenied("channels are added and changed by admins of every business line")
+    channel = get_object_or_404(Channel, id=channel_id) if channel_id is not None else None
+    form = ChannelForm(request.POST or None, instance=channel)
+    if request.method == "POST" and form.is_valid():
+        saved = channel_save(form=form)
+        messages.success(request, _("Saved the channel %(name)s.") % {"name": saved.name})
+        return redirect("dashboards:alert-channels")
+    return render(request, "alerts/channel_form.html", {"form": form, "channel": channel})
+
+
+def _language() -> str:
+    return "zh-hans" if (get_language() or "").lower().startswith("zh") else "en"
 
 
 def _refused(request: HttpRequest, error: str, status: int) -> HttpResponse:
@@ -127,7 +154,7 @@ def alert_action(request: HttpRequest, token: str) -> HttpResponse:
     lines = business_lines_of(request.user)
     if lines is not None and alert.business_line not in lines:
         raise PermissionDenied("the alert is outside your business lines")
-    language = "zh-hans" if (get_language() or "").lower().startswith("zh") else "en"
+    language = _language()
     label = LABELS[language][wanted.action]
     if request.method == "POST":
         try:

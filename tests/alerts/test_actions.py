@@ -154,3 +154,67 @@ def test_a_resolve_or_a_broadcast_offers_no_action():
     assert action_links(alert, "en") == []
     alert.status, alert.rule = "event", None
     assert action_links(alert, "en") == []
+
+
+# --- the channels page: previews, and adding / changing a channel (admins of every line) ----
+
+
+def test_the_channels_page_previews_every_kind_of_channel_in_its_language():
+    from apps.alerts.models import Channel
+
+    page = login_as("viewer").get("/alerts/channels/")
+    previews = page.context["previews"]
+    assert [p.kind for p in previews] == list(Channel.Kind.values)
+    html = page.content.decode()
+    assert html.count('class="card preview"') == len(Channel.Kind.values)
+    assert "Token spike: support" in html and "Top contributors" in html and "Mute 1 h" in html
+    feishu = next(p for p in previews if p.kind == "feishu")
+    assert '"msg_type": "interactive"' in feishu.payload and "Mute 24 h" in feishu.payload
+
+    chinese = login_as("viewer")
+    chinese.cookies["django_language"] = "zh-hans"
+    html = chinese.get("/alerts/channels/").content.decode()
+    assert "Token 用量突增:support" in html and "静默 1 小时" in html and "各类通道中的消息效果" in html
+
+
+def test_an_admin_adds_changes_and_test_sends_a_channel_from_the_page(receiver):
+    from apps.alerts.models import Channel
+
+    admin = login_as("admin")
+    assert 'id="channel-add"' in admin.get("/alerts/channels/").content.decode()
+    form = {
+        "name": "oncall-webhook",
+        "kind": "webhook",
+        "language": "zh-hans",
+        "url": receiver.url("/oncall"),
+        "secret": "s3cret",
+        "min_severity": 20,
+        "quiet_tz": "Asia/Shanghai",
+    }
+    assert admin.post("/alerts/channels/new/", {**form, "url": ""}).status_code == 200  # a URL is required
+    assert not Channel.objects.exists()
+    assert admin.post("/alerts/channels/new/", form)["Location"] == "/alerts/channels/"
+    channel = Channel.objects.get(name="oncall-webhook")
+    assert (channel.url, channel.secret, channel.language) == (receiver.url("/oncall"), "s3cret", "zh-hans")
+
+    edit = f"/alerts/channels/{channel.id}/edit/"
+    assert "s3cret" not in admin.get(edit).content.decode()  # write-only
+    admin.post(edit, {**form, "url": "", "secret": "", "language": "en"})
+    channel.refresh_from_db()
+    assert (channel.url, channel.secret, channel.language) == (receiver.url("/oncall"), "s3cret", "en")
+
+    admin.post(f"/alerts/channels/{channel.id}/test/")
+    notification = Notification.objects.get(channel=channel)
+    notification_send(notification_id=notification.id, retry_delays=[])
+    [got] = receiver.wait_for(1)
+    assert got.path == "/oncall" and got.json()["title"] == "Test message from costplatform"
+
+
+def test_only_an_admin_of_every_line_adds_or_changes_a_channel():
+    channel = factories.channel("slack", url="https://hooks.example.com/x")
+    for role in ("engineer", "finance", "viewer"):
+        assert login_as(role).get("/alerts/channels/new/").status_code == 403
+        assert 'id="channel-add"' not in login_as(role).get("/alerts/channels/").content.decode()
+    scoped = login_as("admin", lines=["search"])
+    assert scoped.get("/alerts/channels/new/").status_code == 403
+    assert scoped.post(f"/alerts/channels/{channel.id}/edit/", {"name": "x"}).status_code == 403

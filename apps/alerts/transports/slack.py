@@ -26,5 +26,8 @@ def slack_payload(message: Message) -> dict[str, Any]:
 
 
 class Slack(HttpTransport):
+    def payload(self, message: Message) -> dict[str, Any]:
+        return slack_payload(message)
+
     def notify(self, message: Message) -> None:
         self.post(slack_payload(message))
