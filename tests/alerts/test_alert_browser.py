@@ -124,5 +124,10 @@ def test_a_delivered_alerts_link_opens_the_page_with_the_messages_figure(
         assert "muted until" in page.inner_text("main")
         rule.refresh_from_db()
         assert rule.muted_until is not None and rule.muted_until > datetime.now(UTC)
+        assert "muted for 1 hour (oncall" in page.inner_text("#alerts")  # the history says who
+
+        page.goto(site_url + "/alerts/channels/")
+        assert page.locator("#previews .card.preview").count() == 6
+        shot(page, "alert-channel-previews")
     finally:
         hook.close()
