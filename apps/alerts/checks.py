@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
@@ -23,4 +25,28 @@ def alerts_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
         errors.append(checks.Error("COSTPLATFORM_SITE_URL must start with http:// or https://", id="alerts.E002"))
     if not settings.ALERTS_RETRY_DELAYS or min(settings.ALERTS_RETRY_DELAYS) < 0:
         errors.append(checks.Error("COSTPLATFORM_ALERTS_RETRY_DELAYS needs one or more delays >= 0", id="alerts.E003"))
+    if site_url_is_local() and not settings.DEBUG and not _testing():
+        errors.append(
+            checks.Warning(
+                f"COSTPLATFORM_SITE_URL is {settings.ALERTS_SITE_URL}: the links in alerts (pages, mute and "
+                "acknowledge) will not open for the people who receive them",
+                hint="Set COSTPLATFORM_SITE_URL to the address people open the platform at, e.g. "
+                "https://costs.example.com",
+                id="alerts.W001",
+            )
+        )
     return errors
+
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+
+
+def site_url_is_local() -> bool:
+    """Whether links in alerts point at this machine (the default), which no receiver can open."""
+    host = (urlsplit(settings.ALERTS_SITE_URL).hostname or "").lower()
+    return host in LOCAL_HOSTS or host.endswith(".localhost") or host.startswith("127.")
+
+
+def _testing() -> bool:
+    # Tests run with the default site URL on purpose; the warning is for a deployment.
+    return "pytest" in sys.modules or sys.argv[1:2] == ["test"]

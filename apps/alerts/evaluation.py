@@ -12,7 +12,7 @@ routes it in the same transaction; delivery happens in other tasks and never rec
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -38,13 +38,32 @@ def rule_detect(*, rule: Rule, now: datetime) -> list[Outcome]:
     detector = DETECTORS[rule.detector]
     params = {**detector.defaults, **rule.params}
     found = detector.read(params=params, business_line=rule.business_line, now=now)
-    return [Outcome(subject, detector.detect(series, params)) for subject, series in found]
+    return [Outcome(subject, _explained(subject, detector.detect(series, params))) for subject, series in found]
+
+
+def _explained(subject: Subject, result: DetectionResult) -> DetectionResult:
+    """A firing result with what a receiver reads beside the numbers: the window they were
+    measured over and the top contributors of that window (read now, stored with the alert)."""
+    if not result.firing:
+        return result
+    from apps.alerts.selectors import contributors_top
+
+    figures = dict(result.figures)
+    if subject.window is not None:
+        figures["_window"] = [at.isoformat() for at in subject.window]
+    top = contributors_top(subject=subject)
+    if top:
+        figures["_contributors"] = top
+    return replace(result, figures=figures)
 
 
 def _alert(
     rule: Rule, state: AlertState, subject: Subject, status: str, result: DetectionResult, now: datetime
 ) -> Alert:
     severity = Severity.CRITICAL if result.critical else rule.severity
+    figures = dict(result.figures)
+    if state.fired_at is not None and status != Alert.Status.EVENT:
+        figures["_since"] = state.fired_at.isoformat()
     return Alert(
         rule=rule,
         dedup_key=f"rule:{rule.id}:{state.subject}:{state.episode}:{status}:{state.level}",
@@ -54,7 +73,7 @@ def _alert(
         business_line=subject.business_line,
         subject=subject.key,
         level=state.level,
-        figures=result.figures,
+        figures=figures,
         link=subject.link,
         suppressed="muted" if rule.is_muted(now) else "",
         created_at=now,

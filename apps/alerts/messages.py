@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
 from apps.alerts.models import Alert, Severity
+from apps.common.buckets import accounting_zone, zone_name
 
 # Per language: titles per detector (firing, resolved) and labels of the figures.
 CATALOGUE: dict[str, dict[str, str]] = {
@@ -36,8 +38,12 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "test": "Test message from costplatform",
         "resolved": "Resolved: {title}",
         "severity": "Severity",
-        "view": "Open the drill-down",
+        "view": "Open the page",
         "test_body": "This channel is set up correctly.",
+        "model_subject": "model {name}",
+        "tokens_subject": "{name} (tokens)",
+        "unattributed_subject": "(unattributed)",
+        "all_lines": "the company",
     },
     "zh-hans": {
         "spike": "Token 用量突增:{subject}",
@@ -51,13 +57,19 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "test": "costplatform 测试消息",
         "resolved": "已恢复:{title}",
         "severity": "级别",
-        "view": "查看明细",
+        "view": "打开页面",
         "test_body": "此通道配置正确。",
+        "model_subject": "模型 {name}",
+        "tokens_subject": "{name}(Token)",
+        "unattributed_subject": "(未归属)",
+        "all_lines": "全公司",
     },
 }
 LABELS: dict[str, dict[str, str]] = {
     "en": {
+        "window": "Window",
         "tokens": "Tokens in the window",
+        "threshold": "Fires at",
         "baseline": "Baseline (median)",
         "ratio": "Ratio to baseline",
         "factor": "Threshold factor",
@@ -66,6 +78,7 @@ LABELS: dict[str, dict[str, str]] = {
         "budget": "Budget",
         "used": "Used",
         "forecast": "Forecast at month end",
+        "breaches": "Out of range",
         "effective": "Effective ratio",
         "waste": "Waste rate",
         "cache_hit": "Cache hit rate",
@@ -78,10 +91,15 @@ LABELS: dict[str, dict[str, str]] = {
         "silent_minutes": "Silent for (minutes)",
         "message": "Finding",
         "period": "Period",
-        "breaches": "Out of range",
+        "contributors": "Top contributors (model · feature · step)",
+        "since": "Firing since",
+        "fired": "Fired at",
+        "limit": "threshold",
     },
     "zh-hans": {
+        "window": "时间窗口",
         "tokens": "窗口内 Token",
+        "threshold": "触发阈值",
         "baseline": "基线(中位数)",
         "ratio": "相对基线倍数",
         "factor": "阈值倍数",
@@ -90,6 +108,7 @@ LABELS: dict[str, dict[str, str]] = {
         "budget": "预算",
         "used": "已使用",
         "forecast": "月末预测",
+        "breaches": "越界指标",
         "effective": "有效 Token 率",
         "waste": "浪费率",
         "cache_hit": "缓存命中率",
@@ -102,12 +121,60 @@ LABELS: dict[str, dict[str, str]] = {
         "silent_minutes": "静默时长(分钟)",
         "message": "发现",
         "period": "期间",
-        "breaches": "越界指标",
+        "contributors": "主要来源(模型 · 功能 · 步骤)",
+        "since": "告警开始于",
+        "fired": "告警开始于",
+        "limit": "阈值",
     },
 }
 LEVELS = {
     "en": {"80": "80 % used", "100": "exceeded", "forecast": "forecast to be exceeded"},
     "zh-hans": {"80": "已用 80%", "100": "已超支", "forecast": "预计月末超支"},
+}
+# Figures in the order a reader takes them (stored figures come back from jsonb in its own order).
+ORDER = {key: i for i, key in enumerate(LABELS["en"])}
+# Units after a figure's value, per language (percentages and times are formatted by kind).
+UNITS = {
+    "en": {"tokens": " tokens", "threshold": " tokens", "baseline": " tokens", "ratio": " \u00d7", "factor": " \u00d7"},
+    "zh-hans": {"tokens": " Token", "threshold": " Token", "baseline": " Token", "ratio": " 倍", "factor": " 倍"},
+}
+PERCENT = frozenset({"share", "baseline_share"})
+TIMES = frozenset({"last_seen"})
+# A month-end finding in each language, from the check's numbers (apps/ledger/services/checks.py);
+# a finding without them is sent as the ledger wrote it.
+FINDING_KINDS = {
+    "en": {
+        "effective_share_low": "effective share low",
+        "elastic_over_revenue": "elastic spend over revenue",
+        "revenue_missing": "revenue missing",
+        "structural_zero": "no structural spend",
+    },
+    "zh-hans": {
+        "effective_share_low": "有效 Token 占比偏低",
+        "elastic_over_revenue": "弹性支出超出收入",
+        "revenue_missing": "缺少收入数据",
+        "structural_zero": "无结构性支出",
+    },
+}
+FINDINGS = {
+    "en": {
+        "effective_share_low": "Effective tokens were {share} of {who}'s tokens in {period}: notify the product "
+        "owner to review prompts and output formats.",
+        "revenue_missing": "{who} spent {elastic} {currency} on elastic tokens in {period} but no revenue was "
+        "entered for it: enter the month's revenue to check elastic spend against it.",
+        "elastic_over_revenue": "Elastic token spend of {who} in {period} was {elastic} {currency}, {ratio} of its "
+        "revenue {revenue} {currency}: start a degradation-strategy audit.",
+        "structural_zero": "{who} booked no structural token expense in {months}: nobody seems to maintain its "
+        "prompt templates and output schemas (tech debt).",
+    },
+    "zh-hans": {
+        "effective_share_low": "{period} {who} 的有效 Token 仅占 {share}:请通知产品负责人检查提示词和输出格式。",
+        "revenue_missing": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},但未录入收入:"
+        "请录入当月收入,以便对照弹性支出。",
+        "elastic_over_revenue": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},占其收入 "
+        "{revenue} {currency} 的 {ratio}:请启动降级策略审计。",
+        "structural_zero": "{who} 在 {months} 没有任何结构性 Token 支出:提示词模板和输出格式似乎无人维护(技术债)。",
+    },
 }
 SEVERITY = {
     "en": {Severity.INFO: "info", Severity.WARNING: "warning", Severity.CRITICAL: "critical"},
@@ -145,6 +212,7 @@ class Message:
     severity: int
     resolved: bool
     language: str
+    actions: list[tuple[str, str]] = field(default_factory=list)  # (label, absolute URL): mute, acknowledge
 
     @property
     def view_label(self) -> str:
@@ -166,31 +234,120 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def message_for(alert: Alert, language: str) -> Message:
-    """The message of `alert` in `language` (en or zh-hans)."""
-    text = CATALOGUE.get(language) or CATALOGUE["en"]
+def _zone_label(at: datetime) -> str:
+    offset = at.strftime("%z")
+    return f"{zone_name()}, UTC{offset[:3]}:{offset[3:]}"
+
+
+def when(value: str) -> str:
+    """An instant (ISO) in the accounting zone, to the minute, with the zone and its offset."""
+    at = datetime.fromisoformat(value).astimezone(accounting_zone())
+    return f"{at:%Y-%m-%d %H:%M} ({_zone_label(at)})"
+
+
+def window(start_iso: str, end_iso: str) -> str:
+    """'2026-12-02 12:00 to 13:00' with an en dash and the zone: the end's date only when it differs."""
+    zone = accounting_zone()
+    start, end = (datetime.fromisoformat(v).astimezone(zone) for v in (start_iso, end_iso))
+    tail = f"{end:%H:%M}" if start.date() == end.date() else f"{end:%Y-%m-%d %H:%M}"
+    return f"{start:%Y-%m-%d %H:%M} \u2013 {tail} ({_zone_label(start)})"
+
+
+def _figure(key: str, value: Any, language: str) -> str:
+    if key == "breaches":
+        return ", ".join(LABELS[language].get(name, name) for name in value)
+    if key in PERCENT and isinstance(value, int | float):
+        return f"{value:.1%}"
+    if key in TIMES and isinstance(value, str) and "T" in value:
+        return when(value)
+    return _value(value) + (UNITS[language].get(key, "") if value is not None else "")
+
+
+def contributors(top: list[dict[str, Any]]) -> str:
+    """'qwen2.5-7b · faq · reason 62.0 %, …': each (model, feature, step) with its share."""
+    named = (" · ".join(part for part in (c["model"], c["feature"], c["step"]) if part) for c in top)
+    return ", ".join(f"{name} {c['share']:.1%}" for name, c in zip(named, top, strict=True))
+
+
+def _subject(alert: Alert, language: str) -> str:
+    text, subject = CATALOGUE[language], alert.subject or alert.business_line
+    if alert.kind == "ledger_finding" and "_finding" in alert.figures:
+        found = alert.figures["_finding"]
+        kind = FINDING_KINDS[language].get(found.get("kind", ""), found.get("kind", ""))
+        return f"{found.get('period', '')} {kind} {found.get('business_line') or text['all_lines']}"
+    if alert.kind == "spike" and subject.startswith("model "):
+        return text["model_subject"].format(name=subject[len("model ") :])
+    if alert.kind == "budget" and subject.endswith(" tokens"):
+        return text["tokens_subject"].format(name=subject[: -len(" tokens")])
+    return subject.replace("(unattributed)", text["unattributed_subject"])
+
+
+def _finding(figures: dict[str, Any], language: str) -> str:
+    """A month-end finding's text in `language`, from the check's numbers."""
+    found = figures.get("_finding") or {}
+    template = FINDINGS[language].get(found.get("kind", ""))
+    who = found.get("business_line") or CATALOGUE[language]["all_lines"]
+    values = {**found, "who": who, "months": ", ".join(found.get("months") or [])}
+    for key in ("share", "ratio"):
+        if values.get(key) not in (None, ""):
+            values[key] = f"{Decimal(str(values[key])):.1%}"
+    try:
+        return template.format(**values) if template else str(figures.get("message", ""))
+    except (KeyError, ValueError, ArithmeticError):
+        return str(figures.get("message", ""))
+
+
+def _lines(alert: Alert, language: str) -> list[tuple[str, str]]:
+    labels, figures = LABELS[language], alert.figures
+    limits = figures.get("_limits") or {}
+    lines = []
+    if figures.get("_window"):
+        lines.append((labels["window"], window(*figures["_window"])))
+    for key, value in sorted(figures.items(), key=lambda kv: ORDER.get(kv[0], len(ORDER))):
+        if key.startswith("_") or value is None:  # no baseline yet: no ratio to it
+            continue
+        shown = _finding(figures, language) if key == "message" and alert.kind == "ledger_finding" else None
+        shown = shown if shown is not None else _figure(key, value, language)
+        if key in limits:
+            shown += f" ({labels['limit']} {limits[key]})"
+        lines.append((labels.get(key, key), shown))
+    if figures.get("_contributors"):
+        lines.append((labels["contributors"], contributors(figures["_contributors"])))
+    if figures.get("_since"):
+        lines.append((labels["fired" if alert.status == Alert.Status.RESOLVED else "since"], when(figures["_since"])))
+    return lines
+
+
+def message_for(alert: Alert, language: str, *, actions: list[tuple[str, str]] | None = None) -> Message:
+    """The message of `alert` in `language` (en or zh-hans), with `actions` (label, URL) as links."""
     language = language if language in CATALOGUE else "en"
-    labels = LABELS[language]
-    if alert.title:  # a broadcast: title and body as the caller wrote them
-        title, lines = alert.title, []
+    text = CATALOGUE[language]
+    translated = (alert.figures.get("_i18n") or {}).get(language) if alert.title else None
+    if alert.title:  # a broadcast: title and body as the caller wrote them (in this language if given)
+        title, lines = (translated or {}).get("title", alert.title), []
     else:
         level = LEVELS[language].get(alert.level, alert.level)
-        title = text.get(alert.kind, alert.kind).format(subject=alert.subject or alert.business_line, level=level)
-        lines = [(labels.get(k, k), _value(v)) for k, v in alert.figures.items() if not k.startswith("_")]
-        if alert.kind == "test":
-            lines = [("", text["test_body"])]
+        title = text.get(alert.kind, alert.kind).format(subject=_subject(alert, language), level=level)
+        lines = [("", text["test_body"])] if alert.kind == "test" else _lines(alert, language)
     if alert.status == Alert.Status.RESOLVED:
         title = text["resolved"].format(title=title)
     lines.append((text["severity"], SEVERITY[language][Severity(alert.severity)]))
     return Message(
         title=title,
         lines=lines,
-        body_markdown=alert.body_markdown,
+        body_markdown=(translated or {}).get("body", alert.body_markdown),
         link=absolute(alert.link),
         severity=alert.severity,
         resolved=alert.status == Alert.Status.RESOLVED,
         language=language,
+        actions=actions or [],
     )
+
+
+def links_markdown(message: Message) -> str:
+    """The page and the actions as markdown links: '[Open the page](…) · [Mute 1 h](…) · …'."""
+    links = ([(message.view_label, message.link)] if message.link else []) + message.actions
+    return " · ".join(f"[{label}]({url})" for label, url in links)
 
 
 def markdown(message: Message, *, bold: str = "**", escape: Callable[[str], str] = markup) -> str:

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.alerts.crypto import UNREADABLE, EncryptedTextField
 
@@ -187,3 +188,25 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alert_id} -> {self.channel_id} #{self.attempt} {self.status}"
+
+
+class AlertAction(models.Model):
+    """What someone did about an alert from the signed link in its message: muted its rule
+    for a while or acknowledged it. The alert's history, newest first."""
+
+    class Action(models.TextChoices):
+        MUTE_1H = "mute_1h", _("muted for 1 hour")
+        MUTE_24H = "mute_24h", _("muted for 24 hours")
+        ACKNOWLEDGE = "ack", _("acknowledged")
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="actions")
+    action = models.CharField(max_length=10, choices=Action.choices)
+    user = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    muted_until = models.DateTimeField(null=True, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.alert_id} {self.action} by {self.user_id}"

@@ -13,7 +13,16 @@ from urllib.parse import urlencode
 from django.db import connection
 
 from apps.alerts.detectors.registry import Params, Subject
-from apps.common.buckets import day_of, day_start, hour_floor, month_end, month_of, month_start, zone_name
+from apps.common.buckets import (
+    day_of,
+    day_start,
+    hour_floor,
+    iso_local,
+    month_end,
+    month_of,
+    month_start,
+    zone_name,
+)
 
 HOUR = timedelta(hours=1)
 TOKENS = "(u.prompt + u.completion)"
@@ -25,14 +34,23 @@ def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
-def records_link(*, start: datetime, end: datetime, business_line: str = "", model: str = "") -> str:
-    """The drill-down: the records API filtered to the window and the subject."""
-    query = {"from": start.isoformat(), "to": end.isoformat()}
+# The pages alerts lead to: what a receiver of the channel can open (never an API or the admin).
+OVERVIEW, WASTE, COLLECTORS, FINANCE = "/overview/", "/waste/", "/collectors/", "/finance/"
+
+
+def page_link(page: str = OVERVIEW, *, start: datetime, end: datetime, business_line: str = "", model: str = "") -> str:
+    """A dashboard page filtered to the window (instants to the hour, in the accounting zone)
+    and the subject's business line and model."""
+    query = {"from": iso_local(start), "to": iso_local(end)}
     if business_line:
         query["dims.business_line"] = business_line
     if model:
         query["model"] = model
-    return f"/api/v1/records?{urlencode(query)}"
+    return f"{page}?{urlencode(query)}"
+
+
+def finance_link(month: datetime | Any) -> str:
+    return f"{FINANCE}?month={month:%Y-%m}"
 
 
 def _line_filter(business_line: str, params: list[Any]) -> str:
@@ -61,9 +79,9 @@ def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterat
         series[name][at] = int(tokens)
     elapsed = min(max((now - hour) / HOUR, 1e-6), 1.0)
     for name, by_hour in series.items():
-        line = business_line if by_model else name
-        link = records_link(start=hour, end=now, business_line=line, model=name if by_model else "")
-        subject = Subject(key=f"model {name}" if by_model else name, business_line=line, link=link)
+        line, model = (business_line, name) if by_model else (name, "")
+        link = page_link(start=hour, end=hour + HOUR, business_line=line, model=model)
+        subject = Subject(f"model {name}" if by_model else name, line, link, model, (hour, hour + HOUR), "tokens")
         yield subject, SpikeInput(by_hour.get(hour, 0), [by_hour.get(h, 0) for h in hours[1:]], elapsed)
 
 
@@ -86,8 +104,9 @@ def unit_cost_series(*, params: Params, business_line: str, now: datetime) -> It
         tail: list[Decimal] = []
         for day in days:  # only the days after the last day without tokens count
             tail = [*tail, by_day[day]] if day in by_day else []
-        link = records_link(start=days[0], end=today, business_line=line)
-        yield Subject(key=f"{line or '(unattributed)'} {currency}", business_line=line, link=link), tail
+        link = page_link(start=days[0], end=today, business_line=line)
+        key = f"{line or '(unattributed)'} {currency}"
+        yield Subject(key=key, business_line=line, link=link, window=(days[0], today)), tail
 
 
 def _month_bounds(now: datetime) -> tuple[datetime, datetime]:
@@ -121,14 +140,14 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
         )
         tokens = {line: Decimal(total) for line, total in _rows(sql, [start, end])}
     elapsed = (now - start) / (end - start)
+    link, window = finance_link(month_of(now)), (start, hour_floor(now) + HOUR)
     for b in budgets:
-        link = records_link(start=start, end=now, business_line=b.business_line)
         if b.amount is not None:
             spent = money.get((b.business_line, b.currency), Decimal(0))
-            subject = Subject(key=b.business_line, business_line=b.business_line, link=link)
+            subject = Subject(b.business_line, b.business_line, link, window=window, rank_by="cost")
             yield subject, BudgetInput(spent, b.amount, elapsed, b.currency)
         if b.tokens is not None:
-            subject = Subject(key=f"{b.business_line} tokens", business_line=b.business_line, link=link)
+            subject = Subject(f"{b.business_line} tokens", b.business_line, link, window=window, rank_by="tokens")
             yield subject, BudgetInput(tokens.get(b.business_line, Decimal(0)), Decimal(b.tokens), elapsed, "tokens")
 
 
@@ -158,7 +177,8 @@ def health_series(*, params: Params, business_line: str, now: datetime) -> Itera
         prompt, cached = prompts.get(line, (0, 0))
         total = sum(by_class.values())
         data = HealthInput(total, by_class["effective"], by_class["waste"], by_class["shadow"], prompt, cached)
-        yield Subject(key=line, business_line=line, link=records_link(start=start, end=now, business_line=line)), data
+        link = page_link(start=start, end=end, business_line=line)
+        yield Subject(key=line, business_line=line, link=link, window=(start, end), rank_by="waste"), data
 
 
 def _windows(now: datetime, params: Params) -> tuple[datetime, timedelta]:
@@ -183,10 +203,9 @@ def unattributed_series(*, params: Params, business_line: str, now: datetime) ->
     }
     if 0 in shares:
         previous = [shares.get(w, 0.0) for w in range(1, params["windows"] + 1)]
-        yield (
-            Subject(key="unattributed", link=records_link(start=now - width, end=now)),
-            ShareInput(shares[0], previous),
-        )
+        window = (now - width, now)
+        link = page_link(start=hour_floor(now - width), end=hour_floor(now) + HOUR)
+        yield Subject(key="unattributed", link=link, window=window), ShareInput(shares[0], previous)
 
 
 def rejection_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
@@ -199,7 +218,8 @@ def rejection_series(*, params: Params, business_line: str, now: datetime) -> It
     )
     counts = {int(w): int(n) for w, n in _rows(sql, [now, width.total_seconds(), start])}
     previous = [counts.get(w, 0) for w in range(1, params["windows"] + 1)]
-    yield Subject(key="rejections", link="/api/v1/rejections"), CountInput(counts.get(0, 0), previous)
+    subject = Subject(key="rejections", link=COLLECTORS, window=(now - width, now))
+    yield subject, CountInput(counts.get(0, 0), previous)
 
 
 def collector_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
@@ -209,7 +229,7 @@ def collector_series(*, params: Params, business_line: str, now: datetime) -> It
     recent = now - timedelta(days=params["lookback_days"])
     for key in CollectorKey.objects.filter(revoked_at__isnull=True, last_seen_at__gte=recent):
         assert key.last_seen_at is not None
-        yield Subject(key=key.name, link="/admin/accounts/collectorkey/"), SeenInput(key.last_seen_at, now)
+        yield Subject(key=key.name, link=COLLECTORS), SeenInput(key.last_seen_at, now)
 
 
 def finding_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
@@ -220,5 +240,55 @@ def finding_series(*, params: Params, business_line: str, now: datetime) -> Iter
         findings = findings.filter(business_line=business_line)
     for f in findings:
         key = f"{f.period:%Y-%m} {f.kind} {f.business_line or '(all)'}"
-        subject = Subject(key=key, business_line=f.business_line, link=f"/finance/?month={f.period:%Y-%m}")
-        yield subject, {"id": f.id, "message": f.message, "period": f"{f.period:%Y-%m}"}
+        subject = Subject(key=key, business_line=f.business_line, link=finance_link(f.period))
+        yield (
+            subject,
+            {
+                "id": f.id,
+                "message": f.message,
+                "period": f"{f.period:%Y-%m}",
+                **f.figures,
+                "kind": f.kind,
+                "business_line": f.business_line,
+            },
+        )
+
+
+# What a firing subject's window is ranked by, to name its top contributors: a table, the
+# value summed, and a condition on it.
+CONTRIBUTORS = {
+    "tokens": ("ingest_hourlyusage", TOKENS, ""),
+    "waste": (
+        "classification_hourlyclass",
+        "u.tokens",
+        " AND u.reason_id IN (SELECT id FROM classification_reason"
+        " WHERE split_part(name, '.', 1) IN ('waste', 'shadow'))",
+    ),
+    "cost": ("pricing_hourlycost", "u.cost", ""),
+}
+
+
+def contributors_top(*, subject: Subject, top: int = 3) -> list[dict[str, Any]]:
+    """The `top` (model, feature, step) of the subject's window by its `rank_by`, with their share."""
+    if subject.window is None or subject.rank_by not in CONTRIBUTORS:
+        return []
+    table, value, condition = CONTRIBUTORS[subject.rank_by]
+    sql_params: list[Any] = [subject.window[0], subject.window[1]]
+    where = _line_filter(subject.business_line, sql_params)
+    if subject.model:
+        where += " AND m.name = %s"
+        sql_params.append(subject.model)
+    sql = (
+        f"SELECT m.name, coalesce(d.dims->>'feature', ''), coalesce(d.dims->>'step', ''), sum({value}) "
+        f"FROM {table} u JOIN ingest_dimset d ON d.id = u.dims_id JOIN ingest_servedmodel m ON m.id = u.model_id "
+        f"WHERE u.hour >= %s AND u.hour < %s{where}{condition} GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3"
+    )
+    rows = [(model, feature, step, Decimal(amount)) for model, feature, step, amount in _rows(sql, sql_params)]
+    total = sum((amount for *_, amount in rows), Decimal(0))
+    if total <= 0:
+        return []
+    return [
+        {"model": model, "feature": feature, "step": step, "share": round(float(amount / total), 4)}
+        for model, feature, step, amount in rows[:top]
+        if amount > 0
+    ]

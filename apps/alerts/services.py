@@ -13,13 +13,14 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.alerts.messages import message_for
-from apps.alerts.models import Alert, Channel, Notification, Severity
+from apps.alerts.models import Alert, AlertAction, Channel, Notification, Rule, Severity
 from apps.alerts.transports import TransportError, transport_class
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,14 @@ def _severity(value: str | int) -> int:
 
 @transaction.atomic
 def broadcast(
-    *, title: str, body_markdown: str, link: str, business_line: str | None, severity: str, kind: str
+    *,
+    title: str,
+    body_markdown: str,
+    link: str,
+    business_line: str | None,
+    severity: str,
+    kind: str,
+    translations: dict[str, tuple[str, str]] | None = None,
 ) -> list[Notification]:
     """Send a ready-made message (e.g. the monthly audit summary) to the channels routed to
     `business_line` (None: the channels that take every line) at `severity` ("info",
@@ -77,9 +85,10 @@ def broadcast(
     delivered by the same task as alerts, with the same retries, once the caller's
     transaction commits.
 
-    The message is sent as given, whatever a channel's language: pass the text you want
-    read. `body_markdown` is plain markdown (bold, lists, links); every provider gets it in
-    its native card/markdown, Slack's mrkdwn and email as near as they come. Data quoted in it
+    The message is sent as given to channels of a language without an entry in
+    `translations` ({"zh-hans": (title, body_markdown)}); the others get their entry.
+    `body_markdown` is plain markdown (bold, lists, links); every provider gets it in its
+    native card/markdown, Slack's mrkdwn and email as near as they come. Data quoted in it
     (a business line, a model) must go through `apps.alerts.messages.markup`, so that it
     cannot add a link or a mention; the title is escaped per channel. `link` may be a
     path ("/audits/2026-11") and is made absolute with ALERTS_SITE_URL. Each call is a new
@@ -93,6 +102,7 @@ def broadcast(
         business_line=business_line or "",
         title=title,
         body_markdown=body_markdown,
+        figures={"_i18n": {lang: {"title": t, "body": b} for lang, (t, b) in (translations or {}).items()}},
         link=link,
         created_at=timezone.now(),
     )
@@ -108,12 +118,41 @@ def channel_send_test(*, channel: Channel) -> Notification:
         kind="test",
         status=Alert.Status.EVENT,
         severity=Severity.INFO,
-        link="/admin/alerts/channel/",
+        link="/alerts/channels/",
         created_at=now,
     )
     notification = Notification.objects.create(alert=alert, channel=channel, due_at=now)
     _enqueue(notification)
     return notification
+
+
+ERR_NO_RULE = "this alert has no rule to mute (a broadcast, a test, or its rule was deleted)"
+
+
+@transaction.atomic
+def alert_act(*, alert: Alert, action: str, user: Any, now: datetime | None = None) -> AlertAction:
+    """Mute the alert's rule for 1 h or 24 h (never shortening a longer mute), or acknowledge
+    the alert; recorded in the alert's history (AlertAction) with who did it."""
+    from apps.alerts.actions import MUTE_FOR
+
+    now = now or timezone.now()
+    muted_until = None
+    if action in MUTE_FOR:
+        rule = Rule.objects.select_for_update().filter(id=alert.rule_id).first()
+        if rule is None:
+            raise ValueError(ERR_NO_RULE)
+        muted_until = max(now + MUTE_FOR[action], rule.muted_until or now)
+        Rule.objects.filter(id=rule.id).update(muted_until=muted_until)
+    elif action != AlertAction.Action.ACKNOWLEDGE:
+        raise ValueError(f"unknown action {action!r}")
+    return AlertAction.objects.create(alert=alert, action=action, user=user, muted_until=muted_until, at=now)
+
+
+def channel_save(*, form: Any) -> Channel:
+    """Create or change a channel from its validated form (apps.alerts.admin.ChannelForm): the
+    URL and secret are kept where left empty, and stored encrypted."""
+    channel: Channel = form.save()
+    return channel
 
 
 def channel_disable(*, channel: Channel, reason: str) -> None:
@@ -146,7 +185,10 @@ def _send(notification: Notification) -> None:
         raise TransportError(f"channel disabled: {channel.disabled_reason}", permanent=True)
     if not channel.secrets_readable:
         raise TransportError(ERR_SECRETS_UNREADABLE, permanent=True)
-    transport_class(channel.kind)(channel).notify(message_for(notification.alert, channel.language))
+    from apps.alerts.actions import action_links
+
+    alert, language = notification.alert, channel.language
+    transport_class(channel.kind)(channel).notify(message_for(alert, language, actions=action_links(alert, language)))
 
 
 def notification_send(*, notification_id: int, retry_delays: Sequence[float]) -> Notification | None:

@@ -1,25 +1,32 @@
 """Alerts outside the admin: the history of alerts with their delivery state (scoped by
 business line) and the channels (kind, enabled or why disabled, last deliveries) with a
-"send a test message" button for engineers and admins (the admin action's service)."""
+"send a test message" button for engineers and admins (the admin action's service), and the
+page behind the signed mute / acknowledge links of a message (confirm, then act)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
-from apps.alerts.admin import redacted
+from apps.accounts.scopes import business_lines_of, sees_all_lines
+from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
+from apps.alerts.admin import ChannelForm, redacted
+from apps.alerts.checks import site_url_is_local
+from apps.alerts.messages import message_for
 from apps.alerts.models import Alert, Channel, Notification
-from apps.alerts.services import channel_send_test
+from apps.alerts.preview import channel_previews
+from apps.alerts.services import alert_act, channel_save, channel_send_test
 from apps.dashboards.views import READERS, reader_required
 
 TESTERS = ("admin", "engineer")
@@ -31,7 +38,7 @@ LAST_DELIVERIES = 5
 def alerts(request: HttpRequest) -> HttpResponse:
     """The latest alerts, newest first, with how many deliveries were sent and failed; a
     scoped user sees only alerts of its business lines (broadcasts and tests have none)."""
-    found = Alert.objects.annotate(
+    found = Alert.objects.prefetch_related("actions__user").annotate(
         sent=Count("notifications", filter=Q(notifications__status=Notification.Status.SENT)),
         failed=Count("notifications", filter=Q(notifications__status=Notification.Status.FAILED)),
         pending=Count(
@@ -78,7 +85,14 @@ def channels(request: HttpRequest) -> HttpResponse:
         }
         for c in shown
     ]
-    context = {"rows": rows, "can_test": user_has_role(request.user, *TESTERS)}
+    context = {
+        "rows": rows,
+        "can_test": user_has_role(request.user, *TESTERS),
+        "can_edit": _may_edit(request.user),
+        "previews": channel_previews(language=_language()),
+        "site_url_local": site_url_is_local(),
+        "site_url": settings.ALERTS_SITE_URL,
+    }
     return render(request, "alerts/channels.html", context)
 
 
@@ -93,3 +107,68 @@ def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
     channel_send_test(channel=channel)
     messages.success(request, _("Queued a test message to %(name)s.") % {"name": channel.name})
     return redirect("dashboards:alert-channels")
+
+
+def _may_edit(user: Any) -> bool:
+    # A channel may serve several lines: only an admin of every line adds or changes one.
+    return user_has_role(user, "admin") and sees_all_lines(user)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def channel_edit(request: HttpRequest, channel_id: int | None = None) -> HttpResponse:
+    """Add a channel, or change one (URL and secret are write-only: left empty, they are kept)."""
+    if not _may_edit(request.user):
+        raise PermissionDenied("channels are added and changed by admins of every business line")
+    channel = get_object_or_404(Channel, id=channel_id) if channel_id is not None else None
+    form = ChannelForm(request.POST or None, instance=channel)
+    if request.method == "POST" and form.is_valid():
+        saved = channel_save(form=form)
+        messages.success(request, _("Saved the channel %(name)s.") % {"name": saved.name})
+        return redirect("dashboards:alert-channels")
+    return render(request, "alerts/channel_form.html", {"form": form, "channel": channel})
+
+
+def _language() -> str:
+    return "zh-hans" if (get_language() or "").lower().startswith("zh") else "en"
+
+
+def _refused(request: HttpRequest, error: str, status: int) -> HttpResponse:
+    return render(request, "alerts/action.html", {"error": error}, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def alert_action(request: HttpRequest, token: str) -> HttpResponse:
+    """A signed link from a message: GET shows what it will do, POST does it."""
+    if not user_has_role(request.user, *READERS) or not user_has_role(request.user, *ACTORS):
+        raise PermissionDenied("alerts are muted and acknowledged by engineers and admins")
+    try:
+        wanted = action_read(token)
+    except ActionLinkError as exc:
+        expired = _("This link has expired: use the links of a newer message, or mute the rule in the admin.")
+        return _refused(request, expired if exc.expired else _("This link is not valid."), 400)
+    alert = Alert.objects.select_related("rule").filter(id=wanted.alert_id).first()
+    if alert is None:
+        return _refused(request, _("This alert no longer exists."), 404)
+    lines = business_lines_of(request.user)
+    if lines is not None and alert.business_line not in lines:
+        raise PermissionDenied("the alert is outside your business lines")
+    language = _language()
+    label = LABELS[language][wanted.action]
+    if request.method == "POST":
+        try:
+            done = alert_act(alert=alert, action=wanted.action, user=request.user)
+        except ValueError:
+            return _refused(request, _("This alert has no rule to mute."), 400)
+        if done.muted_until is not None:
+            text = _("%(rule)s is muted until %(until)s UTC.") % {
+                "rule": alert.rule.name if alert.rule else "",
+                "until": f"{done.muted_until:%Y-%m-%d %H:%M}",
+            }
+        else:
+            text = _("Alert acknowledged.")
+        messages.success(request, text)
+        return redirect("dashboards:alerts")
+    context = {"alert": alert, "message": message_for(alert, language), "label": label, "history": alert.actions.all()}
+    return render(request, "alerts/action.html", context)

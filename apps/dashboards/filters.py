@@ -10,11 +10,11 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.http import Http404, HttpRequest
-from django.utils.dateparse import parse_date
+from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext_lazy as _
 
 from apps.classification.engine import CLASSES
-from apps.common.buckets import day_end, day_of, day_start
+from apps.common.buckets import accounting_zone, day_end, day_of, day_start, hour_floor, iso_local
 
 RANGES = {
     "24h": (timedelta(days=1), _("Last 24 hours")),
@@ -46,6 +46,8 @@ class Filters:
         found: dict[str, str] = {}
         if self.range:
             found["range"] = self.range
+        elif self.start != day_start(day_of(self.start)) or self.end != day_start(day_of(self.end)):
+            found["from"], found["to"] = iso_local(self.start), iso_local(self.end)  # hours (an alert's window)
         else:
             found["from"] = f"{day_of(self.start):%Y-%m-%d}"
             found["to"] = f"{day_of(self.end) - timedelta(days=1):%Y-%m-%d}"
@@ -69,12 +71,28 @@ class Filters:
         return replace(self, dims={k: v for k, v in self.dims.items() if k != name}).query()
 
 
+def _hours(first: str, last: str) -> tuple[datetime, datetime]:
+    """from/to as instants ('2026-11-30T10:00+08:00', to exclusive), to the hour of the rollups:
+    the window of an alert. Without an offset they are read in the accounting zone."""
+    # A "+" of an offset typed into the address bar arrives as a space.
+    start, end = parse_datetime(first.replace(" ", "+")), parse_datetime(last.replace(" ", "+"))
+    if start is None or end is None:
+        raise Http404("from and to are both dates (YYYY-MM-DD) or both instants (YYYY-MM-DDTHH:MM+HH:MM)")
+    start, end = (t if t.tzinfo else t.replace(tzinfo=accounting_zone()) for t in (start, end))
+    start, end = hour_floor(start), hour_floor(end - timedelta(microseconds=1)) + timedelta(hours=1)
+    if end <= start:
+        raise Http404("from is before to")
+    return start, end
+
+
 def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filters:
     """The filters of a request; unknown values are a 404 rather than a silently empty page."""
     get = request.GET
     end = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     chosen = get.get("range", "") if not get.get("from") else ""
-    if get.get("from"):
+    if "T" in get.get("from", ""):
+        start, end = _hours(get["from"], get.get("to", ""))
+    elif get.get("from"):
         first, last = parse_date(get["from"]), parse_date(get.get("to") or get["from"])
         if first is None or last is None or last < first:
             raise Http404("from and to are dates (YYYY-MM-DD), from <= to")

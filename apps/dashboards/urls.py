@@ -23,4 +23,7 @@ urlpatterns += [
     path("alerts/", alerts.alerts, name="alerts"),
     path("alerts/channels/", alerts.channels, name="alert-channels"),
     path("alerts/channels/<int:channel_id>/test/", alerts.channel_test, name="alert-channel-test"),
+    path("alerts/act/<str:token>/", alerts.alert_action, name="alert-action"),
+    path("alerts/channels/new/", alerts.channel_edit, name="alert-channel-new"),
+    path("alerts/channels/<int:channel_id>/edit/", alerts.channel_edit, name="alert-channel-edit"),
 ]

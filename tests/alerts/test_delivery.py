@@ -61,7 +61,7 @@ def test_it_signs_dingtalk_markdown_in_the_query(receiver):
     assert unquote_plus(got.query["sign"]) == expected or got.query["sign"] == expected
     assert got.json()["msgtype"] == "markdown"
     assert got.json()["markdown"]["title"] == "Token audit 2026-11"
-    assert "[Open the drill-down](http://localhost:8000/audits/2026-11)" in got.json()["markdown"]["text"]
+    assert "[Open the page](http://localhost:8000/audits/2026-11)" in got.json()["markdown"]["text"]
 
 
 def test_it_sends_wecom_markdown(receiver):

@@ -132,7 +132,8 @@ def test_it_fires_when_unattributed_tokens_grow():
     usage(HOUR, 80_000)
     usage(HOUR, 20_000, business_line="")
     [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
-    assert fired.figures == {"share": 0.2, "baseline_share": 0.05}
+    assert (fired.figures["share"], fired.figures["baseline_share"]) == (0.2, 0.05)
+    assert fired.figures["_window"] == [(NOW - timedelta(days=1)).isoformat(), NOW.isoformat()]
 
 
 def test_it_evaluates_a_rule_only_when_its_interval_has_passed():

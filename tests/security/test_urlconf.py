@@ -84,6 +84,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     "alerts/": page(),
     "alerts/channels/": page(),
     "alerts/channels/<int:channel_id>/test/": page(EDITORS, scope="none", methods=("POST",)),
+    "alerts/act/<str:token>/": page(EDITORS, methods=("GET", "POST")),  # a signed mute / acknowledge link
+    "alerts/channels/new/": page(("admin",), scope="company", methods=("GET", "POST")),
+    "alerts/channels/<int:channel_id>/edit/": page(("admin",), scope="company", methods=("GET", "POST")),
     "api/v1/records": Endpoint(READERS, "lines", query=SINCE),
     "api/v1/usage": Endpoint(READERS, "lines", query=WINDOW),
     "api/v1/rejections": Endpoint(READERS, "company"),

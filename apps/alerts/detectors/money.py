@@ -32,6 +32,7 @@ def budget(series: BudgetInput, p: Params) -> DetectionResult:
         "budget": f"{series.budget:,.2f} {series.unit}",
         "used": f"{used:.0%}",
         "forecast": f"{forecast:,.2f} {series.unit}",
+        "_limits": {"used": f"{p['warn_at']:.0%} / 100%"},
     }
     if used >= 1:
         return DetectionResult(firing=True, figures=figures, level="100", critical=True)
@@ -87,4 +88,10 @@ def health(series: HealthInput, p: Params) -> DetectionResult:
     ]
     figures: dict[str, object] = {name: f"{value:.1%}" for name, value in ratios.items()}
     figures["breaches"] = breaches
+    figures["_limits"] = {
+        "effective": f"≥ {p['effective_min']:.0%}",
+        "waste": f"≤ {p['waste_max']:.0%}",
+        "cache_hit": f"≥ {p['cache_hit_min']:.0%}",
+        "shadow": f"≤ {p['shadow_max']:.0%}",
+    }
     return DetectionResult(firing=bool(breaches), figures=figures)

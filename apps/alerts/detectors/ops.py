@@ -27,7 +27,9 @@ def dead_letters(series: CountInput, p: Params) -> DetectionResult:
     `factor` times the median of the windows before."""
     base = median(series.previous) if series.previous else 0
     firing = series.current >= p["min_count"] and series.current > p["factor"] * base
-    return DetectionResult(firing=firing, figures={"rejected": series.current, "baseline_rejected": base})
+    figures = {"rejected": series.current, "baseline_rejected": base, "factor": p["factor"]}
+    figures["_limits"] = {"rejected": f"≥ {p['min_count']}"}
+    return DetectionResult(firing=firing, figures=figures)
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,15 @@ def collector_silent(series: SeenInput, p: Params) -> DetectionResult:
     """An active collector that sent records in the last `lookback_days` has sent nothing for
     `silent_minutes`."""
     silent = (series.now - series.last_seen).total_seconds() / 60
-    figures = {"last_seen": f"{series.last_seen:%Y-%m-%d %H:%M} UTC", "silent_minutes": int(silent)}
+    figures: dict[str, Any] = {"last_seen": series.last_seen.isoformat(), "silent_minutes": int(silent)}
+    figures["_limits"] = {"silent_minutes": f"≥ {p['silent_minutes']}"}
     return DetectionResult(firing=silent >= p["silent_minutes"], figures=figures)
 
 
 @register_detector("ledger_finding", source="finding_series", defaults={}, events=True)
 def ledger_finding(finding: dict[str, Any], p: Params) -> DetectionResult:
     """A month-end check's finding (effective share low, elastic over revenue, structural zero...)."""
-    return DetectionResult(
-        firing=True, figures={"message": finding["message"], "period": finding["period"], "_id": finding["id"]}
-    )
+    figures = {"message": finding["message"], "period": finding["period"], "_id": finding["id"]}
+    # The kind and the check's numbers, so that the message is written in each channel's language.
+    figures["_finding"] = {k: v for k, v in finding.items() if k not in ("id", "message")}
+    return DetectionResult(firing=True, figures=figures)

@@ -16,11 +16,16 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Subject:
-    """What a detector judges: a business line, a model, a collector; with its drill-down link."""
+    """What a detector judges: a business line, a model, a collector; with the page a receiver
+    opens (`link`, a path), the window its figures were measured over (UTC instants), and what
+    its top contributors are ranked by when it fires (a key of selectors.CONTRIBUTORS)."""
 
     key: str
     business_line: str = ""
     link: str = ""
+    model: str = ""
+    window: tuple[datetime, datetime] | None = None
+    rank_by: str = ""
 
 
 @dataclass(frozen=True)

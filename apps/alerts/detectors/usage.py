@@ -33,7 +33,13 @@ def spike(series: SpikeInput, p: Params) -> DetectionResult:
     spread = median(abs(v - median(series.baseline)) for v in series.baseline) * elapsed if series.baseline else 0.0
     threshold = max(p["factor"] * expected, expected + p["mads"] * MAD_TO_SIGMA * spread, p["min_tokens"] * elapsed)
     ratio = round(series.current / expected, 2) if expected else None
-    figures = {"tokens": series.current, "baseline": round(expected), "ratio": ratio, "factor": p["factor"]}
+    figures = {
+        "tokens": series.current,
+        "threshold": round(threshold),
+        "baseline": round(expected),
+        "ratio": ratio,
+        "factor": p["factor"],
+    }
     return DetectionResult(firing=series.current >= threshold, figures=figures)
 
 
@@ -65,4 +71,6 @@ def unattributed(series: ShareInput, p: Params) -> DetectionResult:
     times its median over the previous windows."""
     base = median(series.previous) if series.previous else 0.0
     firing = series.current >= p["min_share"] and series.current > p["factor"] * base
-    return DetectionResult(firing=firing, figures={"share": round(series.current, 4), "baseline_share": round(base, 4)})
+    figures: dict[str, object] = {"share": round(series.current, 4), "baseline_share": round(base, 4)}
+    figures["_limits"] = {"share": f"≥ {p['min_share']:.1%}, > {p['factor']} \u00d7"}
+    return DetectionResult(firing=firing, figures=figures)

@@ -25,6 +25,10 @@ class Transport:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
 
+    def payload(self, message: Message) -> dict[str, Any]:
+        """What the provider gets for `message` (the channels page previews it)."""
+        raise NotImplementedError
+
     def notify(self, message: Message) -> None:
         raise NotImplementedError
 

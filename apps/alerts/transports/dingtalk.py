@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from typing import Any
 from urllib.parse import quote_plus
 
-from apps.alerts.messages import Message, markdown, markup, plain
+from apps.alerts.messages import Message, links_markdown, markdown, markup, plain
 from apps.alerts.transports.base import HttpTransport
 
 
@@ -34,8 +35,11 @@ class DingTalk(HttpTransport):
         sign = dingtalk_sign(timestamp_ms, self.channel.secret)
         return f"{self.channel.url}{joiner}timestamp={timestamp_ms}&sign={sign}"
 
-    def notify(self, message: Message) -> None:
+    def payload(self, message: Message) -> dict[str, Any]:
         text = f"### {markup(message.title)}\n\n" + markdown(message).replace("\n", "\n\n")
-        if message.link:
-            text += f"\n\n[{message.view_label}]({message.link})"
-        self.post({"msgtype": "markdown", "markdown": {"title": plain(message.title), "text": text}})
+        if message.link or message.actions:
+            text += f"\n\n{links_markdown(message)}"
+        return {"msgtype": "markdown", "markdown": {"title": plain(message.title), "text": text}}
+
+    def notify(self, message: Message) -> None:
+        self.post(self.payload(message))

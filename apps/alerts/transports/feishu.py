@@ -31,10 +31,15 @@ class Feishu(HttpTransport):
 
     def payload(self, message: Message) -> dict[str, Any]:
         elements: list[dict[str, Any]] = [{"tag": "div", "text": {"tag": "lark_md", "content": markdown(message)}}]
-        if message.link:
-            label = {"tag": "plain_text", "content": message.view_label}
-            button = {"tag": "button", "type": "primary", "url": message.link, "text": label}
-            elements.append({"tag": "action", "actions": [button]})
+        buttons = [
+            {"tag": "button", "type": kind, "url": url, "text": {"tag": "plain_text", "content": label}}
+            for kind, (label, url) in [
+                *([("primary", (message.view_label, message.link))] if message.link else []),
+                *(("default", action) for action in message.actions),
+            ]
+        ]
+        if buttons:
+            elements.append({"tag": "action", "actions": buttons})
         template = "green" if message.resolved else TEMPLATES[Severity(message.severity)]
         header = {"title": {"tag": "plain_text", "content": plain(message.title)}, "template": template}
         return {"msg_type": "interactive", "card": {"header": header, "elements": elements}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import smtplib
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -12,12 +13,17 @@ from apps.alerts.transports.base import Transport, TransportError
 
 
 class Email(Transport):
+    def payload(self, message: Message) -> dict[str, Any]:
+        links = ([(message.view_label, message.link)] if message.link else []) + message.actions
+        body = markdown(message, escape=plain) + "".join(f"\n\n{label}: {url}" for label, url in links)
+        return {"subject": plain(message.title), "body": body}
+
     def notify(self, message: Message) -> None:
         to = [a.strip() for a in self.channel.email_to.split(",") if a.strip()]
         if not to:
             raise TransportError("no recipient addresses", permanent=True)
-        body = markdown(message, escape=plain) + (f"\n\n{message.view_label}: {message.link}" if message.link else "")
-        email = EmailMessage(subject=plain(message.title), body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=to)
+        mail = self.payload(message)
+        email = EmailMessage(subject=mail["subject"], body=mail["body"], from_email=settings.DEFAULT_FROM_EMAIL, to=to)
         try:
             email.send()
         except smtplib.SMTPRecipientsRefused as exc:

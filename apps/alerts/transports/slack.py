@@ -15,13 +15,19 @@ def slack_payload(message: Message) -> dict[str, Any]:
         {"type": "header", "text": {"type": "plain_text", "text": plain(message.title)[:150]}},
         {"type": "section", "text": {"type": "mrkdwn", "text": markdown(message, bold="*")}},
     ]
-    if message.link:
-        button = {"type": "button", "text": {"type": "plain_text", "text": message.view_label}, "url": message.link}
-        blocks.append({"type": "actions", "elements": [button]})
+    links = ([(message.view_label, message.link)] if message.link else []) + message.actions
+    if links:
+        buttons = [
+            {"type": "button", "text": {"type": "plain_text", "text": label}, "url": url} for label, url in links
+        ]
+        blocks.append({"type": "actions", "elements": buttons})
     # `text` is the notification's fallback and is read as mrkdwn: <!channel> there would ping everyone.
     return {"text": markup(message.title), "blocks": blocks}
 
 
 class Slack(HttpTransport):
+    def payload(self, message: Message) -> dict[str, Any]:
+        return slack_payload(message)
+
     def notify(self, message: Message) -> None:
         self.post(slack_payload(message))

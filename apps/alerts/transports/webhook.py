@@ -33,6 +33,7 @@ class Webhook(HttpTransport):
             "severity": message.severity,
             "resolved": message.resolved,
             "link": message.link,
+            "actions": [{"label": label, "url": url} for label, url in message.actions],
             "language": message.language,
         }
 

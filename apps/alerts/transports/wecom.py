@@ -3,7 +3,9 @@ Errors come as HTTP 200 with a non-zero `errcode`."""
 
 from __future__ import annotations
 
-from apps.alerts.messages import Message, markdown, markup
+from typing import Any
+
+from apps.alerts.messages import Message, links_markdown, markdown, markup
 from apps.alerts.models import Severity
 from apps.alerts.transports.base import HttpTransport
 
@@ -16,9 +18,12 @@ class WeCom(HttpTransport):
     # message type, 40058 bad parameter, 44004 empty content. 45009 (rate limit) is retried.
     permanent_codes = frozenset({93000, 93004, 93008, 40008, 40058, 44004})
 
-    def notify(self, message: Message) -> None:
+    def payload(self, message: Message) -> dict[str, Any]:
         colour = "info" if message.resolved else COLOURS[Severity(message.severity)]
         content = f'## <font color="{colour}">{markup(message.title)}</font>\n' + markdown(message)
-        if message.link:
-            content += f"\n[{message.view_label}]({message.link})"
-        self.post({"msgtype": "markdown", "markdown": {"content": content}})
+        if message.link or message.actions:
+            content += f"\n{links_markdown(message)}"
+        return {"msgtype": "markdown", "markdown": {"content": content}}
+
+    def notify(self, message: Message) -> None:
+        self.post(self.payload(message))
