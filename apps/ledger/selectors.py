@@ -31,12 +31,15 @@ def months_between(start: date, end: date) -> list[date]:
     return months
 
 
-def trial_balance(*, month: date) -> dict[str, Any]:
+def trial_balance(*, month: date, business_lines: list[str] | None = None) -> dict[str, Any]:
     """Per currency, each account's debits and credits posted in the month, and the totals
-    (equal: every entry balances)."""
+    (equal: every entry balances). With `business_lines`, only those cost centres' lines: they
+    balance too, as accrual credits the payable per cost centre."""
+    lines = JournalLine.objects.filter(period_id=month_of(month))
+    if business_lines is not None:
+        lines = lines.filter(cost_centre__in=business_lines)
     rows = (
-        JournalLine.objects.filter(period_id=month_of(month))
-        .values("currency", "account__code", "account__name", "account__kind")
+        lines.values("currency", "account__code", "account__name", "account__kind")
         .annotate(debits=Sum("debit"), credits=Sum("credit"))
         .order_by("currency", "account__code")
     )

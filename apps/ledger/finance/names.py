@@ -1,0 +1,26 @@
+"""How finance names things: an account by its code and name, a cost centre by its code and
+name (apps.ledger.models.CostCentre; the business line's key where none is set)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apps.ledger.models import Account, CostCentre
+
+
+@dataclass(frozen=True)
+class Names:
+    accounts: dict[str, str]  # code -> "code name"
+    centres: dict[str, str]  # business line -> "code name"
+
+    def account(self, code: str) -> str:
+        return self.accounts.get(code, code)
+
+    def centre(self, business_line: str) -> str:
+        return self.centres.get(business_line, business_line)
+
+
+def names_load() -> Names:
+    accounts = {a.code: f"{a.code} {a.name}" for a in Account.objects.all()}
+    centres = {c.business_line: str(c) or c.business_line for c in CostCentre.objects.all()}
+    return Names(accounts, centres)
