@@ -95,7 +95,20 @@ def test_it_downloads_every_table_of_the_page(as_role: Role, booked: None, table
             ["Total", "10.00", "0", "0", "2.50", "0", "0", "12.50"],
         ]
     if table == "budget":
-        assert rows[2] == ["search", "2.50", "", "", "", "100.00", "-97.50", "-0.9750", "0.0250", "10000", "1000", "0.1000"]
+        assert rows[2] == [
+            "search",
+            "2.50",
+            "",
+            "",
+            "",
+            "100.00",
+            "-97.50",
+            "-0.9750",
+            "0.0250",
+            "10000",
+            "1000",
+            "0.1000",
+        ]
 
 
 def test_it_shows_a_scoped_user_only_its_business_lines(booked: None) -> None:

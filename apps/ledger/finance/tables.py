@@ -255,7 +255,6 @@ def accounts_table(
     return table
 
 
-
 def trial_balance_table(*, month: date, currency: str, names: Names, business_lines: list[str] | None) -> Table:
     """The month's trial balance in one currency (only the user's cost centres when scoped)."""
     balance = trial_balance(month=month, business_lines=business_lines)
