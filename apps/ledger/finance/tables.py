@@ -69,7 +69,7 @@ def spend_table(
     for cc, spent in sorted(by_cc.items(), key=lambda kv: names.centre(kv[0])):
         rows.append({"cost_centre": names.centre(cc), **{c: spent.get(c, ZERO) for c in codes}})
         rows[-1]["total"] = sum(spent.values(), ZERO)
-        for code in codes:
+        for code in [c for c in codes if c in spent]:  # a cell without lines leads nowhere
             table.links[(len(rows) - 1, code)] = journal_href(
                 month=month, account=code, cost_centre=cc, currency=currency
             )
@@ -78,7 +78,7 @@ def spend_table(
         )
     if rows:
         rows.append({"cost_centre": _("Total"), **{c: sum((r[c] for r in rows), ZERO) for c in [*codes, "total"]}})
-        for code in codes:
+        for code in [c for c in codes if any(c in spent for spent in by_cc.values())]:
             table.links[(len(rows) - 1, code)] = journal_href(month=month, account=code, currency=currency)
         table.links[(len(rows) - 1, "total")] = journal_href(month=month, expense=True, currency=currency)
     fig = go.Figure(
@@ -307,6 +307,7 @@ def trend_table(*, trend: list[dict[str, Any]], names: Names, currency: str) -> 
     fig = go.Figure(
         [go.Bar(name=names.account(a), x=months, y=[float(amounts.get((m, a), 0)) for m in months]) for a in codes]
     )
+    fig.update_xaxes(type="category")  # months, not instants
     table = Table(
         "trend",
         _("Spend by account, last %(months)d months (%(currency)s)") % {"months": TREND_MONTHS, "currency": currency},
