@@ -147,7 +147,7 @@ def test_it_translates_the_headers_to_chinese(books: None) -> None:
     by_cookie = headers(client.get(PAGE).content.decode())
 
     assert chinese == by_cookie and len(chinese) == len(english)
-    assert "本月 (CNY)" in chinese and "成本中心" in chinese
+    assert "本月 (CNY)" in chinese and "成本中心" in chinese and "变动 (CNY)" in chinese
     # Left alone: account codes with their names (data, edited in the admin), currencies, paths.
     bare = [re.sub(r"\d{4}\.\d{2} [^(\uff08]*|/\w+/", "", h) for h in chinese]
     leftovers = [h for h in bare if re.search(r"\b(?!CNY|USD|CSV|API|FOCUS)[A-Za-z]{3,}\b", h)]

@@ -12,6 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from apps.common.buckets import previous_month
 from apps.common.tables import Column, Table
@@ -131,7 +132,7 @@ def centres_table(
             Column("cost_centre", _("Cost centre")),
             Column("actual", money_label(_("This month"), currency), "money"),
             Column("previous", money_label(_("Previous month"), currency), "money"),
-            Column("change", money_label(_("Change"), currency), "money"),
+            Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
             Column("change_pct", _("Change %"), "pct"),
             Column("budget", money_label(_("Budget"), currency), "money"),
             Column("variance", money_label(_("Variance (actual - budget)"), currency), "money"),
@@ -217,7 +218,7 @@ def accounts_table(
             Column("account", _("Account")),
             Column("actual", money_label(_("This month"), currency), "money"),
             Column("previous", money_label(_("Previous month"), currency), "money"),
-            Column("change", money_label(_("Change"), currency), "money"),
+            Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
             Column("change_pct", _("Change %"), "pct"),
         ],
         rows,
