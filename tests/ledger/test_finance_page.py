@@ -331,3 +331,14 @@ def test_it_starts_the_month_at_its_first_day_for_the_waste_link() -> None:
         "/waste/?from=2026-02-01&to=2026-02-28&dims.business_line=x&reason=waste.timeout"
     )
     assert "dims.business_line" not in month_waste_href(month=date(2026, 2, 1), business_line="unassigned")
+
+
+def test_it_steps_to_the_previous_month_in_one_click(books: None) -> None:
+    client = finance()
+    html = client.get(PAGE).content.decode()
+    previous = re.search(r'id="previous-month" href="([^"]+)"', html).group(1)  # type: ignore[union-attr]
+
+    assert unescape(previous) == "?month=2026-10&currency=CNY"
+    rows = {r["Cost centre"]: r for r in table(client, "spend", "/finance/" + unescape(previous))}
+    october = sum(v for (_, cc), v in spend(period_id=OCT).items() if cc == "support")
+    assert Decimal(rows["CC-1001 Customer support"]["Total (CNY)"]) == october

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from apps.common.buckets import month_of, previous_month
+from apps.common.buckets import month_of, next_month, previous_month
 from apps.common.tables import Table
 from apps.ledger.finance import tables
 from apps.ledger.finance.names import names_load
@@ -27,6 +27,14 @@ class Dashboard:
     currencies: list[str]
     scoped: list[str] | None = None  # the user's business lines; None: every line
     tables: list[Table] = field(default_factory=list)
+
+    @property
+    def previous(self) -> str:
+        return f"{previous_month(self.month):%Y-%m}"
+
+    @property
+    def next(self) -> str:
+        return f"{next_month(self.month):%Y-%m}"
 
     def table(self, name: str) -> Table | None:
         return next((t for t in self.tables if t.name == name), None)
