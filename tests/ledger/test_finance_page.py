@@ -235,8 +235,8 @@ def test_it_says_by_how_much_and_why_the_books_differ_from_the_page(collector: C
     price("qwen*")  # llama is not priced: /waste/ counts its tokens, the ledger cannot book them
     month_accrue(month=NOV)
     later = date(2026, 11, 20)
-    send(collector, records(later, "support", ok=0, timeouts=1))
-    price("qwen*")  # priced, not yet accrued
+    send(collector, records(later, "support", ok=0, timeouts=1) + records(NOV_DAY, "support", ok=0, timeouts=1))
+    price("qwen*")  # priced, not yet accrued: a day not accrued, and a day accrued before these rows
     support = table(finance(), "waste")[0]
     tokens, _ = page_waste("support")
 
@@ -244,7 +244,9 @@ def test_it_says_by_how_much_and_why_the_books_differ_from_the_page(collector: C
     assert int(support["Difference, tokens"]) == tokens - int(support["Waste tokens (ledger)"])
     assert Decimal(support["Difference (CNY)"]) > 0
     assert support["Reconciliation"].startswith("differs: ")
-    assert "tokens not priced" in support["Reconciliation"] and "not booked yet" in support["Reconciliation"]
+    why = support["Reconciliation"]
+    assert "tokens not priced" in why and "not booked yet, on days not accrued: 2026-11-20" in why
+    assert "priced after their day was accrued" in why
 
 
 # --- drill-through -----------------------------------------------------------------------------

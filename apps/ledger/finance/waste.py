@@ -71,12 +71,13 @@ class _Centre:
     on_waste: _Side = field(default_factory=_Side)  # of that, mapped to the waste account
     elsewhere: _Side = field(default_factory=_Side)  # mapped elsewhere (inside elastic windows)
     reasons: dict[str, list[_Side]] = field(default_factory=lambda: defaultdict(lambda: [_Side(), _Side()]))
+    late_days: set[date] = field(default_factory=set)  # days with priced waste, not accrued
     journal: Decimal = ZERO  # the waste account's lines, as booked
     journal_tokens: int = 0
 
 
-def _priced(month: date, currency: str, business_lines: list[str] | None) -> tuple[dict[str, _Centre], int, int]:
-    """Per cost centre the priced waste of the month, and the days accrued / in the month."""
+def _priced(month: date, currency: str, business_lines: list[str] | None) -> dict[str, _Centre]:
+    """Per cost centre the priced waste of the month, on the days accrued and the others."""
     window, mapping = month_window(month), mapping_load()
     waste_account = Account.objects.filter(role=Account.Role.WASTE).values_list("id", flat=True).first()
     days = month_days(month)
@@ -96,6 +97,7 @@ def _priced(month: date, currency: str, business_lines: list[str] | None) -> tup
         centre = centres[cc]
         centre.priced.add(tokens, cost)
         if day not in accrued:
+            centre.late_days.add(day)
             continue
         centre.booked.add(tokens, cost)
         inside = mapping.account_of(rule) != waste_account
@@ -103,7 +105,7 @@ def _priced(month: date, currency: str, business_lines: list[str] | None) -> tup
         centre.reasons[reason][0].add(tokens, cost)
         if inside:
             centre.reasons[reason][1].add(tokens, cost)
-    return centres, len(accrued), len(days)
+    return centres
 
 
 def _journal(month: date, currency: str, business_lines: list[str] | None, centres: dict[str, _Centre]) -> None:
@@ -133,8 +135,14 @@ def _cents(value: Decimal) -> Decimal:
     return value.quantize(CENT, rounding=ROUND_HALF_UP)
 
 
-def _why(centre: _Centre, page_tokens: int, page_exact: Decimal, accrued: int, days: int) -> list[str]:
-    """The named parts of a difference between the ledger and the page (empty: they agree)."""
+def _days_text(days: set[date]) -> str:
+    shown = [f"{d:%Y-%m-%d}" for d in sorted(days)[:3]]
+    return ", ".join(shown) + (", ..." if len(days) > 3 else "")
+
+
+def _why(centre: _Centre, page_tokens: int, page_exact: Decimal) -> list[str]:
+    """The named parts of a difference between the page and the ledger (page - ledger; empty:
+    they agree). The parts add up to the difference."""
     why = []
     unpriced = page_tokens - centre.priced.tokens
     if unpriced:
@@ -145,12 +153,17 @@ def _why(centre: _Centre, page_tokens: int, page_exact: Decimal, accrued: int, d
     late_tokens, late = centre.priced.tokens - centre.booked.tokens, centre.priced.exact - centre.booked.exact
     if late_tokens or _cents(late):
         why.append(
-            _("%(amount)s (%(tokens)s tokens) not booked yet: %(accrued)d of %(days)d days accrued, or priced since")
-            % {"amount": money_text(late), "tokens": int_text(late_tokens), "accrued": accrued, "days": days}
+            _("%(amount)s (%(tokens)s tokens) not booked yet, on days not accrued: %(days)s")
+            % {"amount": money_text(late), "tokens": int_text(late_tokens), "days": _days_text(centre.late_days)}
         )
-    rounding = centre.journal - _cents(centre.on_waste.exact)
-    if rounding:
-        why.append(_("%(amount)s rounding to cents in the journal") % {"amount": money_text(rounding)})
+    drift_tokens, drift = centre.on_waste.tokens - centre.journal_tokens, _cents(centre.on_waste.exact) - centre.journal
+    if drift_tokens:
+        why.append(
+            _("%(amount)s (%(tokens)s tokens) priced after their day was accrued: the next accrual books it")
+            % {"amount": money_text(drift), "tokens": int_text(drift_tokens)}
+        )
+    elif drift:
+        why.append(_("%(amount)s rounding to cents in the journal") % {"amount": money_text(drift)})
     stale = _cents(page_exact) - _cents(centre.priced.exact)
     if stale:
         why.append(
@@ -162,13 +175,13 @@ def _why(centre: _Centre, page_tokens: int, page_exact: Decimal, accrued: int, d
 
 def waste_tables(*, month: date, currency: str, names: Names, business_lines: list[str] | None) -> list[Table]:
     """The waste per cost centre reconciled to /waste/, and the waste per cost centre and reason."""
-    centres, accrued, days = _priced(month, currency, business_lines)
+    centres = _priced(month, currency, business_lines)
     _journal(month, currency, business_lines, centres)
     page = _page(month, currency, business_lines)
     for cc in page:
         centres.setdefault(cc, _Centre())
     return [
-        _reconciled(month, currency, names, centres, page, accrued, days),
+        _reconciled(month, currency, names, centres, page),
         _reasons(month, currency, names, centres),
     ]
 
@@ -179,8 +192,6 @@ def _reconciled(
     names: Names,
     centres: dict[str, _Centre],
     page: dict[str, tuple[int, Decimal]],
-    accrued: int,
-    days: int,
 ) -> Table:
     waste_code = Account.objects.filter(role=Account.Role.WASTE).values_list("code", flat=True).first() or ""
     elastic_code = Account.objects.filter(role=Account.Role.ELASTIC).values_list("code", flat=True).first() or ""
@@ -211,7 +222,7 @@ def _reconciled(
         page_tokens, page_exact = page.get(cc, (0, ZERO))
         amount = centre.journal + _cents(centre.elsewhere.exact)
         tokens = centre.journal_tokens + centre.elsewhere.tokens
-        why = _why(centre, page_tokens, page_exact, accrued, days)
+        why = _why(centre, page_tokens, page_exact)
         diff_tokens, diff_amount = page_tokens - tokens, _cents(page_exact) - amount
         agrees = not diff_tokens and not diff_amount
         status = _("agrees") if agrees else _("differs: %(why)s") % {"why": "; ".join(why) or _("unexplained")}
