@@ -344,3 +344,31 @@ def test_it_steps_to_the_previous_month_in_one_click(books: None) -> None:
     rows = {r["Cost centre"]: r for r in table(client, "spend", "/finance/" + unescape(previous))}
     october = sum(v for (_, cc), v in spend(period_id=OCT).items() if cc == "support")
     assert Decimal(rows["CC-1001 Customer support"]["Total (CNY)"]) == october
+
+
+def test_it_reconciles_by_accounting_days_in_shanghai(collector: Collector, settings: Any) -> None:
+    settings.ACCOUNTING_TZ = "Asia/Shanghai"
+    last_evening = factories.record(  # 23:30 on 30 November in Shanghai: November
+        ts="2026-11-30T15:30:00+00:00",
+        dims={"business_line": "support"},
+        prompt_hash=None,
+        **{"outcome.status": "timeout", "outcome.finish_reason": None},
+    )
+    first_night = factories.record(  # 00:30 on 1 December in Shanghai: December
+        ts="2026-11-30T16:30:00+00:00",
+        dims={"business_line": "support"},
+        prompt_hash=None,
+        **{"outcome.status": "timeout", "outcome.finish_reason": None},
+    )
+    send(collector, [last_evening, first_night])
+    price()
+    month_accrue(month=NOV)
+    month_accrue(month=date(2026, 12, 1))
+    november = table(finance(), "waste")[0]
+    december = table(finance("f2"), "waste", "/finance/?month=2026-12")[0]
+
+    assert november["Reconciliation"] == december["Reconciliation"] == "agrees"
+    assert int(november["Waste tokens (ledger)"]) == int(december["Waste tokens (ledger)"]) > 0
+    assert Decimal(november["Waste (ledger) (CNY)"]) == spend(period_id=NOV)[("6401.04", "support")]
+    link = next(h for h in links(section(finance("f3").get(PAGE).content.decode(), "waste")) if h.startswith("/waste/"))
+    assert link == "/waste/?from=2026-11-01&to=2026-11-30&dims.business_line=support&class=waste"
