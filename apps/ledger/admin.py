@@ -12,6 +12,7 @@ from apps.accounts.roles import user_has_role
 from apps.ledger.models import (
     Account,
     Budget,
+    CostCentre,
     CloseRequest,
     ElasticWindow,
     Finding,
@@ -136,6 +137,16 @@ def _in_closed_month(obj: Budget | Revenue | None) -> bool:
     """A closed month's budget or revenue is part of its books: not deleted here (the database
     refuses it too); changes are refused by the models' validation with the same reason."""
     return obj is not None and Period.first_closed([obj.month]) is not None
+
+
+@admin.register(CostCentre)
+class CostCentreAdmin(ScopedModelAdmin):
+    """A business line's cost-centre code and name, as the finance pages show it."""
+
+    line_field = "business_line"
+    list_display = ["code", "name", "business_line", "active"]
+    list_filter = ["active"]
+    search_fields = ["code", "name", "business_line"]
 
 
 @admin.register(Budget)

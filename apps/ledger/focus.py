@@ -99,14 +99,17 @@ def _cost(value: Decimal) -> str:
     return _num(value.quantize(Decimal("0.01")) + 0)  # + 0 turns -0.00 into 0.00
 
 
-def focus_rows(*, month: date) -> Iterator[dict[str, str]]:
-    """The billing period's rows, in journal order (the values as strings; null is '')."""
+def focus_rows(*, month: date, business_lines: list[str] | None = None) -> Iterator[dict[str, str]]:
+    """The billing period's rows, in journal order (the values as strings; null is ''); only
+    the cost centres in `business_lines` unless it is None."""
     month = month_of(month)
     windows = _Windows()
     billing = windows[month]
+    lines = JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
+    if business_lines is not None:
+        lines = lines.filter(cost_centre__in=business_lines)
     lines = (
-        JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
-        .select_related("entry", "account", "model", "pool")
+        lines.select_related("entry", "account", "model", "pool")
         .order_by("day", "entry_id", "id")
         .iterator(chunk_size=5000)
     )
@@ -183,12 +186,12 @@ def _tags(line: JournalLine) -> dict[str, Any]:
     return tags
 
 
-def focus_csv(*, month: date) -> Iterator[str]:
+def focus_csv(*, month: date, business_lines: list[str] | None = None) -> Iterator[str]:
     """The CSV text of the billing period, a chunk at a time (header first)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
-    for i, row in enumerate(focus_rows(month=month)):
+    for i, row in enumerate(focus_rows(month=month, business_lines=business_lines)):
         writer.writerow(safe_dict(row))
         if i % 1000 == 999:
             yield buffer.getvalue()

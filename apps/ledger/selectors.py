@@ -33,8 +33,8 @@ def months_between(start: date, end: date) -> list[date]:
 
 def trial_balance(*, month: date, business_lines: list[str] | None = None) -> dict[str, Any]:
     """Per currency, each account's debits and credits posted in the month, and the totals
-    (equal: every entry balances, per cost centre too, so the cost centres in `business_lines`
-    alone balance as well; all unless it is None)."""
+    (equal: every entry balances). With `business_lines`, only those cost centres' lines: they
+    balance too, as accrual credits the payable per cost centre."""
     lines = JournalLine.objects.filter(period_id=month_of(month))
     if business_lines is not None:
         lines = lines.filter(cost_centre__in=business_lines)

@@ -36,8 +36,11 @@ def test_it_shows_spend_budget_trend_and_periods_to_finance(as_role: Role, booke
     assert response.status_code == 200
     html = response.content.decode()
     for title in (
-        "Spend by account and cost centre, 2026-09",
-        "Budget vs actual",
+        "Spend by account and cost centre, 2026-09 (CNY)",
+        "Cost centres against the previous month and the budget",
+        "Accounts against the previous month",
+        "Waste in the books against the /waste/ page",
+        "Trial balance, 2026-09",
         "Spend by account, last 12",
         "Periods",
     ):
@@ -65,21 +68,47 @@ def test_it_serves_plotly_js_from_the_installed_package(as_role: Role) -> None:
     assert b"plotly" in response.content[:2000].lower() and len(response.content) > 1_000_000
 
 
-@pytest.mark.parametrize("table", ["spend", "budget", "trend", "periods", "findings"])
+@pytest.mark.parametrize(
+    "table", ["spend", "budget", "accounts", "waste", "waste_reasons", "trial_balance", "trend", "periods", "findings"]
+)
 def test_it_downloads_every_table_of_the_page(as_role: Role, booked: None, table: str) -> None:
     response = as_role("finance").get(f"{PAGE}&download={table}")
 
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
-    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert response.content.startswith("\ufeff".encode())
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
     assert rows[0]
     if table == "spend":
         assert rows == [
-            ["cost_centre", "6401.01", "6401.02", "6401.03", "6401.04", "6401.05", "6401.06", "total"],
+            [
+                "Cost centre",
+                "6401.01 Effective token expense (CNY)",
+                "6401.02 Structural token expense (CNY)",
+                "6401.03 Elastic token expense (CNY)",
+                "6401.04 Waste token expense (CNY)",
+                "6401.05 Shadow / overhead compute (CNY)",
+                "6401.06 Idle capacity (CNY)",
+                "Total (CNY)",
+            ],
             ["customer-service", "10.00", "0", "0", "0", "0", "0", "10.00"],
             ["search", "0", "0", "0", "2.50", "0", "0", "2.50"],
+            ["Total", "10.00", "0", "0", "2.50", "0", "0", "12.50"],
         ]
     if table == "budget":
-        assert rows[2] == ["search", "100.00", "2.50", "0.0250", "10000", "1000", "0.1000"]
+        assert rows[2] == [
+            "search",
+            "2.50",
+            "",
+            "",
+            "",
+            "100.00",
+            "-97.50",
+            "-0.9750",
+            "0.0250",
+            "10000",
+            "1000",
+            "0.1000",
+        ]
 
 
 def test_it_shows_a_scoped_user_only_its_business_lines(booked: None) -> None:
@@ -95,10 +124,10 @@ def test_it_shows_a_scoped_user_only_its_business_lines(booked: None) -> None:
     browser.force_login(user)
 
     def table(name: str) -> list[list[str]]:
-        return list(csv.reader(io.StringIO(browser.get(f"{PAGE}&download={name}").content.decode())))
+        return list(csv.reader(io.StringIO(browser.get(f"{PAGE}&download={name}").content.decode("utf-8-sig"))))
 
-    assert [row[0] for row in table("spend")[1:]] == ["search"]
-    assert [row[0] for row in table("budget")[1:]] == ["search"]
+    assert [row[0] for row in table("spend")[1:]] == ["search", "Total"]
+    assert [row[0] for row in table("budget")[1:]] == ["search", "Total"]
     assert table("trend")[1][-1] == "2.50" and len(table("findings")) == 1
     html = browser.get(PAGE).content.decode()
     assert browser.get(PAGE).status_code == 200 and "customer-service" not in html

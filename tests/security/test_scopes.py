@@ -32,6 +32,7 @@ LINE_BOUND = {
     "alerts.rule",
     "ingest.dimset",
     "ledger.budget",
+    "ledger.costcentre",
     "ledger.elasticwindow",
     "ledger.finding",
     "ledger.revenue",
@@ -148,7 +149,7 @@ def test_every_admin_form_offers_a_scoped_user_only_their_lines():
         assert options == [MINE], model._meta.label
         assert f'type="text" name="{model_admin.line_field}"' in everyone.get(add).content.decode()
         forms += 1
-    assert forms == 4  # budgets, revenue, elastic windows, alert rules
+    assert forms == 5  # budgets, revenue, elastic windows, alert rules, cost centres
 
 
 # --- rule sets: writing and activating needs every business line ---------------------------

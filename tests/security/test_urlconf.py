@@ -32,6 +32,7 @@ EDITORS = ("admin", "engineer")
 
 VISIBLE, HIDDEN = "bl-visible", "bl-hidden-q7"
 SINCE = "from=2000-01-01T00:00:00Z"
+THIS_MONTH = f"{datetime.now(UTC):%Y-%m}"
 WINDOW = f"{SINCE}&to={(datetime.now(UTC) + timedelta(days=1)):%Y-%m-%dT%H:%M:%SZ}&group_by=business_line"
 
 
@@ -73,6 +74,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "finance/plans/<str:month>/": page(MONEY, methods=("GET", "POST")),  # the user's lines only
     "finance/plans/<str:month>/copy/": page(MONEY, methods=("POST",)),
     "finance/pack/<str:month>.xlsx": page(MONEY),  # a closed month's workbook, of the user's lines
+    "finance/journal/": page(MONEY),
     "audits/": page(LEDGER),
     "audits/<str:month>/": page(LEDGER),
     "rules/": page(scope="none"),
@@ -95,19 +97,19 @@ ENDPOINTS: dict[str, Endpoint] = {
     "api/v1/rulesets/<int:version>/rules": Endpoint(EDITORS, "company", ("POST",)),
     "api/v1/rulesets/<int:version>/try": Endpoint(EDITORS, "company"),
     "api/v1/rulesets/<int:version>/activate": Endpoint(EDITORS, "company", ("POST",)),
-    "api/v1/ledger/accounts": Endpoint(LEDGER, "company"),
-    "api/v1/ledger/trial-balance": Endpoint(MONEY, "company"),
-    "api/v1/ledger/matrix": Endpoint(LEDGER, "company"),
-    "api/v1/ledger/journal": Endpoint(LEDGER, "company"),
-    "api/v1/ledger/journal/<int:pk>/usage": Endpoint(LEDGER, "company"),
-    "api/v1/ledger/budget-vs-actual": Endpoint(LEDGER, "company"),
+    "api/v1/ledger/accounts": Endpoint(LEDGER, "none"),
+    "api/v1/ledger/trial-balance": Endpoint(MONEY, "lines", query=f"period={THIS_MONTH}"),
+    "api/v1/ledger/matrix": Endpoint(LEDGER, "lines", query=f"from={THIS_MONTH}"),
+    "api/v1/ledger/journal": Endpoint(LEDGER, "lines", query=f"period={THIS_MONTH}"),
+    "api/v1/ledger/journal/<int:pk>/usage": Endpoint(LEDGER, "lines"),
+    "api/v1/ledger/budget-vs-actual": Endpoint(LEDGER, "lines", query=f"period={THIS_MONTH}"),
     "api/v1/ledger/budgets": Endpoint(LEDGER, "company", ("GET", "PUT")),
     "api/v1/ledger/revenue": Endpoint(MONEY, "company", ("GET", "PUT")),
     "api/v1/ledger/periods": Endpoint(LEDGER, "company"),
     "api/v1/ledger/periods/<str:month>/close": Endpoint(MONEY, "company", ("POST",)),
     "api/v1/ledger/periods/<str:month>/reopen": Endpoint(("admin",), "company", ("POST",)),
     "api/v1/ledger/findings": Endpoint(MONEY, "company"),
-    "api/v1/exports/focus": Endpoint(MONEY, "company"),
+    "api/v1/exports/focus": Endpoint(MONEY, "lines", query=f"period={THIS_MONTH}"),
 }
 
 # The read endpoints whose answer to an unscoped user names the hidden line: the scope check
@@ -255,12 +257,19 @@ def test_a_scoped_user_sees_nothing_of_other_lines_and_is_refused_company_wide_v
             answer = call(scoped, method, url)
             if endpoint.scope == "company" and answer.status_code != 403:  # type: ignore[attr-defined]
                 leaks.append(f"{method} {route}: {answer.status_code}, not refused")  # type: ignore[attr-defined]
-            if method == "GET" and HIDDEN in answer.content.decode():  # type: ignore[attr-defined]
+            if method == "GET" and HIDDEN in body(answer):
                 leaks.append(f"GET {route}: shows {HIDDEN}")
             if route in SHOWS_EVERY_LINE and HIDDEN in call(everyone, method, url).content.decode():  # type: ignore[attr-defined]
                 shown.add(route)
     assert leaks == []
     assert SHOWS_EVERY_LINE <= shown, "the unscoped user should see the hidden line there"
+
+
+def body(answer: object) -> str:
+    """The text of an answer, streamed (the FOCUS export) or not."""
+    if getattr(answer, "streaming", False):
+        return b"".join(answer.streaming_content).decode()  # type: ignore[attr-defined]
+    return answer.content.decode()  # type: ignore[attr-defined]
 
 
 def test_it_refuses_every_read_api_to_a_user_without_a_role():
@@ -277,7 +286,7 @@ def test_it_refuses_every_read_api_to_a_user_without_a_role():
 def line_rows(line: str) -> dict[str, Model]:
     """A row of `line` in every admin model whose rows belong to a business line."""
     from apps.alerts.models import Alert
-    from apps.ledger.models import ElasticWindow, Finding
+    from apps.ledger.models import CostCentre, ElasticWindow, Finding
     from apps.ledger.services.planning import budget_set, revenue_set
 
     now = datetime.now(UTC)
@@ -292,6 +301,7 @@ def line_rows(line: str) -> dict[str, Model]:
             dedup_key=f"k-{line}", kind="spend_spike", status="firing", severity=20, business_line=line, created_at=now
         ),
         factories.dimset({"business_line": line}),
+        CostCentre.objects.create(business_line=line, code=f"CC-{len(line)}", name=f"centre of {line}"),
     ]
     return {row._meta.label_lower: row for row in rows}
 

@@ -18,16 +18,31 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.roles import roles_required, user_has_role
-from apps.accounts.scopes import company_wide
+from apps.accounts.scopes import business_lines_of, company_wide
 from apps.ledger.services.periods import PeriodError, parse_month
 from costplatform.csvcells import safe_dict, safe_row
 
 MONEY_ROLES = ("finance", "admin")
 LEDGER_ROLES = ("finance", "admin", "engineer")
-# The ledger API is company-wide: users scoped to business lines read their lines on /finance/.
+# The reports (trial balance, matrix, journal, usage, budget vs actual, FOCUS) filter to the
+# user's cost centres (`lines_of`); the rest of the ledger API is company-wide.
 SeesMoney = company_wide(roles_required(*MONEY_ROLES))
 SeesLedger = company_wide(roles_required(*LEDGER_ROLES))
 IsAdmin = company_wide(roles_required("admin"))
+SeesMoneyOfLines = roles_required(*MONEY_ROLES)
+SeesLedgerOfLines = roles_required(*LEDGER_ROLES)
+
+
+def lines_of(request: Request) -> list[str] | None:
+    """The cost centres (business lines) a report shows the user; None: all."""
+    return business_lines_of(request.user)
+
+
+def scope_note(lines: list[str] | None) -> dict[str, Any]:
+    """What a scoped report says about itself."""
+    if lines is None:
+        return {}
+    return {"cost_centres": lines, "note": "only the lines of these cost centres (your scope)"}
 
 
 def rows_of(output: type[serializers.Serializer], name: str, **extra: serializers.Field) -> Any:

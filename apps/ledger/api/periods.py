@@ -23,7 +23,9 @@ from apps.ledger.api.common import (
     MoneyAware,
     SeesLedger,
     SeesMoney,
+    SeesMoneyOfLines,
     as_download,
+    lines_of,
     money,
     month_param,
     rows_of,
@@ -267,14 +269,16 @@ def _parse(value: str) -> Any:
 
 class FocusExportView(APIView):
     """FOCUS 1.2 CSV of a billing period: one row per day x model x cost centre x account
-    (see docs/ledger.md for the column rules). Finance and admin."""
+    (see docs/ledger.md for the column rules). Finance and admin; a user scoped to some
+    business lines gets their cost centres' rows only."""
 
-    permission_classes = [SeesMoney]
+    permission_classes = [SeesMoneyOfLines]
     renderer_classes = RENDERERS  # errors as JSON; `Accept: text/csv` accepted
 
     @extend_schema(operation_id="exports_focus", parameters=[PERIOD], responses={(200, "text/csv"): OpenApiTypes.STR})
     def get(self, request: Request) -> StreamingHttpResponse:
         month = month_param(request)
-        response = StreamingHttpResponse(focus_csv(month=month), content_type="text/csv; charset=utf-8")
+        rows = focus_csv(month=month, business_lines=lines_of(request))
+        response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="focus-{month:%Y-%m}.csv"'
         return response

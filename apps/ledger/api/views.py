@@ -20,12 +20,14 @@ from apps.ingest.api.params import page_limit
 from apps.ledger.api.common import (
     CSVRenderer,
     MoneyAware,
-    SeesLedger,
-    SeesMoney,
+    SeesLedgerOfLines,
+    SeesMoneyOfLines,
     as_download,
+    lines_of,
     money,
     month_param,
     rows_of,
+    scope_note,
     sees_money,
 )
 from apps.ledger.models import Account, JournalLine
@@ -38,9 +40,11 @@ RENDERERS = [JSONRenderer, CSVRenderer]
 
 class TrialBalanceView(APIView):
     """Per currency, every account's debits and credits posted in the period; the totals are
-    equal (each entry balances). Finance and admin."""
+    equal (each entry balances). Finance and admin; a user scoped to some business lines gets
+    their cost centres' lines only (still balanced: accrual credits the payable per cost
+    centre), and the answer names them."""
 
-    permission_classes = [SeesMoney]
+    permission_classes = [SeesMoneyOfLines]
     renderer_classes = RENDERERS
 
     class AccountOut(serializers.Serializer):
@@ -70,7 +74,7 @@ class TrialBalanceView(APIView):
     @extend_schema(operation_id="ledger_trial_balance", parameters=[PERIOD, CSV_FORMAT], responses={200: Output})
     def get(self, request: Request) -> Response:
         month = month_param(request)
-        balance = trial_balance(month=month)
+        balance = trial_balance(month=month, business_lines=lines_of(request))
         books = []
         for book in balance["currencies"]:
             out = self.CurrencyOut(book).data
@@ -78,6 +82,7 @@ class TrialBalanceView(APIView):
             books.append(out)
         rows = [{"currency": b["currency"], **a} for b in books for a in b["accounts"]]
         data = {"period": balance["period"], "status": balance["status"], "currencies": books, "rows": rows}
+        data |= scope_note(lines_of(request))
         return as_download(Response(data), request, f"trial-balance-{month:%Y-%m}")
 
 
@@ -85,7 +90,7 @@ class MatrixView(APIView):
     """Net amount and tokens per month x account x cost centre (expense accounts; `kind=all`
     adds the payable). Engineers get tokens only."""
 
-    permission_classes = [SeesLedger]
+    permission_classes = [SeesLedgerOfLines]
     renderer_classes = RENDERERS
 
     class Output(MoneyAware):
@@ -119,7 +124,7 @@ class MatrixView(APIView):
         if end < start or (end.year - start.year) * 12 + end.month - start.month > 36:
             raise exceptions.ValidationError({"to": ["from <= to, at most 36 months apart"]})
         kind = None if request.query_params.get("kind") == "all" else Account.Kind.EXPENSE
-        rows = ledger_matrix(start=start, end=end, kind=kind)
+        rows = ledger_matrix(start=start, end=end, kind=kind, business_lines=lines_of(request))
         data = self.Output(rows, many=True, context={"money": sees_money(request)}).data
         return as_download(Response({"rows": data}), request, f"ledger-matrix-{start:%Y-%m}-{end:%Y-%m}")
 
@@ -129,7 +134,7 @@ class JournalView(APIView):
     price versions, pools, mapping rule revisions, windows, the exact amount). Engineers get
     tokens only."""
 
-    permission_classes = [SeesLedger]
+    permission_classes = [SeesLedgerOfLines]
     renderer_classes = RENDERERS
 
     class Output(MoneyAware):
@@ -191,7 +196,10 @@ class JournalView(APIView):
         if not offset.isdigit():
             raise exceptions.ValidationError({"offset": ["a non-negative integer"]})
         limit = page_limit(request, default=1000, maximum=10000)
-        lines = journal_lines(flt=flt)[int(offset) : int(offset) + limit]
+        found = journal_lines(flt=flt)
+        if (scope := lines_of(request)) is not None:
+            found = found.filter(cost_centre__in=scope)
+        lines = found[int(offset) : int(offset) + limit]
         data = self.Output(lines, many=True, context={"money": sees_money(request)}).data
         nxt = int(offset) + limit if len(data) == limit else None
         return as_download(Response({"rows": data, "next_offset": nxt}), request, f"journal-{month:%Y-%m}")
@@ -202,13 +210,16 @@ class LineUsageView(APIView):
     source, dims, class.reason, component, tokens, cost, price version or pool, the rule sets
     that classified them, the mapping rule that books them, and a link to their records."""
 
-    permission_classes = [SeesLedger]
+    permission_classes = [SeesLedgerOfLines]
     renderer_classes = RENDERERS
     MONEY = ("cost", "pool_cost", "allocated", "idle")
 
     @extend_schema(operation_id="ledger_line_usage", parameters=[CSV_FORMAT], responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
-        line = get_object_or_404(JournalLine.objects.select_related("account", "model"), pk=pk)
+        visible = JournalLine.objects.select_related("account", "model")
+        if (scope := lines_of(request)) is not None:
+            visible = visible.filter(cost_centre__in=scope)  # another line's is not found
+        line = get_object_or_404(visible, pk=pk)
         usage = line_usage(line=line)
         rows = usage["rows"]
         if not sees_money(request):
@@ -221,7 +232,7 @@ class BudgetVsActualView(APIView):
     """Per business line: the month's budget and what its expense accounts got in the month
     (amount in the budget's currency, tokens), with the share used. Engineers: tokens only."""
 
-    permission_classes = [SeesLedger]
+    permission_classes = [SeesLedgerOfLines]
     renderer_classes = RENDERERS
 
     class Output(MoneyAware):
@@ -246,14 +257,15 @@ class BudgetVsActualView(APIView):
     )
     def get(self, request: Request) -> Response:
         month = month_param(request)
-        data = self.Output(budget_vs_actual(month=month), many=True, context={"money": sees_money(request)}).data
+        found = budget_vs_actual(month=month, business_lines=lines_of(request))
+        data = self.Output(found, many=True, context={"money": sees_money(request)}).data
         return as_download(Response({"rows": data}), request, f"budget-vs-actual-{month:%Y-%m}")
 
 
 class AccountsView(APIView):
     """The chart of accounts (edited in the admin)."""
 
-    permission_classes = [SeesLedger]
+    permission_classes = [SeesLedgerOfLines]
     renderer_classes = RENDERERS
 
     class Output(serializers.ModelSerializer):

@@ -1,11 +1,12 @@
-"""The finance dashboard page (finance and admin) and plotly.js, served from the installed
-plotly package (no CDN)."""
+"""The finance pages (finance and admin): the dashboard, the journal lines behind any of its
+numbers, and plotly.js served from the installed plotly package (no CDN). A user scoped to
+some business lines sees their cost centres only, everywhere."""
 
 from __future__ import annotations
 
-import csv
 from datetime import date
 from functools import cache
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -13,14 +14,18 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 from django.utils import timezone
+from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of
-from apps.ledger.dashboard import dashboard_build
+from apps.common.tables import Table
+from apps.ledger.finance import dashboard_build
+from apps.ledger.finance.journal import JOURNAL_PAGE, journal_table
+from apps.ledger.selectors import LineFilter
 from apps.ledger.services.periods import PeriodError, parse_month
-from costplatform.csvcells import safe_row
+from apps.ledger.sheets import table_response
 
 
 def _month(request: HttpRequest) -> date:
@@ -33,28 +38,80 @@ def _month(request: HttpRequest) -> date:
         raise Http404(str(exc)) from exc
 
 
+def _finance_only(request: HttpRequest) -> None:
+    if not user_has_role(request.user, "finance", "admin"):
+        raise PermissionDenied("the finance pages are for the finance and admin roles")
+
+
+def _download(request: HttpRequest, table: Table | None, name: str, filename: str) -> HttpResponse:
+    if table is None:
+        raise Http404(f"no table {name!r}")
+    try:
+        return table_response(table, fmt=request.GET.get("format", "csv"), filename=filename)
+    except ValueError as exc:
+        raise Http404(str(exc)) from exc
+
+
 @require_GET
 @login_required
 def finance_dashboard(request: HttpRequest) -> HttpResponse:
-    """Spend by account and cost centre, budget vs actual, trend, period status, findings, only
-    of the user's business lines (cost centres); `?download=<table>` gives any table as CSV."""
-    if not user_has_role(request.user, "finance", "admin"):
-        raise PermissionDenied("the finance dashboard is for the finance and admin roles")
+    """The month's books of the user's cost centres; `?download=<table>` gives any table as a
+    spreadsheet (`&format=csv`, the default)."""
+    _finance_only(request)
     board = dashboard_build(
         month=_month(request), currency=request.GET.get("currency"), business_lines=business_lines_of(request.user)
     )
     name = request.GET.get("download")
     if name:
-        table = board.table(name)
-        if table is None:
-            raise Http404(f"no table {name!r}")
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="finance-{table.name}-{board.month:%Y-%m}.csv"'
-        writer = csv.writer(response, lineterminator="\n")
-        writer.writerow(table.columns)
-        writer.writerows(safe_row("" if v is None else v for v in cells) for cells in table.cells())
-        return response
+        return _download(request, board.table(name), name, f"finance-{name}-{board.month:%Y-%m}")
     return render(request, "ledger/finance.html", {"board": board, "month": f"{board.month:%Y-%m}"})
+
+
+def _line_filter(request: HttpRequest) -> LineFilter:
+    day = request.GET.get("day") or ""
+    parsed = parse_date(day) if day else None
+    if day and parsed is None:
+        raise Http404("day is a date, YYYY-MM-DD")
+    return LineFilter(
+        month=_month(request),
+        account=request.GET.get("account") or None,
+        cost_centre=request.GET.get("cost_centre") or None,
+        day=parsed,
+        model=request.GET.get("model") or None,
+        kind=request.GET.get("kind") or None,
+    )
+
+
+@require_GET
+@login_required
+def finance_journal(request: HttpRequest) -> HttpResponse:
+    """The journal lines behind a finance number (month, account, cost centre, day, model), each
+    leading to the usage it was booked from."""
+    _finance_only(request)
+    flt = _line_filter(request)
+    offset = request.GET.get("offset", "0")
+    if not offset.isdigit():
+        raise Http404("offset is a non-negative integer")
+    found = journal_table(
+        flt=flt,
+        business_lines=business_lines_of(request.user),
+        expense_only=request.GET.get("side") == "expense",
+        currency=request.GET.get("currency") or None,
+        offset=int(offset),
+    )
+    if request.GET.get("download"):
+        return _download(request, found.table, "journal", f"journal-{flt.month:%Y-%m}")
+    query = request.GET.copy()
+    query.pop("offset", None)
+    context: dict[str, Any] = {
+        "found": found,
+        "flt": flt,
+        "month": f"{flt.month:%Y-%m}",
+        "query": query.urlencode(),
+        "next_offset": int(offset) + JOURNAL_PAGE if found.more else None,
+        "scoped": business_lines_of(request.user),
+    }
+    return render(request, "ledger/journal.html", context)
 
 
 @cache
@@ -73,5 +130,6 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("finance/", finance_dashboard, name="finance"),
+    path("finance/journal/", finance_journal, name="finance-journal"),
     path("finance/plotly.min.js", plotly_js, name="plotly-js"),
 ]

@@ -1,0 +1,62 @@
+"""Where a finance number leads: its journal lines (/finance/journal/), and from a journal line
+the usage it was booked from (the /waste/ drill-down of that day, line and model)."""
+
+from __future__ import annotations
+
+from datetime import date
+from urllib.parse import urlencode
+
+from django.urls import reverse
+
+from apps.common.buckets import month_days
+from apps.ledger import conf
+from apps.ledger.models import Account, JournalLine
+
+# The token class an account books, for the /waste/ link of its lines (elastic and idle: any).
+ROLE_CLASS = {
+    Account.Role.EFFECTIVE: "effective",
+    Account.Role.STRUCTURAL: "effective",
+    Account.Role.WASTE: "waste",
+    Account.Role.SHADOW: "shadow",
+}
+
+
+def journal_href(
+    *, month: date, account: str = "", cost_centre: str = "", expense: bool = False, currency: str = ""
+) -> str:
+    query = {"month": f"{month:%Y-%m}"}
+    for name, value in (("account", account), ("cost_centre", cost_centre), ("currency", currency)):
+        if value:
+            query[name] = value
+    if expense:
+        query["side"] = "expense"
+    return reverse("finance-journal") + "?" + urlencode(query)
+
+
+def waste_href(*, first: date, last: date, business_line: str, **more: str) -> str:
+    """/waste/ for the days [first, last] of one business line (the unassigned cost centre is
+    usage without a line, which the page cannot filter to: all lines then)."""
+    query = {"from": f"{first:%Y-%m-%d}", "to": f"{last:%Y-%m-%d}"}
+    if business_line and business_line != conf.get("LEDGER_UNASSIGNED"):
+        query["dims.business_line"] = business_line
+    query.update({k: v for k, v in more.items() if v})
+    return reverse("dashboards:waste") + "?" + urlencode(query)
+
+
+def month_waste_href(*, month: date, business_line: str, **more: str) -> str:
+    days = month_days(month)
+    return waste_href(first=days[0], last=days[-1], business_line=business_line, **more)
+
+
+def usage_href(*, line: JournalLine) -> str:
+    """The usage behind an expense line: /waste/ filtered to its day, line and model, at the
+    reason when the line holds one reason only (then the breakdown leads to the requests)."""
+    if line.model_id is None or line.account.kind != Account.Kind.EXPENSE:
+        return ""
+    reasons = sorted(line.basis.get("reasons", {}))
+    more = {"model": line.model.name}
+    if len(reasons) == 1:
+        more["reason"] = reasons[0]
+    elif line.account.role in ROLE_CLASS:
+        more["class"] = ROLE_CLASS[Account.Role(line.account.role)]
+    return waste_href(first=line.day, last=line.day, business_line=line.cost_centre, **more)

@@ -1,0 +1,42 @@
+"""Template helpers of the finance pages: a table cell formatted by its column's kind, with its
+state class (neg, zero, none) and its drill-through link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+
+from apps.common.formats import cell_text, money_text, pct_text, state_of
+from apps.common.tables import Column, Table
+
+register = template.Library()
+
+
+@register.simple_tag
+def cell(table: Table, index: int, row: dict[str, Any], column: Column) -> str:
+    """`<td>` of a row's value: formatted, classed by kind and state, linked when the table has
+    a link for it."""
+    value = row.get(column.key)
+    classes = " ".join(c for c in (column.kind, state_of(value) if column.kind != "text" else "") if c)
+    text = cell_text(value, column.kind)
+    href = table.links.get((index, column.key))
+    if href:
+        return format_html('<td class="{}"><a href="{}">{}</a></td>', classes, href, text)
+    return format_html('<td class="{}">{}</td>', classes, text)
+
+
+@register.filter
+def money(value: Any) -> str:
+    return money_text(value)
+
+
+@register.filter
+def pct(value: Any) -> str:
+    return pct_text(value)
+
+
+@register.filter
+def state(value: Any) -> str:
+    return state_of(value)

@@ -1,0 +1,184 @@
+"""The finance pages in a real browser (Playwright + Debian's chromium, as in
+tests/dashboards/test_browser.py): the month's question answered from the home page in a few
+clicks with the figures of the trial balance and matrix APIs, a click path from a ledger cell
+to one record, a scoped user's lines only, and the Chinese page. Screenshots go to
+test-artifacts/ (finance.png, finance-journal.png, finance-drill-usage.png, finance-zh-hans.png)."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from apps.common.buckets import month_of
+from apps.common.formats import money_text
+from apps.ledger.models import Budget, CostCentre
+from apps.ledger.services.accrual import month_accrue
+from tests.dashboards.conftest import T0, month_like_records, priced
+from tests.dashboards.test_browser import PASSWORD, browser, person, shot
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+__all__ = ["browser"]  # the fixture, shared
+MONTH = month_of(T0)
+
+
+def _seeded() -> None:
+    """The built-in reasons and the chart, which an earlier transactional test's flush removed."""
+    from django.apps import apps
+
+    from apps.classification.models import Reason
+    from apps.ledger.models import Account, ConfigVersion
+
+    if not Reason.objects.exists():
+        importlib.import_module("migrations.classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
+    if not Account.objects.exists():
+        ConfigVersion.objects.get_or_create(id=1)
+        importlib.import_module("migrations.ledger.0003_seed_chart").seed(apps, None)
+
+
+@pytest.fixture
+def books(live_server: Any, truncate_records: None, collector: Any) -> str:
+    """A few hours of two business lines (support, search), priced and booked; a budget and a
+    cost-centre name for support."""
+    _seeded()
+    response = collector.send(month_like_records())
+    assert response.status_code == 200 and response.json()["accepted"] == 12
+    priced()
+    Budget.objects.create(business_line="support", month=MONTH, amount=Decimal("0.05"), currency="CNY")
+    CostCentre.objects.create(business_line="support", code="CC-1001", name="Customer support")
+    month_accrue(month=MONTH)
+    return str(live_server.url)
+
+
+@pytest.fixture
+def login(browser: Any, books: str) -> Iterator[Any]:
+    contexts: list[Any] = []
+
+    def open_home(username: str) -> Any:
+        context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="en-US")
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(f"{books}/login/?next=/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("main button[type=submit]")
+        page.wait_for_url(f"{books}/")
+        return page
+
+    yield open_home
+    for context in contexts:
+        context.close()
+
+
+def rows_of(page: Any, name: str) -> list[list[str]]:
+    return page.eval_on_selector_all(
+        f"#table-{name} tr", "trs => trs.map(tr => [...tr.children].map(c => c.innerText.trim()))"
+    )
+
+
+def as_number(text: str) -> Decimal:
+    negative = text.startswith("(")
+    value = Decimal(text.strip("()").replace(",", ""))
+    return -value if negative else value
+
+
+def api(page: Any, url: str) -> Any:
+    answer = page.request.get(url)
+    assert answer.status == 200, (url, answer.status)
+    return answer
+
+
+def test_it_answers_what_a_line_spent_on_which_accounts_against_budget_and_wasted(login: Any, books: str) -> None:
+    page = login(person("fiona", "finance"))
+    page.click("header >> text=Finance")  # the one click from home
+    page.wait_for_selector("#table-spend")
+    shot(page, "finance")
+    month = f"{MONTH:%Y-%m}"
+
+    spend = rows_of(page, "spend")
+    header, support = spend[0], next(r for r in spend if r[0] == "CC-1001 Customer support")
+    matrix = api(page, f"{books}/api/v1/ledger/matrix?from={month}").json()["rows"]
+    for code in {r["account"] for r in matrix if r["cost_centre"] == "support"}:
+        column = next(i for i, h in enumerate(header) if h.startswith(code + " "))
+        booked = sum(Decimal(r["amount"]) for r in matrix if r["cost_centre"] == "support" and r["account"] == code)
+        assert as_number(support[column]) == booked
+    balance = api(page, f"{books}/api/v1/ledger/trial-balance?period={month}").json()
+    accounts = {a["code"]: Decimal(a["balance"]) for a in balance["currencies"][0]["accounts"]}
+    total = spend[-1]
+    for i, label in enumerate(header[1:-1], start=1):
+        assert as_number(total[i]) == accounts.get(label.split(" ")[0], Decimal(0)), label
+    assert as_number(total[-1]) == sum(v for code, v in accounts.items() if code.startswith("6401"))
+    budget = next(r for r in rows_of(page, "budget") if r[0] == "CC-1001 Customer support")
+    assert budget[5] == "0.05" and as_number(budget[6]) == as_number(support[-1]) - Decimal("0.05")
+    waste = next(r for r in rows_of(page, "waste") if r[0] == "CC-1001 Customer support")
+    assert as_number(waste[2]) == as_number(support[header.index("6401.04 Waste token expense (CNY)")]) > 0
+    assert waste[-1] == "agrees"
+    tb = rows_of(page, "trial_balance")
+    assert tb[-1][1] == "balanced" and as_number(tb[-1][2]) == Decimal(balance["currencies"][0]["debits"])
+
+
+def test_it_clicks_from_a_ledger_cell_down_to_one_record(login: Any, books: str) -> None:
+    page = login(person("fred", "finance"))
+    page.click("header >> text=Finance")
+    cell = page.locator("#table-spend tr", has_text="CC-1001").locator("a[href*='account=6401.04']")
+    amount = cell.inner_text()
+    cell.click()
+    page.wait_for_selector("#table-journal")
+    assert f"debits {amount}" in page.inner_text("#totals")
+    shot(page, "finance-journal")
+    page.locator("#table-journal a", has_text="usage").first.click()
+    page.wait_for_selector("#breakdown")
+    assert "/waste/" in page.url and "dims.business_line=support" in page.url
+    shot(page, "finance-drill-usage")
+    page.click("text=All requests")
+    page.wait_for_selector("#requests")
+    page.locator("#requests a").first.click()
+    page.wait_for_url("**/waste/record/**")
+    assert "support" in page.inner_text("main")
+
+
+def test_it_shows_a_scoped_finance_user_only_their_lines_everywhere(login: Any, books: str) -> None:
+    page = login(person("sam", "finance", lines=["search"]))
+    page.click("header >> text=Finance")
+    page.wait_for_selector("#table-spend")
+    assert "search" in page.inner_text("#scope")
+    assert "support" not in page.inner_text("main").lower()
+    page.click("#reports >> text=Journal")
+    page.wait_for_selector("#table-journal")
+    assert {r[4] for r in rows_of(page, "journal")[1:]} == {"search"}
+    month = f"{MONTH:%Y-%m}"
+    balance = api(page, f"{books}/api/v1/ledger/trial-balance?period={month}").json()
+    assert balance["cost_centres"] == ["search"] and balance["currencies"][0]["balanced"]
+    journal_debits = as_number(re.search(r"debits ([\d,.()]+)", page.inner_text("#totals")).group(1))  # type: ignore[union-attr]
+    assert Decimal(balance["currencies"][0]["debits"]) == journal_debits
+    for link in ("Account x cost centre matrix (CSV)", "FOCUS export (CSV)"):
+        href = page.goto(f"{books}/finance/") and page.get_attribute(f"#reports >> text={link}", "href")
+        text = api(page, f"{books}{href}").text()
+        assert "search" in text and "support" not in text, link
+    focus = list(csv.DictReader(io.StringIO(api(page, f"{books}/api/v1/exports/focus?period={month}").text())))
+    assert focus and {r["SubAccountId"] for r in focus} == {"search"}
+
+
+def test_it_has_no_english_labels_left_on_the_chinese_page(login: Any, books: str) -> None:
+    page = login(person("lin", "finance"))
+    page.select_option("#language select", "zh-hans")
+    page.wait_for_load_state()
+    page.click("header >> text=财务")
+    page.wait_for_selector("#table-spend")
+    shot(page, "finance-zh-hans")
+    labels = page.eval_on_selector_all(
+        "main th, main h1, main h2, main label, main button, #reports a",
+        "els => els.map(e => e.innerText.trim())",
+    )
+    # Left alone: paths (/waste/), currencies, CSV, API, FOCUS.
+    bare = [re.sub(r"/\w+/", "", t) for t in labels]
+    leftovers = [t for t in bare if re.search(r"\b(?!CNY|USD|CSV|API|FOCUS)[A-Za-z]{3,}\b", t)]
+    assert labels and leftovers == [], leftovers
+    assert money_text(Decimal("1234.5")) == "1,234.50"
