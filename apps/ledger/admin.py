@@ -12,8 +12,8 @@ from apps.accounts.roles import user_has_role
 from apps.ledger.models import (
     Account,
     Budget,
-    CostCentre,
     CloseRequest,
+    CostCentre,
     ElasticWindow,
     Finding,
     JournalEntry,
