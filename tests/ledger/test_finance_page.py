@@ -373,3 +373,38 @@ def test_it_reconciles_by_accounting_days_in_shanghai(collector: Collector, sett
     assert Decimal(november["Waste (ledger) (CNY)"]) == spend(period_id=NOV)[("6401.04", "support")]
     link = next(h for h in links(section(finance("f3").get(PAGE).content.decode(), "waste")) if h.startswith("/waste/"))
     assert link == "/waste/?from=2026-11-01&to=2026-11-30&dims.business_line=support&class=waste"
+
+
+def test_it_downloads_every_table_as_xlsx_with_the_csv_figures(books: None) -> None:
+    from openpyxl import load_workbook
+
+    client = finance()
+    html = client.get(PAGE).content.decode()
+    names = re.findall(r'<section id="([a-z_]+)">', html)
+    assert {"spend", "budget", "accounts", "waste", "trial_balance"} <= set(names)
+    for name in names:
+        response = client.get(f"{PAGE}&download={name}&format=xlsx")
+        assert response.status_code == 200, name
+        sheet = load_workbook(io.BytesIO(response.content)).active
+        assert sheet is not None and sheet.freeze_panes is not None, name
+    spend = table(client, "spend")
+    sheet = load_workbook(io.BytesIO(client.get(f"{PAGE}&download=spend&format=xlsx").content)).active
+    assert sheet is not None
+    values = [row for row in sheet.iter_rows(values_only=True) if row and row[0] is not None]
+    header = next(i for i, row in enumerate(values) if row[0] == next(iter(spend[0])))
+    assert len(values) - header - 1 == len(spend)  # the same rows under the same header
+    assert client.get(f"{PAGE}&download=spend&format=ods").status_code == 404
+
+
+def test_it_leads_from_the_month_to_its_close_its_plans_and_once_closed_its_pack(books: None) -> None:
+    from apps.ledger.services.periods import period_close
+
+    client = finance()
+    open_links = links(client.get(PAGE).content.decode())
+    assert "/finance/close/2026-11/" in open_links and "/finance/plans/2026-11/" in open_links
+    assert "/finance/pack/2026-11.xlsx" not in open_links  # a pack is made for closed months
+
+    period_close(month=NOV)
+    closed_links = links(client.get(PAGE).content.decode())
+    assert "/finance/pack/2026-11.xlsx" in closed_links
+    assert client.get("/finance/pack/2026-11.xlsx").status_code == 200

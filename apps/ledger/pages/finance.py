@@ -23,6 +23,7 @@ from apps.common.buckets import month_of
 from apps.common.tables import Table
 from apps.ledger.finance import dashboard_build
 from apps.ledger.finance.journal import JOURNAL_PAGE, journal_table
+from apps.ledger.models import Period
 from apps.ledger.selectors import LineFilter
 from apps.ledger.services.periods import PeriodError, parse_month
 from apps.ledger.sheets import table_response
@@ -64,7 +65,9 @@ def finance_dashboard(request: HttpRequest) -> HttpResponse:
     name = request.GET.get("download")
     if name:
         return _download(request, board.table(name), name, f"finance-{name}-{board.month:%Y-%m}")
-    return render(request, "ledger/finance.html", {"board": board, "month": f"{board.month:%Y-%m}"})
+    closed = Period.objects.filter(month=board.month, status=Period.Status.CLOSED).exists()
+    context = {"board": board, "month": f"{board.month:%Y-%m}", "closed": closed}
+    return render(request, "ledger/finance.html", context)
 
 
 def _line_filter(request: HttpRequest) -> LineFilter:
