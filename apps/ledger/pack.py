@@ -9,20 +9,20 @@ and the checklist, which speak of every line, are left out for them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.db import connection
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from apps.common.tables import Column, Table
-from apps.ledger import conf
+from apps.ledger.finance.names import names_load
+from apps.ledger.finance.waste import waste_tables
 from apps.ledger.models import CloseRequest, CostCentre, Finding, Period, PeriodEvent
 from apps.ledger.selectors import budget_vs_actual, ledger_matrix, trial_balance
-from apps.ledger.services.accrual import month_window
 
 CENT = Decimal("0.01")
 
@@ -268,60 +268,21 @@ def findings_table(*, month: date, business_lines: list[str] | None = None) -> T
     return Table(name="findings", title=_("Month-end findings"), columns=columns, rows=rows, period=f"{month:%Y-%m}")
 
 
-# Waste is a token class, whichever account books it: inside an elastic window its money is on
-# the elastic account (6401.03), outside on the waste account (6401.04). The priced rows say
-# both, per reason; the journal lines keep only tokens per reason.
-_WASTE_SQL = """
-SELECT COALESCE(NULLIF(d.business_line, ''), %s) AS cc, r.name, c.currency,
-       SUM(c.tokens), SUM(c.cost),
-       COALESCE(SUM(c.tokens) FILTER (WHERE w.window_id IS NOT NULL), 0),
-       COALESCE(SUM(c.cost) FILTER (WHERE w.window_id IS NOT NULL), 0)
-FROM pricing_hourlycost c
-JOIN ingest_dimset d ON d.id = c.dims_id
-JOIN classification_reason r ON r.id = c.reason_id
-LEFT JOIN LATERAL (
-    SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
-    WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
-) w ON TRUE
-WHERE c.hour >= %s AND c.hour < %s AND r.name LIKE 'waste.%%'
-GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-"""
-
-
-def waste_summary_table(*, month: date, business_lines: list[str] | None = None) -> Table:
-    """Waste tokens and money of the month's usage per cost centre and reason (the month as its
-    journal books it), with the part inside elastic windows; money rounded to the cent."""
-    window = month_window(month)
-    with connection.cursor() as cursor:
-        cursor.execute(_WASTE_SQL, [conf.get("LEDGER_UNASSIGNED"), window.start, window.end])
-        found = cursor.fetchall()
-    names = cost_centre_names()
-    rows = [
-        {
-            **_centre(cc, names),
-            "reason": reason,
-            "currency": currency,
-            "tokens": int(tokens),
-            "amount": Decimal(cost).quantize(CENT),
-            "elastic_tokens": int(elastic_tokens),
-            "elastic_amount": Decimal(elastic_cost).quantize(CENT),
-        }
-        for cc, reason, currency, tokens, cost, elastic_tokens, elastic_cost in found
-        if business_lines is None or cc in business_lines
-    ]
-    columns = [
-        *_centre_columns(),
-        Column("reason", _("Reason")),
-        Column("currency", _("Currency")),
-        Column("tokens", _("Waste tokens"), "int"),
-        Column("amount", _("Waste amount"), "money"),
-        Column("elastic_tokens", _("Waste tokens in elastic windows"), "int"),
-        Column("elastic_amount", _("Waste amount in elastic windows"), "money"),
-    ]
-    currency = _one(sorted({r["currency"] for r in rows}))
-    return Table(
-        name="waste", title=_("Waste summary"), columns=columns, rows=rows, currency=currency, period=f"{month:%Y-%m}"
-    )
+def waste_summary_tables(*, month: date, business_lines: list[str] | None = None) -> list[Table]:
+    """The finance page's waste tables of the month, in each currency it was booked in: waste
+    per cost centre reconciled to /waste/, and per cost centre and reason with the part inside
+    elastic windows (booked to another account, still waste)."""
+    currencies = sorted({book["currency"] for book in trial_balance(month=month)["currencies"]}) or ["CNY"]
+    names = names_load()
+    found = []
+    for currency in currencies:
+        reconciled, reasons = waste_tables(month=month, currency=currency, names=names, business_lines=business_lines)
+        suffix = f" {currency}" if len(currencies) > 1 else ""
+        found += [
+            replace(reconciled, title=_("Waste reconciled") + suffix),
+            replace(reasons, title=_("Waste by reason") + suffix),
+        ]
+    return found
 
 
 def month_pack_tables(*, month: date, business_lines: list[str] | None = None) -> list[Table]:
@@ -336,7 +297,7 @@ def month_pack_tables(*, month: date, business_lines: list[str] | None = None) -
         spend_table(month=month, business_lines=lines),
         budget_table(month=month, business_lines=lines),
         findings_table(month=month, business_lines=lines),
-        waste_summary_table(month=month, business_lines=lines),
+        *waste_summary_tables(month=month, business_lines=lines),
     ]
 
 

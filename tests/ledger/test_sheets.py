@@ -211,7 +211,7 @@ def test_it_makes_the_month_pack_whose_totals_are_the_trial_balance(as_role: Rol
 
     assert book.sheetnames == [
         "Month pack 2026-09", "Checklist as approved", "Trial balance", "Spend by account & cost centre",
-        "Budget vs actual", "Month-end findings", "Waste summary",
+        "Budget vs actual", "Month-end findings", "Waste reconciled", "Waste by reason",
     ]  # fmt: skip
     (api,) = finance.get("/api/v1/ledger/trial-balance?period=2026-09").json()["currencies"]
     rows = values(book, "Trial balance")[2:]
@@ -255,11 +255,13 @@ def test_it_fills_spend_budget_findings_and_waste_with_cost_centre_names(as_role
     assert book["Budget vs actual"]["F3"].number_format == "0.0%"
     kinds = {(r[0], r[2]) for r in values(book, "Month-end findings")[2:]}
     assert kinds == {(f.kind, f.business_line or "(company)") for f in Finding.objects.filter(period=SEP)} != set()
-    waste = {(r[1], r[2]): r[4:] for r in values(book, "Waste summary")[2:]}
+    waste = {(r[0], r[1]): r[2:] for r in values(book, "Waste by reason")[2:]}
     assert waste == {
-        ("Customer service", "waste.aborted"): (1000, 2.5, 0, 0),
+        ("CC-1001 Customer service", "waste.aborted"): (1000, 2.5, 0, 0),
         ("marketing", "waste.truncated"): (2000, 5.25, 1000, 4),
     }
+    reconciled = values(book, "Waste reconciled")
+    assert reconciled[0][0] == "Waste reconciled · Period: 2026-09 · Currency: CNY" and len(reconciled) == 4
 
 
 def test_it_gives_a_scoped_finance_user_the_pack_of_their_lines(approved: CloseRequest) -> None:
