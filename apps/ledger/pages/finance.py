@@ -18,9 +18,9 @@ from django.views.decorators.http import require_GET
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of
+from apps.common.csvcells import safe_row
 from apps.ledger.dashboard import dashboard_build
 from apps.ledger.services.periods import PeriodError, parse_month
-from costplatform.csvcells import safe_row
 
 
 def _month(request: HttpRequest) -> date:
