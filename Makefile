@@ -40,8 +40,8 @@ RUN_INSTALL := $(if $(findstring --no-vllm,$(RUN_ARGS)),install-base,install)
 # The demo's books are kept in China's calendar; set COSTPLATFORM_ACCOUNTING_TZ to use another.
 DEMO_TZ := $${COSTPLATFORM_ACCOUNTING_TZ:-Asia/Shanghai}
 
-run: $(RUN_INSTALL)  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m costplatform.run --help
-	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) -m costplatform.run $(RUN_ARGS)
+run: $(RUN_INSTALL)  ## RUN_ARGS=--no-vllm: the platform alone; --once: exit after the sample; see python -m devtools.run --help
+	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) -m devtools.run $(RUN_ARGS)
 
 demo-data: install-base  ## last month closed (budgets, revenue, findings, an approved close) and this one so far, without vLLM; DEMO_RECORDS=200000 per whole month; DEMO_MONTH=YYYY-MM loads that month alone
 	$(PY) manage.py migrate --no-input -v0
@@ -117,13 +117,13 @@ soak: install services  ## sustained ingest at 50 % of a measured max for 30 min
 	  $(PY) bench/soak.py $(SOAK_ARGS)
 
 backup: install  ## BACKUP_FILE=costplatform.dump: pg_dump (custom format) of DATABASE_URL; see docs/reliability.md
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m costplatform.backup dump $${BACKUP_FILE:-costplatform.dump}
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m devtools.backup dump $${BACKUP_FILE:-costplatform.dump}
 
 restore: install  ## BACKUP_FILE=costplatform.dump RESTORE_URL=postgresql://.../new_db: pg_restore into a new database
-	$(PY) -m costplatform.backup restore $${BACKUP_FILE:-costplatform.dump} $(RESTORE_URL)
+	$(PY) -m devtools.backup restore $${BACKUP_FILE:-costplatform.dump} $(RESTORE_URL)
 
 backup-drill: install  ## dump DATABASE_URL, restore it into <name>_drill, compare trial balances, records and rollups, drop the copy
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m costplatform.backup drill
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m devtools.backup drill
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 """Serving benchmark: what the vLLM instrumentation (python -m serving) costs a real server.
 
 Two real vLLM OpenAI servers on the CPU, serving the same tiny random-weight Llama (built
-with serving.tiny_model into a temporary directory), with the same vLLM flags:
+with devtools.tiny_model into a temporary directory), with the same vLLM flags:
 
   plain         python -m vllm.entrypoints.openai.api_server ...  (no COSTPLATFORM_* in its
                 environment: the stat-logger plugin vLLM loads by entry point stays inert)
@@ -196,7 +196,7 @@ def servers(tmp: Path, model: Path, sink_url: str) -> tuple[Server, Server]:
 
 
 def system_prompt(seed: int, words: int = 400) -> str:
-    from serving.tiny_model import WORDS
+    from devtools.tiny_model import WORDS
 
     rng = random.Random(seed)
     sentences: list[str] = []
@@ -332,7 +332,7 @@ def main() -> None:
         tmp = Path(tmpdir)
         model = args.model
         if model is None:
-            from serving.tiny_model import build_tiny_model
+            from devtools.tiny_model import build_tiny_model
 
             model = build_tiny_model(tmp / "tiny-llama")
         sink_port = free_port()

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "apps.auditlog",
     "apps.metrics",
     "costplatform",  # manage.py db_roles, and migrate as the database owner (costplatform/dbroles.py)
+    "devtools",  # manage.py demo_data (devtools/demo_data.py); no models, no URLs
 ]
 
 MIDDLEWARE = [

@@ -17,6 +17,7 @@ from django.db.models import Max, Min
 from django.test import Client
 from openpyxl import load_workbook
 
+from apps.auditlog.models import AuditEntry
 from apps.classification.selectors import class_usage
 from apps.ingest.models import Record
 from apps.ledger.models import (
@@ -31,6 +32,7 @@ from apps.ledger.models import (
     Revenue,
 )
 from apps.ledger.selectors import trial_balance
+from apps.ledger.services.closing import close_checklist, close_history
 from apps.pricing.models import PoolIdleHour
 
 START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
@@ -105,6 +107,14 @@ def test_demo_data_builds_the_previous_month_closed_and_the_current_one_in_progr
             "approved", "demo-preparer", "demo-approver",
         )  # fmt: skip
         assert {"key", "label", "value", "ok", "detail"} == set(request.checklist[0])
+        assert [i["key"] for i in request.checklist] == [i.key for i in close_checklist(month=oct_)]
+        # As a set: the period's close event is stamped by the database clock, not the travelled one.
+        history = {(e.action, e.who) for e in close_history(month=oct_)}
+        assert history == {("submitted", "demo-preparer"), ("approved", "demo-approver"), ("closed", "demo-approver")}
+        audited = AuditEntry.objects.filter(model="ledger.CloseRequest", object_id=str(request.pk)).order_by("id")
+        assert [(e.action, e.source, e.after["state"]) for e in audited] == [
+            ("create", "system", "submitted"), ("update", "system", "approved"),
+        ]  # fmt: skip
         checks = {i["key"]: (i["value"], i["ok"]) for i in request.checklist}
         assert checks["unpriced_models"] == checks["days_not_accrued"] == checks["dirty_days"] == (0, True)
         assert all(u.groups.filter(name="finance").exists() for u in (request.prepared_by, request.decided_by))

@@ -1,6 +1,7 @@
 """The import contracts of pyproject.toml ([tool.importlinter]): the edge (serving/, collectors/)
-meets only in wire/ and never imports Django or the apps, wire/ imports none of its users, and
-apps.common imports no other app. The same check as `make lint`, in the suite."""
+meets only in wire/ and never imports Django or the apps, wire/ imports none of its users,
+apps.common imports no other app, and no product package imports the tooling (devtools/). The
+same check as `make lint`, in the suite."""
 
 from __future__ import annotations
 

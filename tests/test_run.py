@@ -1,6 +1,6 @@
-"""`make run` (costplatform/run.py) on embedded defaults, and the sample loader it uses.
+"""`make run` (devtools/run.py) on embedded defaults, and the sample loader it uses.
 
-The slow test runs `python -m costplatform.run --once` twice on one data dir with DATABASE_URL
+The slow test runs `python -m devtools.run --once` twice on one data dir with DATABASE_URL
 and CELERY_BROKER_URL removed, so it uses the embedded PostgreSQL (pgserver) and the
 filesystem broker, whatever servers the rest of the suite uses.
 """
@@ -43,7 +43,7 @@ import django
 django.setup()
 from django.urls import get_resolver
 get_resolver().url_patterns  # every app's URL conf and views
-import costplatform.run, costplatform.celery, apps.dashboards.views, apps.ledger.pages.finance
+import devtools.run, costplatform.celery, apps.dashboards.views, apps.ledger.pages.finance
 """
 
 
@@ -88,7 +88,7 @@ def _free_port() -> int:
 def _run_once(data_dir: Path) -> tuple[int, str]:
     env = {name: value for name, value in os.environ.items() if name not in SERVER_VARIABLES}
     env["COSTPLATFORM_DATA_DIR"] = str(data_dir)
-    command = [sys.executable, "-m", "costplatform.run", "--once", "--port", str(_free_port())]
+    command = [sys.executable, "-m", "devtools.run", "--once", "--port", str(_free_port())]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=420)
     return done.returncode, done.stdout + done.stderr
 

@@ -28,10 +28,10 @@ from decimal import Decimal
 from typing import Any
 
 from apps.common.buckets import iso_local, month_of
+from apps.common.csvcells import safe_dict
 from apps.ledger import conf
 from apps.ledger.models import Account, JournalEntry, JournalLine
 from apps.ledger.services.accrual import MonthWindow, month_window
-from costplatform.csvcells import safe_dict
 
 COLUMNS = (
     "BilledCost",

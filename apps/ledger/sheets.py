@@ -21,8 +21,8 @@ from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from apps.common.buckets import accounting_zone
+from apps.common.csvcells import safe_cell, safe_row
 from apps.common.tables import Column, Table
-from costplatform.csvcells import safe_cell, safe_row
 
 BOM = "\ufeff"
 CSV_TYPE = "text/csv; charset=utf-8"

@@ -3,7 +3,7 @@
     python docs/samples/generate_records.py [--count 3000] [--out docs/samples/records.ndjson]
 
 Deterministic (seeded): the same arguments always give the same file. Timestamps run over the
-7 days before END; `make run` (costplatform/run.py) shifts them so the file ends "now" when it
+7 days before END; `make run` (devtools/run.py) shifts them so the file ends "now" when it
 loads it. Besides valid records the file holds a few re-sent records (duplicates) and a few
 deliberately invalid lines, so the ingest summary shows every outcome. Standard library only.
 """

@@ -117,7 +117,7 @@ def test_the_collectors_page_shows_each_keys_limits(admin_client):
 
 
 def test_the_launcher_keys_get_the_limits_their_senders_need(db, tmp_path):
-    from costplatform.run import ensure_demo_key
+    from devtools.run import ensure_demo_key
 
     secret, _ = ensure_demo_key(tmp_path, backfill=True)  # the sample, resent as first dated
     old = collector_key_create(name="vllm-demo")  # made before keys had limits

@@ -15,7 +15,7 @@ from django.conf import settings
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.accrual import month_accrue
 from apps.pricing.services import hours_price
-from costplatform import backup
+from devtools import backup
 from tests import factories
 from tests.conftest import Collector
 

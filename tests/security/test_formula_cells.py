@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 
 from apps.audits.models import AuditFinding, AuditReport
+from apps.common.csvcells import safe_cell
 from apps.ledger.services.accrual import month_accrue
-from costplatform.csvcells import safe_cell
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from serving import workload
-from serving.tiny_model import build_tiny_model
+from devtools import workload
+from devtools.tiny_model import build_tiny_model
 from tests.processes import PlatformServer, VllmServer
 
 

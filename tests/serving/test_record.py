@@ -91,7 +91,7 @@ def test_it_reads_a_json_output_cut_short() -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
-    from serving.tiny_model import build_tiny_model
+    from devtools.tiny_model import build_tiny_model
 
     path: Path = build_tiny_model(tmp_path_factory.mktemp("tok"))
     return AutoTokenizer.from_pretrained(path)

@@ -1,11 +1,11 @@
-"""serving/workload.py: its phases, and a short run against the real instrumented vLLM whose
+"""devtools/workload.py: its phases, and a short run against the real instrumented vLLM whose
 records reach the platform with the workload's attribution."""
 
 from __future__ import annotations
 
 import pytest
 
-from serving import workload
+from devtools import workload
 from tests.processes import PlatformServer, VllmServer
 
 

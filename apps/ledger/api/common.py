@@ -19,8 +19,8 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import roles_required, user_has_role
 from apps.accounts.scopes import business_lines_of, company_wide
+from apps.common.csvcells import safe_dict, safe_row
 from apps.ledger.services.periods import PeriodError, parse_month
-from costplatform.csvcells import safe_dict, safe_row
 
 MONEY_ROLES = ("finance", "admin")
 LEDGER_ROLES = ("finance", "admin", "engineer")

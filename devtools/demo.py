@@ -1,6 +1,6 @@
-"""The end-to-end part of `make run` (costplatform/run.py): a local webhook receiver registered
+"""The end-to-end part of `make run` (devtools/run.py): a local webhook receiver registered
 as an alert channel, the tiny model served by the instrumented vLLM on the CPU shipping to the
-platform, and the workload of serving/workload.py driven through it.
+platform, and the workload of devtools/workload.py driven through it.
 
 The receiver keeps every message it gets: it prints a line per message on the terminal, appends
 them to DATA_DIR/logs/webhook.log and shows them at its own address (a page that refreshes)."""
@@ -145,7 +145,7 @@ def demo_config(*, now: datetime, campaign: tuple[datetime, datetime]) -> list[s
 
 
 def tiny_model(data_dir: Path) -> tuple[Path, str]:
-    from serving.tiny_model import build_tiny_model
+    from devtools.tiny_model import build_tiny_model
 
     path = data_dir / "tiny-llama"
     if (path / "config.json").exists():
@@ -162,7 +162,7 @@ def attribution_map(data_dir: Path) -> tuple[Path, str]:
     """The server's attribution map: the workload's apps, each billed to its line and team. Kept
     in the data dir and left as it is once there, so an operator's edits survive a rerun (the
     server re-reads it when it changes)."""
-    from serving import workload
+    from devtools import workload
 
     path = data_dir / "attribution.toml"
     if path.exists():
@@ -254,8 +254,8 @@ def end_to_end(
 ) -> None:
     """After the platform is up: the alert channel, the vLLM server (a child like the others,
     stopped with them), the configuration the workload needs, the workload, and a summary."""
-    from costplatform.run import Child, RunError, ensure_demo_key, price_loaded, say
-    from serving import workload
+    from devtools import workload
+    from devtools.run import Child, RunError, ensure_demo_key, price_loaded, say
 
     say(channel_register(receiver.url))
     # The vLLM host's key: a /metrics reconciler beside it ships reconciliation records with it.

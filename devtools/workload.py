@@ -14,7 +14,7 @@ and team (the server's --attribution-map), so the headers only add descriptive d
   X-Costplatform-Retry-Of;
 - a campaign window (marketing) in the fourth fifth: copywriting traffic jumps.
 
-    python -m serving.workload --url http://127.0.0.1:8001 --seconds 180
+    python -m devtools.workload --url http://127.0.0.1:8001 --seconds 180
 
 The tiny random model rarely ends an answer by itself: requests pass `stop_token_ids` (a
 slice of its vocabulary) so answers end after some dozens of tokens with finish_reason stop,
@@ -83,7 +83,7 @@ def app_key(team: str) -> str:
 
 def attribution_map() -> str:
     """The attribution map (TOML) of the mix: each app's key pays for its own line and team."""
-    lines = ["# The apps of serving/workload.py: each key is billed to its app's line and team."]
+    lines = ["# The apps of devtools/workload.py: each key is billed to its app's line and team."]
     for team, line in APPS.items():
         lines += [f"[callers.{team}]", f'tokens = ["{app_key(team)}"]']
         lines += [f'dims = {{ business_line = "{line}", team = "{team}" }}', ""]
@@ -286,7 +286,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m serving.workload", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.workload", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="base URL of the OpenAI-compatible server")
     parser.add_argument("--seconds", type=float, default=180)
     parser.add_argument("--concurrency", type=int, default=4)

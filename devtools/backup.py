@@ -2,10 +2,10 @@
 partitioned record table and every partition included), and a check that a restored copy holds
 the same ledger and records as the original.
 
-    python -m costplatform.backup dump FILE              # $DATABASE_URL -> FILE
-    python -m costplatform.backup restore FILE URL       # FILE -> a new, empty database at URL
-    python -m costplatform.backup compare URL_A URL_B    # trial balance per month, records, rollups
-    python -m costplatform.backup drill                  # all three on $DATABASE_URL, into <name>_drill, dropped after
+    python -m devtools.backup dump FILE              # $DATABASE_URL -> FILE
+    python -m devtools.backup restore FILE URL       # FILE -> a new, empty database at URL
+    python -m devtools.backup compare URL_A URL_B    # trial balance per month, records, rollups
+    python -m devtools.backup drill                  # all three on $DATABASE_URL, into <name>_drill, dropped after
 
 `compare` exits 1 and names what differs. See docs/reliability.md.
 """
@@ -117,7 +117,9 @@ def _drop(admin: str, name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools.backup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     dumping = commands.add_parser("dump", help="pg_dump $DATABASE_URL to FILE (custom format)")
     dumping.add_argument("file", type=Path)

@@ -4,7 +4,7 @@ Its text is gibberish but vLLM serves it like any model, so every count the plat
 sees (prompt, cached, generated, aborted) is real engine accounting. The tests and
 `make run` build one into a directory:
 
-    python -m serving.tiny_model DIR
+    python -m devtools.tiny_model DIR
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ def build_tiny_model(directory: Path | str, *, vocab_size: int = 1024, layers: i
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools.tiny_model", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("directory", help="where to write the model (created if missing)")
     parser.add_argument("--layers", type=int, default=2)
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.common.buckets import parse_month
-from costplatform.demo_data import Loaded, Plan, demo_build, load, plan_for, summary
+from devtools.demo_data import Loaded, Plan, demo_build, load, plan_for, summary
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
         "self-hosted pool) through the ingest service, price them and accrue the ledger. Without --month: "
         "the previous month of the accounting zone, with budgets and revenue, closed with an approved close "
         "request (its findings stored), and the current month so far, open. Loading again adds nothing and "
-        "leaves a closed month as it is. See costplatform/demo_data.py."
+        "leaves a closed month as it is. See devtools/demo_data.py."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

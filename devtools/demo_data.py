@@ -12,11 +12,12 @@ the month is priced (price book and pool) and accrued into the ledger. Record id
 from the month, the seed and the position, so loading the same month again stores nothing new.
 
 `make demo-data` builds two months of the accounting zone (`demo_build`): the previous one,
-with budgets and revenue, closed through `period_close` (its month-end checks make findings)
-with a close request that demo-preparer submitted and demo-approver approved; and the current
-one so far, accrued, with budgets, open. A closed month is left as it is on a second run. The
-six business lines get cost-centre codes and names. The record count is per whole month: a
-month in progress gets its share of the days so far.
+with budgets and revenue, closed through the close workflow (`close_request_submit` by
+demo-preparer with `close_checklist`, `close_request_approve` by demo-approver, whose
+`period_close` runs the month-end checks that make findings); and the current one so far,
+accrued, with budgets, open. A closed month is left as it is on a second run. The six business
+lines get cost-centre codes and names. The record count is per whole month: a month in
+progress gets its share of the days so far.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from apps.common.buckets import day_of, month_days, month_end, month_of, month_start, previous_month
+from apps.common.buckets import day_of, month_end, month_of, month_start, previous_month
 
 SOURCE = "demo-data"
 POOL = "demo-gpu-cluster"
@@ -577,61 +578,18 @@ def demo_user(username: str) -> Any:
     return user
 
 
-def demo_checklist(*, month: date) -> list[dict[str, Any]]:
-    """The close checklist of `month` in CloseRequest.checklist's shape ({key, label, value, ok,
-    detail}), computed from the month's books and usage; the close page's own checklist
-    function computes the same items and can take its place here."""
-    from apps.classification.selectors import class_usage
-    from apps.ledger.models import AccrualDay, DirtyDay, Finding
-    from apps.ledger.selectors import budget_vs_actual
-    from apps.ledger.services.accrual import month_window
-
-    window = month_window(month)
-    models = class_usage(start=window.start, end=window.end, granularity="month", group_by=["model"])
-    unpriced = sorted(r["model"] for r in models if r["unpriced_tokens"])
-    lines = class_usage(start=window.start, end=window.end, granularity="month", group_by=["business_line"])
-    total, none = sum(r["tokens"] for r in lines) or 1, sum(r["tokens"] for r in lines if not r["business_line"])
-    unattributed = (Decimal(none) / total).quantize(Decimal("0.0001"))
-    days = month_days(month)
-    booked = set(AccrualDay.objects.filter(day__in=days).exclude(fingerprint="").values_list("day", flat=True))
-    dirty = DirtyDay.objects.filter(day__in=days).values("day").distinct().count()
-    findings = Finding.objects.filter(period=month, delivered_at=None).count()
-    idle = [r["business_line"] for r in budget_vs_actual(month=month) if r["budget_amount"] and not r["actual_amount"]]
-
-    def item(key: str, label: str, value: Any, ok: bool, detail: str = "") -> dict[str, Any]:
-        return {"key": key, "label": label, "value": value, "ok": ok, "detail": detail}
-
-    return [
-        item("unpriced_models", "Unpriced models", len(unpriced), not unpriced, ", ".join(unpriced)),
-        item("unattributed_share", "Unattributed share", str(unattributed), unattributed <= Decimal("0.05")),
-        item("days_not_accrued", "Days not yet accrued", len(days) - len(booked), len(booked) == len(days)),
-        item("dirty_days", "Dirty days", dirty, not dirty),
-        item("open_findings", "Open findings", findings, not findings),
-        item("budgets_without_actuals", "Budgets without actuals", len(idle), not idle, ", ".join(idle)),
-    ]
-
-
 def month_close_approved(*, month: date) -> list[str]:
-    """demo-preparer submits the close with the checklist, demo-approver approves it, and the
-    month is closed as the approver (its month-end checks store the findings)."""
-    from django.db import transaction
-    from django.utils import timezone
-
+    """The month closed as a real close is: demo-preparer submits it (the checklist as it stands
+    now), demo-approver approves it and the period closes (its month-end checks store the
+    findings), through the close-request services, so the history and audit log are theirs."""
     from apps.ledger.models import CloseRequest
-    from apps.ledger.services.periods import period_close
+    from apps.ledger.services.closing import close_request_approve, close_request_submit
 
     preparer, approver = demo_user(PREPARER), demo_user(APPROVER)
-    checklist = demo_checklist(month=month)
-    with transaction.atomic():
-        # A request already waiting (one a month at most) is the one approved.
-        request = CloseRequest.objects.filter(month=month, state=CloseRequest.State.SUBMITTED).first()
-        request = request or CloseRequest.objects.create(
-            month=month, checklist=checklist, prepared_by=preparer, note="Month-end close of the demo books."
-        )
-        result = period_close(month=month, user=approver)
-        request.state, request.decided_by, request.decided_at = CloseRequest.State.APPROVED, approver, timezone.now()
-        request.decision_note = "Checked against the trial balance."
-        request.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+    # A request already waiting (one a month at most) is the one approved.
+    if not CloseRequest.objects.filter(month=month, state=CloseRequest.State.SUBMITTED).exists():
+        close_request_submit(month=month, user=preparer, note="Month-end close of the demo books.")
+    _request, result = close_request_approve(month=month, user=approver, note="Checked against the trial balance.")
     totals = ", ".join(f"{t.debits:,.2f} {t.currency}" for t in result.totals)
     return [
         f"closed {month:%Y-%m}: prepared by {PREPARER}, approved by {APPROVER}; {len(result.findings)} findings; "

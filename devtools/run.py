@@ -1,6 +1,6 @@
 """`make run`: the whole product on one machine.
 
-    python -m costplatform.run [--port 8000] [--once] [--sample FILE | --no-sample] [--no-vllm]
+    python -m devtools.run [--port 8000] [--once] [--sample FILE | --no-sample] [--no-vllm]
 
 Prepares the database (migrations, static files, record partitions for this month and
 ahead, an `admin` superuser, a collector key `demo`), starts the web server (gunicorn), a
@@ -9,10 +9,10 @@ loads a sample file of token records through the HTTP API, prints the URL and th
 and runs until Ctrl-C or SIGTERM, then stops its children.
 
 Unless --no-vllm (or --once, where --vllm asks for it) it then runs the product end to end
-(costplatform/demo.py): a local webhook receiver registered as an alert channel, the tiny
+(devtools/demo.py): a local webhook receiver registered as an alert channel, the tiny
 model built into the data dir and served by the instrumented vLLM on the CPU (a child on
 --port + 1, shipping to the platform with the collector key `vllm-demo`), and the workload of
-serving/workload.py through it for --workload-seconds, with progress on the terminal.
+devtools/workload.py through it for --workload-seconds, with progress on the terminal.
 
 With no DATABASE_URL the settings start an embedded PostgreSQL (pgserver) whose data lives
 in the data dir ($COSTPLATFORM_DATA_DIR, default .data/): migrations run as its superuser,
@@ -507,7 +507,7 @@ def load_sample(path: Path, *, base_url: str, key: str, batch: int, data_dir: Pa
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m costplatform.run",
+        prog="python -m devtools.run",
         description=(
             "Start costplatform on one machine: migrate, create the admin user and a collector key, "
             "start the web server (gunicorn), a Celery worker and Celery beat, load a sample of token "
@@ -639,7 +639,7 @@ def _stop_db(embedded_db: bool, started_db: bool, pgdata: Path) -> None:
         embedded_stop(pgdata)
         say("stopped the embedded PostgreSQL (its data stays in the data dir)")
     elif embedded_running(pgdata):
-        say("left the embedded PostgreSQL running, as it was before (python -m costplatform.run --stop-db stops it)")
+        say("left the embedded PostgreSQL running, as it was before (python -m devtools.run --stop-db stops it)")
 
 
 def _fresh_dir(path: Path) -> Path:
@@ -693,7 +693,7 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     child_env["PROMETHEUS_MULTIPROC_DIR"] = str(_fresh_dir(data_dir / "prometheus"))  # /metrics sums the workers
     receiver = None
     if args.vllm:
-        from costplatform.demo import WebhookReceiver
+        from devtools.demo import WebhookReceiver
 
         receiver = WebhookReceiver(logs / "webhook.log", say, port=args.receiver_port)
         say(f"webhook receiver: {receiver.url}/ (messages also in {_shown(logs / 'webhook.log')})")
@@ -751,7 +751,7 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
         print(f"  alerts:    {receiver.url}/ (the local webhook receiver: every message it got)", flush=True)
     print(flush=True)
     if receiver is not None:
-        from costplatform.demo import end_to_end
+        from devtools.demo import end_to_end
 
         end_to_end(args, data_dir=data_dir, base_url=base_url, env=child_env, children=children, receiver=receiver)
     if args.once:
