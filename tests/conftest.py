@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -23,9 +24,26 @@ def _fresh_reference_caches() -> Iterator[None]:
     services._dimsets.ids.clear()
 
 
+def seeded_defaults() -> None:
+    """What the data migrations write (the built-in reasons and rule set, the chart of accounts),
+    written again where an earlier transactional test's flush removed it."""
+    from django.apps import apps
+
+    from apps.classification.models import Reason
+    from apps.ledger.models import Account, ConfigVersion
+
+    if not Reason.objects.exists():
+        importlib.import_module("migrations.classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
+    if not Account.objects.exists():
+        ConfigVersion.objects.get_or_create(id=1)
+        importlib.import_module("migrations.ledger.0003_seed_chart").seed(apps, None)
+
+
 @pytest.fixture
 def truncate_records(transactional_db: None) -> Iterator[None]:
-    """For tests that commit: ingest_record is not a Django-managed table, so flush skips it."""
+    """For tests that commit: ingest_record is not a Django-managed table, so flush skips it;
+    the data migrations' rows, which flush does remove, are there again first."""
+    seeded_defaults()
     yield
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE ingest_record")

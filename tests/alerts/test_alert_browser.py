@@ -20,7 +20,7 @@ from apps.common.buckets import hour_floor
 from tests import factories
 from tests.alerts.receivers import Receiver
 from tests.alerts.test_worker import smtp, wait, worker  # noqa: F401  (fixtures)
-from tests.dashboards.test_browser import PASSWORD, browser, person, shot  # noqa: F401  (fixtures)
+from tests.dashboards.test_browser import browser, person, shot, sign_in  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 LINE, MODEL = "support", "qwen2.5-7b-instruct"
@@ -48,14 +48,7 @@ def this_hours_records() -> list[dict[str, Any]]:
 
 def log_in(browser: Any, site: str, username: str) -> Any:  # noqa: F811  (the fixture's value)
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.goto(f"{site}/login/?next=/alerts/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("main button[type=submit]")
-    page.wait_for_url("**/alerts/")
-    return page
+    return sign_in(context, site, username, path="/alerts/")
 
 
 def card_html(payload: dict[str, Any]) -> str:

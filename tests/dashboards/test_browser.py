@@ -64,6 +64,19 @@ def person(username: str, role: str, *, lines: list[str] | None = None) -> str:
     return username
 
 
+def sign_in(context: Any, site: str, username: str, *, path: str = "/overview/", lands: str | None = None) -> Any:
+    """A page of `context` logged in as `username` through the login form, landed on `path`
+    (or on `lands`, where `path` redirects)."""
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{site}/login/?next={path}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{site}{lands or path}" if (lands or path) == "/" else f"**{lands or path}")
+    return page
+
+
 @pytest.fixture
 def open_as(browser: Any, site: str) -> Iterator[Any]:
     contexts: list[Any] = []
@@ -71,14 +84,7 @@ def open_as(browser: Any, site: str) -> Iterator[Any]:
     def open_page(username: str, *, width: int = 1280, height: int = 900) -> Any:
         context = browser.new_context(viewport={"width": width, "height": height}, locale="en-US")
         contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.goto(f"{site}/login/?next=/overview/")
-        page.fill("input[name=username]", username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("main button[type=submit]")
-        page.wait_for_url("**/overview/")
-        return page
+        return sign_in(context, site, username)
 
     yield open_page
     for context in contexts:

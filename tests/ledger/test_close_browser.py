@@ -4,7 +4,6 @@ approves it, and the page then shows the month closed with its history."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -20,25 +19,13 @@ from apps.ledger.services.periods import period_reopen
 from apps.ledger.services.planning import budget_set
 from apps.pricing.services import dirty_hours_price, price_set
 from tests import factories
-from tests.dashboards.test_browser import PASSWORD, browser, person, shot  # noqa: F401 (browser: a fixture)
+from tests.dashboards.test_browser import browser, person, shot, sign_in  # noqa: F401 (browser: a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 LAST = previous_month(month_of(timezone.now()))
 LABEL = f"{LAST:%Y-%m}"
 HOUR = datetime(LAST.year, LAST.month, 12, 10, tzinfo=UTC)
-
-
-def chart_ensure() -> None:
-    """The chart of accounts, which an earlier transactional test's flush may have removed (the
-    migrations write it)."""
-    from django.apps import apps
-
-    from apps.ledger.models import Account, ConfigVersion
-
-    if not Account.objects.exists():
-        ConfigVersion.objects.get_or_create(id=1)
-        importlib.import_module("migrations.ledger.0003_seed_chart").seed(apps, None)
 
 
 @pytest.fixture
@@ -54,7 +41,6 @@ def reopened_after(transactional_db: None) -> Iterator[None]:
 @pytest.fixture
 def books(live_server: Any, truncate_records: None, reopened_after: None, collector: Any) -> Iterator[str]:
     """Last month's records of two lines through ingest, pricing and accrual, and a budget."""
-    chart_ensure()
     ts = (HOUR + timedelta(minutes=5)).isoformat()
     batch = [factories.record(ts=ts, prompt_hash=None, dims={"business_line": line}) for line in ("search", "ads")]
     assert collector.send(batch).json()["accepted"] == 2
@@ -76,14 +62,7 @@ def login(browser: Any, books: str) -> Iterator[Any]:  # noqa: F811 (the importe
     def open_page(username: str, path: str, lands: str | None = None) -> Any:
         context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
         contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.goto(f"{books}/login/?next={path}")
-        page.fill("input[name=username]", username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("main button[type=submit]")
-        page.wait_for_url(f"**{lands or path}")
-        return page
+        return sign_in(context, books, username, path=path, lands=lands)
 
     yield open_page
     for context in contexts:

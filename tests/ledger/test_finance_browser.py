@@ -7,7 +7,6 @@ test-artifacts/ (finance.png, finance-journal.png, finance-drill-usage.png, fina
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import re
 from collections.abc import Iterator
@@ -21,32 +20,17 @@ from apps.common.formats import money_text
 from apps.ledger.models import Budget, CostCentre
 from apps.ledger.services.accrual import month_accrue
 from tests.dashboards.conftest import T0, month_like_records, priced
-from tests.dashboards.test_browser import PASSWORD, browser, person, shot
+from tests.dashboards.test_browser import browser, person, shot, sign_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 __all__ = ["browser"]  # the fixture, shared
 MONTH = month_of(T0)
 
 
-def _seeded() -> None:
-    """The built-in reasons and the chart, which an earlier transactional test's flush removed."""
-    from django.apps import apps
-
-    from apps.classification.models import Reason
-    from apps.ledger.models import Account, ConfigVersion
-
-    if not Reason.objects.exists():
-        importlib.import_module("migrations.classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
-    if not Account.objects.exists():
-        ConfigVersion.objects.get_or_create(id=1)
-        importlib.import_module("migrations.ledger.0003_seed_chart").seed(apps, None)
-
-
 @pytest.fixture
 def books(live_server: Any, truncate_records: None, collector: Any) -> str:
     """A few hours of two business lines (support, search), priced and booked; a budget and a
     cost-centre name for support."""
-    _seeded()
     response = collector.send(month_like_records())
     assert response.status_code == 200 and response.json()["accepted"] == 12
     priced()
@@ -63,14 +47,7 @@ def login(browser: Any, books: str) -> Iterator[Any]:
     def open_home(username: str) -> Any:
         context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="en-US")
         contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.goto(f"{books}/login/?next=/")
-        page.fill("input[name=username]", username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("main button[type=submit]")
-        page.wait_for_url(f"{books}/")
-        return page
+        return sign_in(context, books, username, path="/")
 
     yield open_home
     for context in contexts:
@@ -174,11 +151,11 @@ def test_it_has_no_english_labels_left_on_the_chinese_page(login: Any, books: st
     page.wait_for_selector("#table-spend")
     shot(page, "finance-zh-hans")
     labels = page.eval_on_selector_all(
-        "main th, main h1, main h2, main label, main button, #reports a",
+        "main th, main h1, main h2, main label, main button, #reports a, #month-actions a",
         "els => els.map(e => e.innerText.trim())",
     )
-    # Left alone: paths (/waste/), currencies, CSV, API, FOCUS.
+    # Left alone: paths (/waste/), currencies, CSV, XLSX, API, FOCUS.
     bare = [re.sub(r"/\w+/", "", t) for t in labels]
-    leftovers = [t for t in bare if re.search(r"\b(?!CNY|USD|CSV|API|FOCUS)[A-Za-z]{3,}\b", t)]
+    leftovers = [t for t in bare if re.search(r"\b(?!CNY|USD|CSV|XLSX|API|FOCUS)[A-Za-z]{3,}\b", t)]
     assert labels and leftovers == [], leftovers
     assert money_text(Decimal("1234.5")) == "1,234.50"
