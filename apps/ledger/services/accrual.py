@@ -510,20 +510,17 @@ def range_accrue(*, start: date, end: date, force: bool = False) -> list[MonthRe
     (apps.common.dayrun): its JobRun spans [the first month, the month after the last) and its
     next_day is the first day of the next month to accrue, so after a crash the same call
     resumes there. Returns the results of the months this call accrued."""
-    months = []
-    month = month_of(start)
-    while month < end:
-        months.append(month)
-        month = next_month(month)
-    if not months:
+    first = month_of(start)
+    if end <= first:
         return []
     results: list[MonthResult] = []
 
-    def work(first: date) -> None:
-        results.append(month_accrue(month=first, force=force))
+    def work(month: date) -> None:
+        results.append(month_accrue(month=month, force=force))
 
     key = "force" if force else ""
-    jobrun_run(kind=ACCRUE_KIND, key=key, start=months[0], end=next_month(months[-1]), work=work, step=next_month)
+    stop = next_month(month_of(end - DAY))  # the month after the last one touching the range
+    jobrun_run(kind=ACCRUE_KIND, key=key, start=first, end=stop, work=work, step=next_month)
     return results
 
 
