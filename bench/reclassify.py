@@ -404,11 +404,17 @@ def rollups_empty() -> None:
     """What reclassify and reprice write, emptied (a --reuse run starts where a fresh one does)."""
     from django.db import connection
 
+    from apps.classification.services import RUN_KIND as RECLASSIFY_KIND
+    from apps.common.models import JobRun
+    from apps.pricing.services import RUN_KIND as REPRICE_KIND
+
     with connection.cursor() as cursor:
         cursor.execute(
-            "TRUNCATE classification_hourlyclass, classification_reclassifyrun, classification_dirtyday, "
-            "pricing_hourlycost, pricing_poolidlehour, pricing_unpricedhour, pricing_dirtyhour, pricing_repricerun"
+            "TRUNCATE classification_hourlyclass, classification_dirtyday, "
+            "pricing_hourlycost, pricing_poolidlehour, pricing_unpricedhour, pricing_dirtyhour"
         )
+        # Their runs only: the table holds the runs of every job.
+        cursor.execute(f"DELETE FROM {JobRun._meta.db_table} WHERE kind IN (%s, %s)", [RECLASSIFY_KIND, REPRICE_KIND])
         cursor.execute("VACUUM ANALYZE classification_hourlyclass")
 
 

@@ -103,6 +103,7 @@ if DATABASE_OWNER_URL:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MIGRATION_MODULES = {
+    "common": "migrations.common",
     "accounts": "migrations.accounts",
     "ingest": "migrations.ingest",
     "classification": "migrations.classification",

@@ -55,6 +55,7 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("accounts", "collectorkey", ("view", "change")),
         ("audits", "modeldowngrade", ("add", "change", "delete", "view")),
         ("audits", "*", ("view",)),
+        ("common", "jobrun", ("view",)),
     ),
     "finance": (
         ("pricing", "*", ("add", "change", "view")),
@@ -62,10 +63,12 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
         ("audits", "*", ("view",)),
+        ("common", "jobrun", ("view",)),
     ),
     "viewer": (
         ("ingest", "*", ("view",)),
         ("classification", "*", ("view",)),
+        ("common", "jobrun", ("view",)),  # the runs' progress, as the classification tables
     ),
 }
 

@@ -5,8 +5,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.accounts.admin_scope import ScopedModelAdmin
-from apps.classification.models import Reason, ReclassifyRun, Rule, RuleSet
+from apps.classification.models import Reason, Rule, RuleSet
 from apps.classification.services import RuleSetNotEditable, ruleset_activate, ruleset_draft_create
+from apps.common.models import JobRun
 
 
 class RuleInline(admin.TabularInline):
@@ -57,11 +58,15 @@ class ReasonAdmin(ScopedModelAdmin):
         return False
 
 
-@admin.register(ReclassifyRun)
-class ReclassifyRunAdmin(ScopedModelAdmin):
-    """Progress of `manage.py reclassify` runs (days before next_day are done)."""
+# apps.common owns the runs' table but imports no other app (nor the scoped admin of accounts):
+# its admin is here, in the first stage whose jobs (reclassify, then reprice and accrue) use it.
+@admin.register(JobRun)
+class JobRunAdmin(ScopedModelAdmin):
+    """Progress of the resumable runs (manage.py reclassify, reprice, accrue): the steps before
+    next_day are done; a reclassify run's key is its rule set's id."""
 
-    list_display = ["start", "end", "ruleset", "next_day", "status", "started_at", "finished_at"]
+    list_display = ["kind", "key", "start", "end", "next_day", "status", "started_at", "finished_at"]
+    list_filter = ["kind", "status"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

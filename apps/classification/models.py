@@ -163,28 +163,3 @@ class DirtyDay(models.Model):
 
     def __str__(self) -> str:
         return self.day.isoformat()
-
-
-class ReclassifyRun(models.Model):
-    """Progress of `reclassify` over [start, end) with one rule set: days before `next_day` are done."""
-
-    class Status(models.TextChoices):
-        RUNNING = "running"
-        FAILED = "failed"
-        DONE = "done"
-
-    start = models.DateField()
-    end = models.DateField()
-    ruleset = models.ForeignKey(RuleSet, on_delete=models.PROTECT, related_name="+")
-    next_day = models.DateField()
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-started_at"]
-
-    def __str__(self) -> str:
-        return f"reclassify {self.start}..{self.end} ({self.status}, next {self.next_day})"

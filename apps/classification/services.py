@@ -23,10 +23,12 @@ from apps.classification.engine import (
     Move,
     Reasons,
 )
-from apps.classification.models import DirtyDay, Reason, ReclassifyRun, Rule, RuleSet
+from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
 from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
 from apps.common.buckets import utc_day_start
+from apps.common.dayrun import Progress, RunBusy, jobrun_run
+from apps.common.models import JobRun
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
 from apps.pricing.services import hours_mark_dirty
 
@@ -319,21 +321,17 @@ def dirty_days_mark(*, days: Iterable[date]) -> None:
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
-# Advisory lock keys: (namespace, day ordinal) serialises the reclassification of a day; (namespace,
-# run id) a reclassify run.
+# Advisory lock key: (namespace, day ordinal) serialises the reclassification of a day.
 _DAY_LOCK = 0x434C4459
-_RUN_LOCK = 0x434C5255
 NOT_A_DRAFT = "A draft cannot classify stored records: it may still change. Activate it first."
-
-Progress = Callable[[date, int, int], None]
+RUN_KIND = "reclassify"  # JobRun.kind of reclassify runs; their key is the rule set id
 
 
 class ReclassifyError(ValueError):
     pass
 
 
-class ReclassifyBusy(RuntimeError):
-    pass
+ReclassifyBusy = RunBusy  # the run's lock is held: another process is running it
 
 
 def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str], int] | None = None) -> RuleSetSql:
@@ -378,34 +376,23 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
 
 def reclassify_run(
     *, start: date, end: date, ruleset: RuleSet | None = None, progress: Progress | None = None
-) -> ReclassifyRun:
+) -> JobRun:
     """Reclassify the days in [start, end) with `ruleset` (the active one by default), a day per
-    transaction, recording the progress in a ReclassifyRun row: after a crash the same call
+    transaction, through the resumable runner (apps.common.dayrun): after a crash the same call
     resumes at the first day not done; once a run is done, the same call starts a new one (and
-    gives the same result)."""
+    gives the same result). The run's key is the rule set's id."""
     if end <= start:
         raise ReclassifyError("end must be after start")
     ruleset = ruleset or active_ruleset()
     if ruleset.status == RuleSet.Status.DRAFT:
         raise ReclassifyError(NOT_A_DRAFT)
     _records_present(start, end)
-    runs = ReclassifyRun.objects.filter(start=start, end=end, ruleset=ruleset)
-    run = runs.exclude(status=ReclassifyRun.Status.DONE).first()
-    run = run or ReclassifyRun.objects.create(start=start, end=end, ruleset=ruleset, next_day=start)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
-        if not cursor.fetchone()[0]:
-            raise ReclassifyBusy(f"{run} is being run by another process")
-    try:
-        _run_days(run, ruleset, progress)
-    except BaseException as exc:
-        ReclassifyRun.objects.filter(pk=run.pk).update(status=ReclassifyRun.Status.FAILED, error=repr(exc)[:2000])
-        raise
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
-    run.refresh_from_db()
-    return run
+    chosen = ruleset  # bound for the closure (mypy: no longer optional)
+
+    def work(day: date) -> None:
+        reclassify_day(day=day, ruleset=chosen)
+
+    return jobrun_run(kind=RUN_KIND, key=str(ruleset.pk), start=start, end=end, work=work, progress=progress)
 
 
 def _records_present(start: date, end: date) -> None:
@@ -414,21 +401,6 @@ def _records_present(start: date, end: date) -> None:
         records_available_check(start=start, end=end, what="Reclassification")
     except RecordsGone as exc:
         raise ReclassifyError(str(exc)) from exc
-
-
-def _run_days(run: ReclassifyRun, ruleset: RuleSet, progress: Progress | None) -> None:
-    total = (run.end - run.start).days
-    day = run.next_day
-    while day < run.end:
-        with transaction.atomic():
-            reclassify_day(day=day, ruleset=ruleset)
-            ReclassifyRun.objects.filter(pk=run.pk).update(
-                next_day=day + DAY, status=ReclassifyRun.Status.RUNNING, error="", updated_at=timezone.now()
-            )
-        if progress is not None:
-            progress(day, (day - run.start).days + 1, total)
-        day += DAY
-    ReclassifyRun.objects.filter(pk=run.pk).update(status=ReclassifyRun.Status.DONE, finished_at=timezone.now())
 
 
 def dirty_days_reclassify(*, max_days: int = 7) -> list[date]:

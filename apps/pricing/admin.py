@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from apps.accounts.admin_scope import ScopedModelAdmin
-from apps.pricing.models import CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion, RepriceRun, UnpricedHour
+from apps.pricing.models import CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion, UnpricedHour
 from apps.pricing.selectors import unpriced_message, unpriced_models_recent
 
 REPRICE_HINT = "Hours already priced keep their cost until repriced: manage.py reprice --from {start} --to {end}"
@@ -97,8 +97,3 @@ class UnpricedHourAdmin(ReadOnlyAdmin):
     list_display = ["hour", "model", "kind", "tokens"]
     list_select_related = ["model"]
     date_hierarchy = "hour"
-
-
-@admin.register(RepriceRun)
-class RepriceRunAdmin(ReadOnlyAdmin):
-    list_display = ["start", "end", "next_day", "status", "started_at", "finished_at"]

@@ -193,27 +193,3 @@ class DirtyHour(models.Model):
     (no conflicts, so ingest never waits on it); the pricing job deletes what it priced."""
 
     hour = models.DateTimeField(db_index=True)
-
-
-class RepriceRun(models.Model):
-    """Progress of `reprice` over [start, end): days before `next_day` are done."""
-
-    class Status(models.TextChoices):
-        RUNNING = "running"
-        FAILED = "failed"
-        DONE = "done"
-
-    start = models.DateField()
-    end = models.DateField()
-    next_day = models.DateField()
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-started_at"]
-
-    def __str__(self) -> str:
-        return f"reprice {self.start}..{self.end} ({self.status}, next {self.next_day})"

@@ -8,10 +8,8 @@ Python (largest remainder) and inserted in one statement.
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -24,15 +22,16 @@ from django.utils import timezone
 
 from apps.classification.engine import COMPONENT_KIND
 from apps.common.buckets import hour_floor, utc_day_start
+from apps.common.dayrun import Progress, RunBusy, jobrun_run
+from apps.common.models import JobRun
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
-from apps.pricing.models import CostPool, Currency, DirtyHour, Kind, Price, PriceVersion, RepriceRun
+from apps.pricing.models import CostPool, Currency, DirtyHour, Kind, Price, PriceVersion
 from apps.pricing.selectors import price_book_load
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-# Advisory lock keys: (namespace, day ordinal) serialises the pricing of a day; (namespace, run id) a reprice run.
+# Advisory lock key: (namespace, day ordinal) serialises the pricing of a day.
 _DAY_LOCK = 0x50524943
-_RUN_LOCK = 0x50525255
 NOT_WHOLE_HOURS = "start and end must be aware datetimes on whole hours, start before end"
 ONE_CURRENCY = "a price version has one currency: {base} holds {base_currency} prices; copy none or change them all"
 
@@ -41,8 +40,7 @@ class PricingError(ValueError):
     pass
 
 
-class RepriceBusy(RuntimeError):
-    pass
+RepriceBusy = RunBusy  # the run's lock is held: another process is running it
 
 
 def pool_ready_before(*, now: datetime | None = None) -> datetime:
@@ -389,170 +387,22 @@ def _pool_hours_pending(ready_before: datetime) -> list[datetime]:
 
 # --- reprice ----------------------------------------------------------------------------------
 
-Progress = Callable[[date, int, int], None]
-
-
-def reprice_run(*, start: date, end: date, progress: Progress | None = None) -> RepriceRun:
-    """Recompute the days in [start, end), a day per transaction, recording the progress in a
-    RepriceRun row: after a crash the same call resumes at the first day not done; once a run
-    is done, the same call starts a new one (and gives the same result)."""
-    if end <= start:
-        raise PricingError("end must be after start")
-    run = RepriceRun.objects.filter(start=start, end=end).exclude(status=RepriceRun.Status.DONE).first()
-    run = run or RepriceRun.objects.create(start=start, end=end, next_day=start)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
-        if not cursor.fetchone()[0]:
-            raise RepriceBusy(f"{run} is being run by another process")
-    try:
-        _run_days(run, progress)
-    except BaseException as exc:
-        RepriceRun.objects.filter(pk=run.pk).update(status=RepriceRun.Status.FAILED, error=repr(exc)[:2000])
-        raise
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
-    run.refresh_from_db()
-    return run
-
-
+RUN_KIND = "reprice"  # JobRun.kind of reprice runs
 # Days a reprice run prices at the same time, each in its own transaction on its own connection.
 # They commit in day order, so a run's progress means what it means when they run one by one.
 REPRICE_WORKERS = 2
 
 
-def _run_days(run: RepriceRun, progress: Progress | None) -> None:
+def reprice_run(*, start: date, end: date, progress: Progress | None = None) -> JobRun:
+    """Recompute the days in [start, end), a day per transaction, through the resumable runner
+    (apps.common.dayrun), REPRICE_WORKERS days at a time: after a crash the same call resumes at
+    the first day not done; once a run is done, the same call starts a new one (and gives the
+    same result)."""
+    if end <= start:
+        raise PricingError("end must be after start")
     book = price_book_load()
-    total = (run.end - run.start).days
-    days = [run.next_day + i * DAY for i in range((run.end - run.next_day).days)]
-    # Inside a caller's transaction (tests), other connections would not see its rows.
-    if REPRICE_WORKERS > 1 and len(days) > 1 and not connection.in_atomic_block:
-        _run_days_together(run, days, book, progress)
-    else:
-        for day in days:
-            with transaction.atomic():
-                day_price(day=day, book=book)
-                _run_progress(run, day)
-            if progress is not None:
-                progress(day, (day - run.start).days + 1, total)
-    RepriceRun.objects.filter(pk=run.pk).update(status=RepriceRun.Status.DONE, finished_at=timezone.now())
 
+    def work(day: date) -> None:
+        day_price(day=day, book=book)
 
-def _run_progress(run: RepriceRun, day: date) -> None:
-    RepriceRun.objects.filter(pk=run.pk).update(
-        next_day=day + DAY, status=RepriceRun.Status.RUNNING, error="", updated_at=timezone.now()
-    )
-
-
-class _DayOrder:
-    """The commit order of days priced at the same time: a day commits only after the day
-    before it has; once a day fails (or the run is stopped), no later day commits."""
-
-    def __init__(self, first: date) -> None:
-        self.cond = threading.Condition()
-        self.first = first
-        self.next = first  # the day whose turn it is to commit
-        self.stop_at: date | None = None  # no day from this one on commits
-        self.locked: set[date] = set()  # days whose transaction holds the day's advisory lock
-
-    def stopped(self, day: date) -> bool:
-        return self.stop_at is not None and day >= self.stop_at
-
-    def lock_taken(self, day: date) -> None:
-        with self.cond:
-            self.locked.add(day)
-            self.cond.notify_all()
-
-    def wait_lock_taken(self, day: date, *, waiting: date) -> bool:
-        """Wait until `day`'s transaction holds its lock; False when `waiting` must not commit."""
-        with self.cond:
-            self.cond.wait_for(lambda: day in self.locked or self.stopped(waiting))
-            return not self.stopped(waiting)
-
-    def wait_turn(self, day: date) -> bool:
-        """Wait until the days before `day` have committed; False when `day` must not commit."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.next == day or self.stopped(day))
-            return not self.stopped(day)
-
-    def committed(self, day: date) -> None:
-        with self.cond:
-            self.next = day + DAY
-            self.cond.notify_all()
-
-    def stop(self, day: date) -> None:
-        with self.cond:
-            self.stop_at = day if self.stop_at is None else min(self.stop_at, day)
-            self.cond.notify_all()
-
-
-class _NotCommitted(Exception):
-    """A day priced after a day that failed: rolled back, as it would not have run."""
-
-
-def _run_days_together(run: RepriceRun, days: list[date], book: PriceBook, progress: Progress | None) -> None:
-    """Price the days REPRICE_WORKERS at a time. Each day is the same transaction as when the days
-    run one by one (its rows and the run's progress), and the transactions commit in day order:
-    a crash or an error leaves the days before the first unfinished one committed, none after."""
-    order = _DayOrder(days[0])
-    todo = deque(days)
-    lock = threading.Lock()
-    done: queue.Queue[date | None] = queue.Queue()
-    errors: dict[date, BaseException] = {}
-
-    def work() -> None:
-        try:
-            while True:
-                with lock:
-                    if not todo or order.stopped(todo[0]):
-                        return
-                    day = todo.popleft()
-                try:
-                    with transaction.atomic():
-                        with connection.cursor() as cursor:
-                            _day_lock(cursor, day)  # first (day_price takes it again), for the next day to wait on
-                        order.lock_taken(day)
-                        day_price(day=day, book=book)
-                        with connection.cursor() as cursor:
-                            # The deferred foreign-key checks now, not while the next day waits.
-                            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                            # Wait for the day before to end in PostgreSQL (its lock), where a lock
-                            # cycle between the two days is a deadlock error, not a hang.
-                            before = day - DAY
-                            if day > order.first and order.wait_lock_taken(before, waiting=day):
-                                cursor.execute(
-                                    "SELECT pg_advisory_xact_lock_shared(%s::int, %s::int)",
-                                    [_DAY_LOCK, before.toordinal()],
-                                )
-                        if not order.wait_turn(day):
-                            raise _NotCommitted
-                        _run_progress(run, day)
-                except _NotCommitted:
-                    return
-                except BaseException as exc:
-                    errors[day] = exc
-                    order.stop(day)
-                    return
-                order.committed(day)
-                done.put(day)
-        finally:
-            connection.close()
-            done.put(None)
-
-    workers = [threading.Thread(target=work, name=f"reprice-{i}") for i in range(min(REPRICE_WORKERS, len(days)))]
-    for worker in workers:
-        worker.start()
-    try:
-        running = len(workers)
-        while running:
-            day = done.get()
-            if day is None:
-                running -= 1
-            elif progress is not None:
-                progress(day, (day - run.start).days + 1, (run.end - run.start).days)
-    finally:
-        order.stop(days[0])  # after an error here (Ctrl-C, progress): days not committed yet roll back
-        for worker in workers:
-            worker.join()
-    if errors:
-        raise errors[min(errors)]
+    return jobrun_run(kind=RUN_KIND, start=start, end=end, work=work, progress=progress, workers=REPRICE_WORKERS)

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Sum
 
 from apps.classification import services
-from apps.classification.models import DirtyDay, HourlyClass, Reason, ReclassifyRun, RuleSet
+from apps.classification.models import DirtyDay, HourlyClass, Reason, RuleSet
 from apps.classification.services import (
     ReasonMove,
     ReclassifyError,
@@ -28,6 +28,7 @@ from apps.classification.services import (
     ruleset_try,
 )
 from apps.classification.tasks import reclassify_dirty_days, reclassify_range
+from apps.common.models import JobRun
 from apps.pricing.models import DirtyHour
 from tests.classification.helpers import ruleset_activated, snapshot, store
 from tests.factories import collector_key, record
@@ -116,13 +117,13 @@ def test_it_resumes_after_a_crash_and_matches_a_clean_run(three_days: None, monk
     monkeypatch.setattr(services, "reclassify_day", crash_on_day_two)
     with pytest.raises(RuntimeError):
         reclassify_run(start=START, end=END)
-    run = ReclassifyRun.objects.get(status=ReclassifyRun.Status.FAILED)
+    run = JobRun.objects.get(kind=services.RUN_KIND, status=JobRun.Status.FAILED)
     assert run.next_day == START + timedelta(days=1) and "worker killed" in run.error
     assert {key[0].date() for key in snapshot()} == {START}  # day one committed, nothing of day two
 
     resumed = reclassify_run(start=START, end=END)
 
-    assert resumed.pk == run.pk and resumed.status == ReclassifyRun.Status.DONE
+    assert resumed.pk == run.pk and resumed.status == JobRun.Status.DONE
     assert calls == [START, START + timedelta(days=1), START + timedelta(days=1), START + timedelta(days=2)]
     assert snapshot() == clean
 
@@ -133,7 +134,7 @@ def test_a_rerun_of_a_done_range_gives_the_same_result(three_days: None) -> None
 
     second = reclassify_run(start=START, end=END)
 
-    assert second.pk != first.pk and second.status == ReclassifyRun.Status.DONE
+    assert second.pk != first.pk and second.status == JobRun.Status.DONE
     assert snapshot() == before
     assert len({key[0] for key in before}) == 3 * 2  # 09:00 and 23:00 of each day
 
@@ -166,7 +167,7 @@ def test_an_older_version_can_be_applied_by_number(three_days: None) -> None:
 
 def test_the_celery_task_runs_a_range(three_days: None) -> None:
     run_id = reclassify_range.apply(args=["2025-03-10", "2025-03-13"]).get()
-    assert ReclassifyRun.objects.get(pk=run_id).status == ReclassifyRun.Status.DONE
+    assert JobRun.objects.get(pk=run_id).status == JobRun.Status.DONE
 
 
 def test_the_beat_task_reclassifies_the_days_a_late_record_made_dirty(source: int) -> None:

@@ -20,6 +20,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from apps.classification.services import _DAY_LOCK as CLASSIFY_DAY_LOCK
+from apps.classification.services import RUN_KIND as RECLASSIFY_KIND
+from apps.common.models import JobRun
 from apps.ledger.services.accrual import _MONTH_LOCK
 from tests.faults.harness import (
     ALERTS,
@@ -139,6 +141,8 @@ def test_records_survive_kill_9_of_the_web_server_mid_stream(rep, suite):
 # --- (c): the worker killed in the middle of a month close and of a reclassify run -------
 
 RECLASSIFY_DAYS = 4
+# A column of the reclassify run (the only job run these databases hold).
+RECLASSIFY_RUN = f"SELECT {{}} FROM {JobRun._meta.db_table} WHERE kind = '{RECLASSIFY_KIND}'"
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +236,7 @@ def kill_both_mid_job(url: str, env: dict[str, str], broker: str, data: dict[str
         wait_until(lambda: lock_waiters(url, lock, month_key), 60, f"the close to wait at {lock}")
         enqueue(broker, "apps.classification.tasks.reclassify_range", first.isoformat(), end.isoformat())
         wait_until(lambda: lock_waiters(url, "advisory", day_key), 60, "the reclassify run to wait at its day")
-        assert scalar(url, "SELECT next_day FROM classification_reclassifyrun") == held_day
+        assert scalar(url, RECLASSIFY_RUN.format("next_day")) == held_day
         for worker in pair:
             worker.kill()
     finally:
@@ -241,7 +245,7 @@ def kill_both_mid_job(url: str, env: dict[str, str], broker: str, data: dict[str
     wait_until(lambda: no_orphans(url), 30, "the killed jobs' sessions to end")
     assert scalar(url, "SELECT status FROM ledger_period WHERE month = %s", [month]) in (None, "open")
     assert not scalar(url, "SELECT count(*) FROM ledger_journalline WHERE period = %s", [month])
-    assert scalar(url, "SELECT status FROM classification_reclassifyrun") == "running"
+    assert scalar(url, RECLASSIFY_RUN.format("status")) == "running"
 
 
 @pytest.mark.parametrize("rep", range(REPEATS))
@@ -264,7 +268,7 @@ def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run
     wait_until(
         lambda: (
             scalar(url, "SELECT status FROM ledger_period WHERE month = %s", [month]) == "closed"
-            and scalar(url, "SELECT status FROM classification_reclassifyrun") == "done"
+            and scalar(url, RECLASSIFY_RUN.format("status")) == "done"
         ),
         90,
         "the redelivered close and reclassify run to finish",
@@ -287,7 +291,7 @@ def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run
     assert rows(url, findings) == rows(clean_url, findings)
     assert scalar(url, "SELECT count(*) FROM ledger_periodevent WHERE action = 'close'") == 1
     assert_ledger_balances(url)
-    assert scalar(url, "SELECT count(*) FROM classification_reclassifyrun") == 1  # resumed, not run again
+    assert scalar(url, RECLASSIFY_RUN.format("count(*)")) == 1  # resumed, not run again
     assert rows(url, CLASSES) == rows(clean_url, CLASSES)
     assert rows(url, CLASSES), "the reclassify run wrote nothing"
     outcome.survived = True

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 import time_machine
 
+from apps.common.models import JobRun
 from apps.ledger.models import AccrualDay, ElasticWindow, JournalEntry, JournalLine, MappingRule, MappingRuleRevision
+from apps.ledger.services import accrual
 from apps.ledger.services.accrual import ledger_days_mark_dirty, month_accrue, range_accrue, recent_accrue
 from apps.ledger.services.periods import month_totals
 from apps.pricing.models import HourlyCost
@@ -19,6 +21,7 @@ from tests.ledger.helpers import DAY1, SEP, account, at, balanced, journal, spen
 pytestmark = pytest.mark.django_db
 CS = {"business_line": "customer-service"}
 SEARCH = {"business_line": "search"}
+OCT, NOV = date(2026, 10, 1), date(2026, 11, 1)
 
 
 def test_it_books_each_class_to_its_default_account_against_the_payable() -> None:
@@ -264,6 +267,35 @@ def test_it_accrues_whole_months_of_a_range_and_records_progress() -> None:
 
     assert [r.month for r in results] == [SEP, SEP.replace(month=10)]
     assert AccrualDay.objects.filter(exact__CNY="1.000000000000").count() == 2
+    run = JobRun.objects.get(kind=accrual.ACCRUE_KIND)
+    assert (run.start, run.end, run.next_day, run.status) == (SEP, NOV, NOV, JobRun.Status.DONE)
+
+
+def test_a_range_accrual_stopped_in_a_month_resumes_at_that_month(monkeypatch: pytest.MonkeyPatch) -> None:
+    factories.hourly_cost(hour=at(DAY1), cost="1.00")
+    factories.hourly_cost(hour=at(DAY1 + timedelta(days=30)), cost="2.00")  # October
+    real, months = accrual.month_accrue, []
+
+    def stop_in_october(*, month: date, force: bool = False) -> accrual.MonthResult:
+        months.append(month)
+        result = real(month=month, force=force)
+        if month == OCT and months.count(OCT) == 1:
+            raise RuntimeError("worker killed")  # after October's days were booked: they roll back
+        return result
+
+    monkeypatch.setattr(accrual, "month_accrue", stop_in_october)
+    with pytest.raises(RuntimeError):
+        range_accrue(start=DAY1, end=DAY1 + timedelta(days=31))
+    failed = JobRun.objects.get(kind=accrual.ACCRUE_KIND)
+    assert (failed.status, failed.next_day) == (JobRun.Status.FAILED, OCT)
+    assert set(AccrualDay.objects.values_list("day__month", flat=True)) == {9}
+
+    results = range_accrue(start=DAY1, end=DAY1 + timedelta(days=31))
+
+    assert [r.month for r in results] == [OCT] and months == [SEP, OCT, OCT]
+    assert JobRun.objects.get(pk=failed.pk).status == JobRun.Status.DONE
+    assert set(AccrualDay.objects.values_list("day__month", flat=True)) == {9, 10}
+    assert balanced()
 
 
 def test_it_accrues_recent_and_dirty_days_in_the_beat_job() -> None:

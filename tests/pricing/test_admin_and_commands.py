@@ -12,8 +12,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from apps.common.models import JobRun
 from apps.pricing.models import DirtyHour, PriceVersion
-from apps.pricing.services import hours_price
+from apps.pricing.services import hours_price, reprice_run
 from tests import factories
 from tests.pricing.helpers import DAY1, at
 
@@ -31,9 +32,16 @@ def test_it_lists_costs_idle_hours_and_runs_read_only(admin_client: Client, time
     factories.cost_pool()
     factories.hourly_class(hour=at(1), tokens=10)
     hours_price(start=at(1), end=at(2))
-    for name in ("hourlycost", "poolidlehour", "unpricedhour", "repricerun", "priceversion", "costpool"):
+    reprice_run(start=DAY1.date(), end=DAY1.date() + timedelta(days=1))
+    for name in ("hourlycost", "poolidlehour", "unpricedhour", "priceversion", "costpool"):
         assert admin_client.get(f"/admin/pricing/{name}/").status_code == 200, name
     assert admin_client.get("/admin/pricing/hourlycost/add/").status_code == 403
+    runs = admin_client.get("/admin/common/jobrun/?kind=reprice")  # the runs of every job, read-only
+    assert runs.status_code == 200 and "reprice" in runs.content.decode()
+    run = JobRun.objects.get(kind="reprice")
+    assert admin_client.get("/admin/common/jobrun/add/").status_code == 403
+    assert admin_client.post(f"/admin/common/jobrun/{run.pk}/change/", {"status": "failed"}).status_code == 403
+    assert JobRun.objects.get(pk=run.pk).status == JobRun.Status.DONE
 
 
 def test_it_adds_a_price_version_with_prices_in_the_admin(admin_client: Client) -> None:

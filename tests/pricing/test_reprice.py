@@ -13,8 +13,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from apps.common import dayrun
+from apps.common.models import JobRun
 from apps.pricing import services
-from apps.pricing.models import DirtyHour, HourlyCost, PoolIdleHour, RepriceRun
+from apps.pricing.models import DirtyHour, HourlyCost, PoolIdleHour
 from apps.pricing.services import hours_mark_dirty, price_set, reprice_run
 from apps.pricing.tasks import price_dirty_hours, reprice_range
 from tests import factories
@@ -65,13 +67,13 @@ def test_it_resumes_after_a_crash_and_matches_a_clean_run(three_days: None, monk
     monkeypatch.setattr(services, "day_price", crash_on_day_two)
     with pytest.raises(RuntimeError):
         reprice_run(start=START, end=END)
-    run = RepriceRun.objects.get(status=RepriceRun.Status.FAILED)
+    run = JobRun.objects.get(kind=services.RUN_KIND, status=JobRun.Status.FAILED)
     assert run.next_day == START + timedelta(days=1)
     assert {h.date() for h, *_ in costs()} == {START}  # day one committed, nothing of day two
 
     resumed = reprice_run(start=START, end=END)
 
-    assert resumed.pk == run.pk and resumed.status == RepriceRun.Status.DONE
+    assert resumed.pk == run.pk and resumed.status == JobRun.Status.DONE
     assert calls == [START, START + timedelta(days=1), START + timedelta(days=1), START + timedelta(days=2)]
     assert snapshot() == clean
 
@@ -110,7 +112,7 @@ def test_it_shows_progress_and_a_clear_error(three_days: None) -> None:
 
 def test_it_reprices_from_the_celery_task(three_days: None) -> None:
     run_id = reprice_range.apply(args=["2025-03-10", "2025-03-13"]).get()
-    assert RepriceRun.objects.get(pk=run_id).status == RepriceRun.Status.DONE
+    assert JobRun.objects.get(pk=run_id).status == JobRun.Status.DONE
     assert HourlyCost.objects.count() == 27
 
 
@@ -131,10 +133,10 @@ def test_it_prices_dirty_hours_from_the_beat_task() -> None:
 
 
 def test_it_refuses_a_run_already_in_progress(three_days: None) -> None:
-    run = RepriceRun.objects.create(start=START, end=END, next_day=START)
+    run = dayrun.jobrun_open(kind=services.RUN_KIND, start=START, end=END)
     db = connection.settings_dict
     # Another process running it holds the run's session lock.
     with psycopg.connect(dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"] or 5432) as other:
-        other.execute("SELECT pg_advisory_lock(%s::int, %s::int)", [services._RUN_LOCK, run.pk])
+        other.execute("SELECT pg_advisory_lock(%s::int, %s::int)", [dayrun._RUN_LOCK, run.pk])
         with pytest.raises(services.RepriceBusy):
             reprice_run(start=START, end=END)

@@ -51,6 +51,7 @@ from apps.common.buckets import (
     previous_month,
     zone_name,
 )
+from apps.common.dayrun import jobrun_run
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
@@ -500,15 +501,27 @@ def months_accrue(*, months: Iterable[date], force: bool = False) -> list[MonthR
     return [month_accrue(month=m, force=force) for m in sorted({month_of(m) for m in months})]
 
 
+ACCRUE_KIND = "accrue"  # JobRun.kind of range accruals; key "force" for forced ones
+
+
 def range_accrue(*, start: date, end: date, force: bool = False) -> list[MonthResult]:
     """Accrue every month touching [start, end) (whole months: the rounding carry runs from
-    the first of the month)."""
-    months = set()
-    month = month_of(start)
-    while month < end:
-        months.add(month)
-        month = next_month(month)
-    return months_accrue(months=months, force=force)
+    the first of the month), a month per transaction through the resumable runner
+    (apps.common.dayrun): its JobRun spans [the first month, the month after the last) and its
+    next_day is the first day of the next month to accrue, so after a crash the same call
+    resumes there. Returns the results of the months this call accrued."""
+    first = month_of(start)
+    if end <= first:
+        return []
+    results: list[MonthResult] = []
+
+    def work(month: date) -> None:
+        results.append(month_accrue(month=month, force=force))
+
+    key = "force" if force else ""
+    stop = next_month(month_of(end - DAY))  # the month after the last one touching the range
+    jobrun_run(kind=ACCRUE_KIND, key=key, start=first, end=stop, work=work, step=next_month)
+    return results
 
 
 def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:

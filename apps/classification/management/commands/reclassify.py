@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.classification.models import RuleSet
-from apps.classification.services import ReclassifyBusy, ReclassifyError, reclassify_run
+from apps.classification.services import ReclassifyBusy, ReclassifyError, active_ruleset, reclassify_run
 
 BAR = 30
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"reclassified {day} ({done}/{total})")
 
         try:
-            chosen = RuleSet.objects.get(version=ruleset) if ruleset is not None else None
+            chosen = RuleSet.objects.get(version=ruleset) if ruleset is not None else active_ruleset()
             run = reclassify_run(start=start, end=end, ruleset=chosen, progress=progress)
         except RuleSet.DoesNotExist as exc:
             raise CommandError(f"no rule set with version {ruleset}") from exc
@@ -49,7 +49,7 @@ class Command(BaseCommand):
             self.stdout.write("")
         self.stdout.write(
             self.style.SUCCESS(
-                f"reclassified {run.start} .. {run.end} (exclusive) with rule set v{run.ruleset.version} "
+                f"reclassified {run.start} .. {run.end} (exclusive) with rule set v{chosen.version} "
                 f"in {time.monotonic() - began:.1f} s"
             )
         )
