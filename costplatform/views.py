@@ -1,15 +1,97 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.defaults import page_not_found
+
+from apps.accounts.models import CollectorKey
+from apps.accounts.roles import user_has_role
+from apps.alerts.checks import site_url_is_local
+from apps.alerts.models import Channel
+from apps.common.buckets import month_of, previous_month
+from apps.pricing.selectors import unpriced_models_recent
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    """Where each person starts: finance at the books, engineers at the overview and the waste,
+    admins at what a new platform still needs set up."""
+    user = request.user
+    context = {
+        "finance": user_has_role(user, "finance", "admin"),
+        "engineering": user_has_role(user, "engineer", "viewer", "admin"),
+        "setup": setup_checklist() if user_has_role(user, "admin") else [],
+        "no_role": not user_has_role(user, "admin", "finance", "engineer", "viewer"),
+        "last_month": f"{previous_month(month_of(timezone.now())):%Y-%m}",
+        "this_month": f"{month_of(timezone.now()):%Y-%m}",
+    }
+    return render(request, "home.html", context)
+
+
+@dataclass(frozen=True)
+class SetupItem:
+    label: str
+    done: bool
+    detail: str
+    link: str
+
+
+def setup_checklist() -> list[SetupItem]:
+    """What a platform needs before its figures mean anything, read live."""
+    keys = CollectorKey.objects.filter(revoked_at__isnull=True).count()
+    unpriced = unpriced_models_recent()
+    channels = Channel.objects.filter(disabled_at__isnull=True).count()
+    local = site_url_is_local()
+    return [
+        SetupItem(
+            _("Collector keys"),
+            keys > 0,
+            ngettext("%(n)d active key", "%(n)d active keys", keys) % {"n": keys},
+            reverse("dashboards:collectors"),
+        ),
+        SetupItem(
+            _("Prices"),
+            not unpriced,
+            ngettext("%(n)d model with tokens but no price", "%(n)d models with tokens but no price", len(unpriced))
+            % {"n": len(unpriced)}
+            if unpriced
+            else _("Every model of the last 30 days has a price or a cost pool."),
+            reverse("dashboards:prices"),
+        ),
+        SetupItem(
+            _("Alert channels"),
+            channels > 0,
+            ngettext("%(n)d channel enabled", "%(n)d channels enabled", channels) % {"n": channels},
+            reverse("dashboards:alert-channels"),
+        ),
+        SetupItem(
+            _("Site address"),
+            not local,
+            _("Links in alerts point at %(url)s; set COSTPLATFORM_SITE_URL to the address people open.")
+            % {"url": settings.ALERTS_SITE_URL}
+            if local
+            else settings.ALERTS_SITE_URL,
+            reverse("dashboards:alert-channels"),
+        ),
+        SetupItem(
+            _("Attribution map"),
+            True,
+            _(
+                "Who pays is decided at the edge: each vLLM server and proxy reads a map of caller tokens to "
+                "business lines (README, \u201cWriting an attribution map\u201d)."
+            ),
+            "",
+        ),
+    ]
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

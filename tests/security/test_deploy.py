@@ -60,6 +60,7 @@ def production_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE" and not k.startswith("SECURE_")}
     env.update(DEBUG="false", HTTPS="true", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS=HOST)
     env["COSTPLATFORM_METRICS_TOKEN"] = METRICS_TOKEN  # without it `check --deploy` warns (metrics.W001)
+    env["COSTPLATFORM_SITE_URL"] = f"https://{HOST}"  # without it the links in alerts lead here (alerts.W001)
     # /healthz reaches the database: the test database, which exists while the test runs.
     env["DATABASE_URL"] = database_url_named(connection.settings_dict["NAME"])
     return env
