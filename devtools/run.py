@@ -1,6 +1,6 @@
 """`make run`: the whole product on one machine.
 
-    python -m devtools.run [--port 8000] [--once] [--sample FILE | --no-sample] [--no-vllm]
+    python -m devtools.run [--port 8000] [--host 127.0.0.1] [--once] [--sample FILE | --no-sample] [--no-vllm]
 
 Prepares the database (migrations, static files, record partitions for this month and
 ahead, an `admin` superuser, a collector key `demo`), starts the web server (gunicorn), a
@@ -38,6 +38,7 @@ import urllib.error
 import urllib.request
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -351,14 +352,47 @@ def stop_children(children: list[Child]) -> None:
         child.close_log()
 
 
-def port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError:
             return False
     return True
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+EVERY_INTERFACE = ("0.0.0.0", "::")
+
+
+@dataclass(frozen=True)
+class WebAddress:
+    """Where the web server listens (`bind`), the URL this command itself calls (`base_url`),
+    the one people open (`shown_url`) and the host names Django must accept beyond its own."""
+
+    bind: str
+    base_url: str
+    shown_url: str
+    allowed_hosts: tuple[str, ...]
+
+    @property
+    def beyond_loopback(self) -> bool:
+        return bool(self.allowed_hosts)
+
+
+def web_address(host: str, port: int) -> WebAddress:
+    bracketed = f"[{host}]" if ":" in host else host
+    if host in LOOPBACK:
+        url = f"http://{bracketed}:{port}"
+        return WebAddress(f"{bracketed}:{port}", url, url, ())
+    if host in EVERY_INTERFACE:
+        # Every interface answers, loopback included; people reach it by this machine's name.
+        name = socket.gethostname()
+        return WebAddress(f"{bracketed}:{port}", f"http://127.0.0.1:{port}", f"http://{name}:{port}", ("*",))
+    url = f"http://{bracketed}:{port}"
+    return WebAddress(f"{bracketed}:{port}", url, url, (host,))
 
 
 def wait_healthy(base_url: str, web: Child) -> float:
@@ -529,7 +563,14 @@ def _parser() -> argparse.ArgumentParser:
         "--port",
         type=int,
         default=int(os.environ.get("PORT") or 8000),
-        help="web server port on 127.0.0.1 (default $PORT or 8000)",
+        help="web server port (default $PORT or 8000)",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the web server listens on (default 127.0.0.1: this machine only). Another address, or "
+        "0.0.0.0 for every interface, lets anyone who reaches it open the login page over plain HTTP: on a "
+        "network you do not trust put a TLS proxy in front and set HTTPS=true (docs/security.md)",
     )
     parser.add_argument(
         "--once",
@@ -585,8 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.port <= 65535:
         say(f"--port {args.port} is not a port")
         return 2
-    if not port_free(args.port):
-        say(f"port {args.port} on 127.0.0.1 is in use; pass --port N (or set PORT)")
+    if not port_free(args.port, args.host):
+        say(f"port {args.port} on {args.host} is in use or not an address of this machine; pass --port N or --host")
         return 2
     args.vllm = (not args.once) if args.vllm is None else args.vllm
     args.vllm_port = args.vllm_port or args.port + 1
@@ -685,8 +726,15 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     key_secret, key_note = ensure_demo_key(data_dir, backfill=True)
     say(f"collector key '{DEMO_KEY}': {key_note}")
 
-    base_url = f"http://127.0.0.1:{args.port}"
+    web = web_address(args.host, args.port)
+    base_url = web.base_url
     child_env = dict(os.environ)
+    if web.beyond_loopback:
+        hosts = [h for h in child_env.get("ALLOWED_HOSTS", "").split(",") if h] or ["localhost", "127.0.0.1", "[::1]"]
+        child_env["ALLOWED_HOSTS"] = ",".join([*hosts, *web.allowed_hosts])
+        child_env.setdefault("COSTPLATFORM_SITE_URL", web.shown_url)
+        say(f"web: listening on {web.bind}, beyond this machine: plain HTTP, so only on a network you trust "
+            "(or behind a TLS proxy with HTTPS=true)")  # fmt: skip
     child_env.update(COSTPLATFORM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     child_env.setdefault("DJANGO_SETTINGS_MODULE", "costplatform.settings")
     logs = data_dir / "logs"
@@ -706,7 +754,7 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
 
     connections.close_all()  # the children open their own
     children.append(Child("web", [
-        sys.executable, "-m", "gunicorn", "costplatform.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
+        sys.executable, "-m", "gunicorn", "costplatform.wsgi:application", "--bind", web.bind,
         "--workers", str(args.web_workers), "--timeout", "120", "--graceful-timeout", "10",
         "--access-logfile", "-", "--error-logfile", "-",
     ], logs / "web.log", child_env))  # fmt: skip
@@ -741,7 +789,7 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     login = f"{ADMIN_USER} / {password}" if password else f"{ADMIN_USER} (password changed since the first run)"
     print(flush=True)
     print("  costplatform is running", flush=True)
-    print(f"  URL:       {base_url}/", flush=True)
+    print(f"  URL:       {web.shown_url}/", flush=True)
     print(f"  login:     {login}", flush=True)
     print(f"  API docs:  {base_url}/api/docs/", flush=True)
     print(f"  admin:     {base_url}/admin/", flush=True)

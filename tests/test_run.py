@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.run import WebAddress
 from wire.send import endpoint_url, latest_ts, shift_line
 
 REPO = Path(__file__).resolve().parent.parent
+LOCAL = "http://127.0.0.1:8000"
 SERVER_VARIABLES = ("DATABASE_URL", "DATABASE_URL_FILE", "CELERY_BROKER_URL", "CELERY_BROKER_URL_FILE", "PORT")
 
 
@@ -51,6 +53,18 @@ def test_the_platform_runs_without_vllm_or_torch() -> None:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "costplatform.settings"}
     done = subprocess.run([sys.executable, "-c", _PLATFORM_ALONE], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_run_listens_on_loopback_unless_told_otherwise() -> None:
+    from devtools.run import web_address
+
+    assert web_address("127.0.0.1", 8000) == WebAddress("127.0.0.1:8000", LOCAL, LOCAL, ())
+    every = web_address("0.0.0.0", 8000)
+    assert (every.bind, every.base_url, every.allowed_hosts) == ("0.0.0.0:8000", LOCAL, ("*",))
+    assert every.shown_url == f"http://{socket.gethostname()}:8000" and every.beyond_loopback
+    one = web_address("10.1.2.3", 8001)
+    assert (one.bind, one.base_url, one.allowed_hosts) == ("10.1.2.3:8001", "http://10.1.2.3:8001", ("10.1.2.3",))
+    assert web_address("::1", 8000).bind == "[::1]:8000"
 
 
 def test_make_run_without_vllm_installs_the_platform_alone() -> None:
@@ -85,10 +99,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _run_once(data_dir: Path) -> tuple[int, str]:
+def _run_once(data_dir: Path, *extra: str) -> tuple[int, str]:
     env = {name: value for name, value in os.environ.items() if name not in SERVER_VARIABLES}
     env["COSTPLATFORM_DATA_DIR"] = str(data_dir)
-    command = [sys.executable, "-m", "devtools.run", "--once", "--port", str(_free_port())]
+    command = [sys.executable, "-m", "devtools.run", "--once", "--port", str(_free_port()), *extra]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=420)
     return done.returncode, done.stdout + done.stderr
 
@@ -163,8 +177,9 @@ def test_make_run_on_embedded_defaults_keeps_data_across_restarts(tmp_path: Path
         assert "stopped the embedded PostgreSQL" in first
         assert not _wait_gone(data_dir), "processes left after the first run"
 
-        status, second = _run_once(data_dir)
+        status, second = _run_once(data_dir, "--host", "0.0.0.0")  # every interface this time
         assert status == 0, second
+        assert f"URL:       http://{socket.gethostname()}:" in second and "only on a network you trust" in second
         assert f"login:     admin / {password}" in second
         again = _number(r"loaded: (\d+) accepted, (\d+) duplicates, (\d+) rejected", second)
         assert again == (0, accepted + duplicates, rejected), second
