@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -295,3 +295,53 @@ def overview(*, flt: Filters, lines: list[str] | None, money: bool, top: int = 2
     if money:
         costs = _sums(COST, ["cost"], [["currency"], ["business_line", "currency"]], flt, lines)
     return Overview(_health_of(found[0]), _series_of(found[2]), _slices_of(found[1], costs[1], top), dict(costs[0]))
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """The waste page grouped by one dim across reasons: each value's tokens of the measured
+    class (and cost), and all its tokens, of which they are a share."""
+
+    measured: str
+    slices: list[Slice]
+    totals: dict[str, int]
+
+
+def grouped(*, flt: Filters, lines: list[str] | None, group: str, money: bool, limit: int = 100) -> Grouped:
+    """Tokens of the chosen class (waste when none is chosen) per value of `group`, over every
+    reason of it (or the chosen one), largest first; the same filters otherwise."""
+    measured = replace(flt, token_class=flt.token_class or "waste", group="")
+    everything = replace(flt, token_class="", reason="", group="")
+    tokens = _sum(CLASS, ["tokens"], [group], measured, lines)
+    costs = _sum(COST, ["cost"], [group, "currency"], measured, lines) if money else []
+    totals = {value: int(count) for value, count in _sum(CLASS, ["tokens"], [group], everything, lines)}
+    return Grouped(measured.token_class, _slices_of(tokens, costs, limit), totals)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One row of the overview's top wasteful values of a dim: waste tokens in the window, in
+    the window of the same length before it, and per period (for the sparkline)."""
+
+    value: str
+    tokens: int
+    previous: int
+    points: list[int]
+
+
+def top_waste(*, flt: Filters, lines: list[str] | None, dim: str, top: int = 5) -> list[Trend]:
+    """The `top` values of `dim` with the most waste tokens (every reason) in the window."""
+    waste = replace(flt, token_class="waste", reason="", group="")
+    rows = _sum(CLASS, ["tokens"], [dim, "period"], waste, lines)
+    before = replace(waste, start=flt.start - (flt.end - flt.start), end=flt.start)
+    previous = {value: int(count) for value, count in _sum(CLASS, ["tokens"], [dim], before, lines)}
+    periods = sorted({period for _value, period, _count in rows})
+    series: dict[str, dict[datetime, int]] = defaultdict(dict)
+    for value, period, count in rows:
+        series[value][period] = int(count)
+    ranked = sorted(series.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    return [
+        Trend(value, sum(points.values()), previous.get(value, 0), [points.get(p, 0) for p in periods])
+        for value, points in ranked[:top]
+        if sum(points.values())
+    ]

@@ -23,8 +23,8 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
 from apps.classification.engine import CLASSES
 from apps.dashboards import selectors
-from apps.dashboards.figures import class_series_figure
-from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from
+from apps.dashboards.figures import class_series_figure, sparkline_figure
+from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import Record
@@ -51,6 +51,24 @@ def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         return view(request, *args, **kwargs)
 
     return checked
+
+
+# The overview's "top wasteful" tables: dims an engineer changes code for.
+TOP_WASTE_DIMS = ("feature", "step")
+
+
+def group_labels() -> dict[str, str]:
+    """Human names of what the waste page groups by (a configured dim not listed: its name)."""
+    return {
+        "business_line": _("business line"),
+        "team": _("team"),
+        "project": _("project"),
+        "feature": _("feature"),
+        "step": _("step"),
+        "env": _("environment"),
+        "model": _("model"),
+        "reason": _("reason"),
+    }
 
 
 def class_labels() -> dict[str, str]:
@@ -94,11 +112,37 @@ def overview(request: HttpRequest) -> HttpResponse:
             {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
             for s in summed.lines
         ],
+        top_waste=_top_waste(flt, lines),
     )
     return render(request, "dashboards/overview.html", context)
 
 
+def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
+    """Per dim of TOP_WASTE_DIMS (those configured): its most wasteful values, every reason
+    together, against the window before; each row leads to the waste of that value by reason."""
+    from django.conf import settings
+
+    waste = reverse("dashboards:waste")
+    tables = []
+    for dim in (d for d in TOP_WASTE_DIMS if d in settings.ROLLUP_DIMS):
+        rows = [
+            {
+                "trend": trend,
+                "label": trend.value or _("(none)"),
+                "href": waste + flt.query(token_class="waste", dims={dim: trend.value}) if trend.value else "",
+                "sparkline": sparkline_figure(trend.points, div_id=f"spark-{dim}-{i}"),
+            }
+            for i, trend in enumerate(selectors.top_waste(flt=flt, lines=lines, dim=dim))
+        ]
+        tables.append(
+            {"dim": dim, "label": group_labels().get(dim, dim), "rows": rows, "all": waste + flt.query(group=dim)}
+        )
+    return tables
+
+
 def _level(flt: Filters) -> str:
+    if flt.group:
+        return "group"
     if not flt.token_class:
         return "class"
     if not flt.reason:
@@ -137,9 +181,59 @@ def _trail(flt: Filters) -> list[tuple[str, str]]:
     return trail
 
 
+def _group_href(flt: Filters, measured: str, value: str, *, page: str) -> str:
+    """Where a value of the grouped table leads: the waste of the measured class narrowed to it
+    (by reason), or its requests."""
+    chosen = Filters(flt.start, flt.end, flt.range, flt.dims, measured, flt.reason, flt.model)
+    if flt.group == "model":
+        query = chosen.query(model=value)
+    elif flt.group == "reason":
+        query = chosen.query(reason=value, token_class=value.split(".", 1)[0])
+    else:
+        query = chosen.query(dims={flt.group: value})
+    return reverse(page) + query
+
+
+def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
+    found = selectors.grouped(
+        flt=flt, lines=business_lines_of(request.user), group=flt.group, money=sees_money(request.user)
+    )
+    rows = [
+        {
+            "slice": s,
+            "label": s.value or _("(none)"),
+            "of": found.totals.get(s.value, 0),
+            "href": _group_href(flt, found.measured, s.value, page="dashboards:waste") if s.value else "",
+            "requests": _group_href(flt, found.measured, s.value, page="dashboards:requests") if s.value else "",
+        }
+        for s in found.slices
+    ]
+    context = _context(
+        request,
+        flt,
+        level="group",
+        group=flt.group,
+        measured=found.measured,
+        rows=rows,
+        total=sum(s.tokens for s in found.slices),
+        trail=_trail(flt),
+        group_choices=_group_choices(flt),
+    )
+    return render(request, "dashboards/waste_grouped.html", context)
+
+
+def _group_choices(flt: Filters) -> list[tuple[str, str, str]]:
+    """(name, label, link) of each grouping across reasons, from wherever the page stands."""
+    waste = reverse("dashboards:waste")
+    labels = group_labels()
+    return [(name, labels.get(name, name), waste + flt.query(group=name)) for name in groups()]
+
+
 @reader_required
 def waste(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
+    if flt.group:
+        return _grouped(request, flt)
     lines, money = business_lines_of(request.user), sees_money(request.user)
     level = _level(flt)
     group = flt.by if level == "dims" else level
@@ -164,6 +258,7 @@ def waste(request: HttpRequest) -> HttpResponse:
         trail=_trail(flt),
         tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
+        group_choices=_group_choices(flt),
     )
     return render(request, "dashboards/waste.html", context)
 
