@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection
 
-from apps.classification.engine import CLASSES, COMPONENTS
+from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
 from apps.classification.models import Reason
 from apps.common.buckets import utc_days, zone_name
 from apps.dashboards.filters import Filters
 from apps.dashboards.rollup import day_runs, split_window
-from apps.ingest.models import ServedModel
+from apps.ingest.models import Record, ServedModel
 
 # The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
 CLASS = ("dashboards_dailylineclass", "dashboards_dailyclass", "classification_hourlyclass")
@@ -345,3 +345,77 @@ def top_waste(*, flt: Filters, lines: list[str] | None, dim: str, top: int = 5) 
         for value, points in ranked[:top]
         if sum(points.values())
     ]
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A request the duplicate rule classified as waste, and the earlier one it repeats."""
+
+    record: Record
+    original: Record
+
+
+# An ok request is a duplicate when an earlier ok request of the same source, prompt hash,
+# model and business line lies within DUPLICATE_WINDOW_SECONDS before it (apps.classification
+# .services.duplicates_find); the original shown is that nearest earlier one, found through the
+# (prompt_hash, ts) index one probe per listed request.
+_DUPLICATES_SQL = """
+SELECT r.ts, r.source_id, r.record_key, o.ts, o.source_id, o.record_key
+FROM ingest_record r
+JOIN ingest_dimset d ON d.id = r.dims_id
+CROSS JOIN LATERAL (
+    SELECT o.ts, o.source_id, o.record_key FROM ingest_record o JOIN ingest_dimset od ON od.id = o.dims_id
+    WHERE o.prompt_hash = r.prompt_hash AND o.source_id = r.source_id AND o.model_id = r.model_id
+      AND o.status = 0 AND od.business_line = d.business_line
+      AND o.ts < r.ts AND o.ts >= r.ts - make_interval(secs => %s)
+    ORDER BY o.ts DESC LIMIT 1
+) o
+WHERE r.status = 0 AND r.prompt_hash IS NOT NULL AND r.ts >= %s AND r.ts < %s AND {where}
+ORDER BY r.ts DESC, r.source_id DESC, r.record_key DESC
+LIMIT %s
+"""
+
+
+def duplicates(
+    *, flt: Filters, lines: list[str] | None, prompt_hash: bytes | None = None, limit: int = 50
+) -> list[Duplicate]:
+    """The newest duplicates in the window (of one prompt hash when given), each with its original."""
+    where, params = ["TRUE"], [DUPLICATE_WINDOW_SECONDS, flt.start, flt.end]
+    if prompt_hash is not None:
+        where.append("r.prompt_hash = %s")
+        params.append(prompt_hash)
+    if flt.model:
+        where.append("r.model_id = ANY(%s)")
+        params.append(list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
+    if flt.dims:
+        where.append("d.dims @> %s::jsonb")
+        params.append(json.dumps(flt.dims))
+    if lines is not None:
+        where.append("d.business_line = ANY(%s)")
+        params.append(lines)
+    with connection.cursor() as cursor:
+        cursor.execute(_DUPLICATES_SQL.format(where=" AND ".join(where)), [*params, limit])
+        pairs = cursor.fetchall()
+    keys = {key for row in pairs for key in (row[:3], row[3:])}
+    found = {r.pk: r for r in Record.objects.select_related("model", "dims", "source").filter(pk__in=list(keys))}
+    return [Duplicate(found[tuple(row[:3])], found[tuple(row[3:])]) for row in pairs]
+
+
+def original_of(*, record: Record) -> Record | None:
+    """The earlier request `record` repeats under the duplicate rule, or None."""
+    if record.status != 0 or record.prompt_hash is None:
+        return None
+    return (
+        Record.objects.select_related("model", "dims", "source")
+        .filter(
+            prompt_hash=record.prompt_hash,
+            source_id=record.source_id,
+            model_id=record.model_id,
+            status=0,
+            dims__business_line=record.dims.business_line,
+            ts__lt=record.ts,
+            ts__gte=record.ts - timedelta(seconds=DUPLICATE_WINDOW_SECONDS),
+        )
+        .order_by("-ts")
+        .first()
+    )

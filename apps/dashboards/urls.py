@@ -10,6 +10,7 @@ urlpatterns = [
     path("waste/", views.waste, name="waste"),
     path("waste/requests/", views.requests_list, name="requests"),
     path("waste/record/", views.record_page, name="record"),
+    path("waste/duplicates/", views.duplicates, name="duplicates"),
 ]
 urlpatterns += [
     path("rules/", operations.rules, name="rules"),

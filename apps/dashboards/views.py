@@ -263,9 +263,58 @@ def waste(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboards/waste.html", context)
 
 
+DUPLICATE = "waste.duplicate"
+
+
+@reader_required
+def duplicates(request: HttpRequest) -> HttpResponse:
+    """The actual duplicates in the window (of one prompt hash with ?hash=), each beside the
+    earlier request it repeats."""
+    flt = filters_from(request)
+    return _duplicates(request, flt, prompt_hash=_hash_of(request))
+
+
+def _hash_of(request: HttpRequest) -> bytes | None:
+    text = request.GET.get("hash", "")
+    if not text:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError as exc:
+        raise Http404("hash is a prompt hash in hex") from exc
+
+
+def _duplicates(request: HttpRequest, flt: Filters, *, prompt_hash: bytes | None) -> HttpResponse:
+    found = selectors.duplicates(flt=flt, lines=business_lines_of(request.user), prompt_hash=prompt_hash)
+    record_url = reverse("dashboards:record")
+    context = _context(
+        request,
+        flt,
+        rows=[
+            {
+                "duplicate": d.record,
+                "original": d.original,
+                "href": record_url + _record_query(flt, d.record),
+                "original_href": record_url + _record_query(flt, d.original),
+                "gap": (d.record.ts - d.original.ts).total_seconds(),
+            }
+            for d in found
+        ],
+        prompt_hash=prompt_hash.hex() if prompt_hash is not None else "",
+        limit=DUPLICATES_SHOWN,
+        trail=_trail(flt),
+    )
+    return render(request, "dashboards/duplicates.html", context)
+
+
+DUPLICATES_SHOWN = 50
+
+
 @reader_required
 def requests_list(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
+    if flt.reason == DUPLICATE:  # decided across requests: list them with what they repeat
+        return _duplicates(request, flt, prompt_hash=None)
     predicate = REASON_RECORDS.get(flt.reason, {})
     record_filter = RecordFilter(
         start=flt.start,
@@ -320,10 +369,32 @@ def record_page(request: HttpRequest) -> HttpResponse:
         tokens=[(name, getattr(record, name)) for name in RECORD_TOKENS],
         timing=[(name, getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
+        original=_linked(flt, selectors.original_of(record=record)),
+        same_prompt=_same_prompt_href(flt, record),
         trail=_trail(flt),
         back=reverse("dashboards:requests") + flt.query(),
     )
     return render(request, "dashboards/record.html", context)
+
+
+def _linked(flt: Filters, record: Record | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {"record": record, "href": reverse("dashboards:record") + _record_query(flt, record)}
+
+
+def _same_prompt_href(flt: Filters, record: Record) -> str:
+    """The duplicates of the record's prompt hash around it: the window reaches from its ts back
+    and forth by a day, whatever window the reader came from."""
+    from datetime import timedelta
+    from urllib.parse import urlencode
+
+    if record.prompt_hash is None:
+        return ""
+    around = Filters(record.ts - timedelta(days=1), record.ts + timedelta(days=1), "", {})
+    return (
+        reverse("dashboards:duplicates") + around.query() + "&" + urlencode({"hash": bytes(record.prompt_hash).hex()})
+    )
 
 
 RECORD_TOKENS = (

@@ -65,6 +65,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "waste/": page(),
     "waste/requests/": page(query="hours=24"),
     "waste/record/": page(),
+    "waste/duplicates/": page(),
     "finance/": page(MONEY),
     "finance/close/": page(MONEY),
     "finance/close/<str:month>/": page(MONEY),  # the checklist of the user's lines
