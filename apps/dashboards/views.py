@@ -26,6 +26,7 @@ from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states
+from apps.dashboards.reasons import explained
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, records_list
@@ -205,6 +206,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
             "of": found.totals.get(s.value, 0),
             "href": _group_href(flt, found.measured, s.value, page="dashboards:waste") if s.value else "",
             "requests": _group_href(flt, found.measured, s.value, page="dashboards:requests") if s.value else "",
+            "explained": explained(s.value) if flt.group == "reason" else None,
         }
         for s in found.slices
     ]
@@ -218,6 +220,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
         total=sum(s.tokens for s in found.slices),
         trail=_trail(flt),
         group_choices=_group_choices(flt),
+        reason_explained=explained(flt.reason),
     )
     return render(request, "dashboards/waste_grouped.html", context)
 
@@ -245,6 +248,7 @@ def waste(request: HttpRequest) -> HttpResponse:
             "label": class_labels().get(s.value, s.value) if level == "class" else (s.value or _("(none)")),
             "href": _next_href(flt, level, s.value),
             "requests": requests + flt.query(dims={flt.by: s.value}) if level == "dims" and s.value else "",
+            "explained": explained(s.value) if level == "reason" else None,
         }
         for s in slices
     ]
@@ -259,6 +263,7 @@ def waste(request: HttpRequest) -> HttpResponse:
         tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
         group_choices=_group_choices(flt),
+        reason_explained=explained(flt.reason),
     )
     return render(request, "dashboards/waste.html", context)
 
@@ -302,6 +307,7 @@ def _duplicates(request: HttpRequest, flt: Filters, *, prompt_hash: bytes | None
         ],
         prompt_hash=prompt_hash.hex() if prompt_hash is not None else "",
         limit=DUPLICATES_SHOWN,
+        reason_explained=explained("waste.duplicate"),
         trail=_trail(flt),
     )
     return render(request, "dashboards/duplicates.html", context)
@@ -335,6 +341,7 @@ def requests_list(request: HttpRequest) -> HttpResponse:
         records=[{"record": r, "href": record_url + _record_query(flt, r)} for r in rows],
         next_href=(reverse("dashboards:requests") + flt.query() + f"&after={nxt}") if nxt else "",
         by_reason=bool(predicate),
+        reason_explained=explained(flt.reason),
         trail=_trail(flt),
         back=reverse("dashboards:waste") + flt.query(),
     )

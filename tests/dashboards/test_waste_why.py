@@ -99,3 +99,19 @@ def test_the_previous_period_is_the_window_of_the_same_length_before(traffic, co
     assert [r[:3] for r in cells(page, "top-waste-feature")] == [["faq", "2,604", "0"], ["rank", "540", "868"]]
     later = as_user("engineer").get("/overview/?from=2099-01-01&to=2099-01-01").content.decode()
     assert "No waste in this window." in later
+
+
+def test_each_reason_says_why_and_how_to_reduce_it_in_the_readers_language(traffic, as_user) -> None:
+    client = as_user("engineer")
+
+    reasons = client.get("/waste/?class=waste").content.decode()
+    grouped = client.get("/waste/?group=reason").content.decode()
+    listed = client.get("/waste/requests/?reason=waste.truncated").content.decode()
+    client.cookies["django_language"] = "zh-hans"
+    chinese = client.get("/waste/?class=waste").content.decode()
+
+    timeout = next(r for r in cells(reasons, "breakdown") if r[0] == "waste.timeout")
+    assert "timed out" in timeout[-1] and "To reduce it: Raise the client timeout" in timeout[-1]
+    assert "cut off at max_tokens" in next(r for r in cells(grouped, "grouped") if r[0] == "waste.truncated")[-1]
+    assert 'id="reason-help"' in listed and "Raise max_tokens" in listed
+    assert "超时请求的提示词与输出。" in chinese and "如何减少" in chinese and "timed out" not in chinese
