@@ -14,11 +14,11 @@ from typing import Any
 from django.db import connection
 
 from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
-from apps.classification.models import Reason
+from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
 from apps.dashboards.filters import Filters
 from apps.dashboards.rollup import day_runs, split_window
-from apps.ingest.models import Record, ServedModel
+from apps.ingest.models import DimSet, Record, ServedModel
 
 # The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
 CLASS = ("dashboards_dailylineclass", "dashboards_dailyclass", "classification_hourlyclass")
@@ -356,16 +356,18 @@ class Duplicate:
 
 
 # An ok request is a duplicate when an earlier ok request of the same source, prompt hash,
-# model and business line lies within DUPLICATE_WINDOW_SECONDS before it (apps.classification
+# model name and business line lies within DUPLICATE_WINDOW_SECONDS before it (apps.classification
 # .services.duplicates_find); the original shown is that nearest earlier one, found through the
 # (prompt_hash, ts) index one probe per listed request.
 _DUPLICATES_SQL = """
 SELECT r.ts, r.source_id, r.record_key, o.ts, o.source_id, o.record_key
 FROM ingest_record r
 JOIN ingest_dimset d ON d.id = r.dims_id
+JOIN ingest_servedmodel m ON m.id = r.model_id
 CROSS JOIN LATERAL (
-    SELECT o.ts, o.source_id, o.record_key FROM ingest_record o JOIN ingest_dimset od ON od.id = o.dims_id
-    WHERE o.prompt_hash = r.prompt_hash AND o.source_id = r.source_id AND o.model_id = r.model_id
+    SELECT o.ts, o.source_id, o.record_key FROM ingest_record o
+    JOIN ingest_dimset od ON od.id = o.dims_id JOIN ingest_servedmodel om ON om.id = o.model_id
+    WHERE o.prompt_hash = r.prompt_hash AND o.source_id = r.source_id AND om.name = m.name
       AND o.status = 0 AND od.business_line = d.business_line
       AND o.ts < r.ts AND o.ts >= r.ts - make_interval(secs => %s)
     ORDER BY o.ts DESC LIMIT 1
@@ -410,7 +412,7 @@ def original_of(*, record: Record) -> Record | None:
         .filter(
             prompt_hash=record.prompt_hash,
             source_id=record.source_id,
-            model_id=record.model_id,
+            model__name=record.model.name,
             status=0,
             dims__business_line=record.dims.business_line,
             ts__lt=record.ts,
@@ -418,4 +420,116 @@ def original_of(*, record: Record) -> Record | None:
         )
         .order_by("-ts")
         .first()
+    )
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str  # engine.COMPONENTS
+    tokens: int
+    reason: str
+    cost: Decimal | None  # None: unpriced, or priced by a cost pool (no price per token)
+
+
+@dataclass(frozen=True)
+class Components:
+    ruleset: RuleSet
+    rows: list[Component]
+    currency: str
+
+
+def record_components(*, record: Record) -> Components:
+    """Each token component of `record` with its class.reason under the rule set its hour was
+    classified with (the active one if its hour holds none), decided by the same SQL as
+    reclassification (the duplicate window and the move rules included), and its cost at the
+    model's prices of that hour."""
+    from apps.classification.services import _ruleset_sql, active_ruleset
+    from apps.classification.sql import COMPONENT_TOKENS, records_sql
+    from apps.pricing.selectors import price_basis
+
+    ruleset = _hour_ruleset(record) or active_ruleset()
+    compiled = _ruleset_sql(ruleset)
+    inner, params = records_sql(start=record.ts, end=record.ts + timedelta(microseconds=1), flags=compiled.flags)
+    # records_sql has no record key: the record is its (ts, source, model, rollup dims, tokens);
+    # two records alike in all of these differ at most by a move rule on a dim not rolled up.
+    sql = (
+        f"SELECT {', '.join(compiled.reasons)}, {', '.join(COMPONENT_TOKENS)} FROM ({inner}) x "
+        "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
+        "AND x.prompt = %s AND x.completion = %s LIMIT 1"
+    )
+    rollup_dims = record.dims.rollup_id or record.dims_id
+    keys = [record.ts, record.source_id, record.model_id, rollup_dims, record.prompt, record.completion]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *keys])
+        row = cursor.fetchone()
+    width = len(COMPONENTS)
+    names = dict(Reason.objects.values_list("id", "name"))
+    basis = price_basis(model_name=record.model.name, at=record.ts)
+    prices = basis.prices if basis is not None else {}
+    rows = [
+        Component(name, int(tokens), names.get(reason_id, "?"), _component_cost(prices, i, int(tokens)))
+        for i, (name, reason_id, tokens) in enumerate(zip(COMPONENTS, row[:width], row[width:], strict=True))
+    ]
+    return Components(ruleset, rows, basis.currency if basis is not None else "")
+
+
+def _component_cost(prices: dict[str, Decimal], component: int, tokens: int) -> Decimal | None:
+    from apps.classification.engine import COMPONENT_KIND
+
+    price = prices.get(COMPONENT_KIND[component])
+    return None if price is None else price * tokens / Decimal(1_000_000)
+
+
+def _hour_ruleset(record: Record) -> RuleSet | None:
+    hour = record.ts.replace(minute=0, second=0, microsecond=0)
+    rows = HourlyClass.objects.filter(
+        hour=hour, source_id=record.source_id, model_id=record.model_id, dims_id=record.dims.rollup_id or record.dims_id
+    )
+    found = rows.order_by("-ruleset_id").values_list("ruleset_id", flat=True).first()
+    return RuleSet.objects.filter(pk=found).first() if found is not None else None
+
+
+# A retry chain and a conversation are read around a record: a day either side of it.
+AROUND = timedelta(days=1)
+CONVERSATION_DIM = "conversation_id"
+
+
+def retry_chain(*, record: Record, lines: list[str] | None, limit: int = 20) -> list[Record]:
+    """The attempts of `record`'s request in order: what it retries (retry_of, back to the first
+    attempt) and what retries it, within a day of it, of the reader's lines."""
+    near = Record.objects.select_related("model", "dims", "source").filter(
+        ts__gte=record.ts - AROUND, ts__lt=record.ts + AROUND, source_id=record.source_id
+    )
+    if lines is not None:
+        near = near.filter(dims__business_line__in=lines)
+    chain, seen = [record], {record.record_id}
+    earlier = record.retry_of
+    while earlier and earlier not in seen and len(chain) < limit:
+        found = near.filter(record_id=earlier).first()
+        if found is None:
+            break
+        chain.insert(0, found)
+        seen.add(found.record_id)
+        earlier = found.retry_of
+    later = record.record_id
+    while len(chain) < limit:
+        found = near.filter(retry_of=later).exclude(record_id__in=seen).order_by("ts").first()
+        if found is None:
+            break
+        chain.append(found)
+        seen.add(found.record_id)
+        later = found.record_id
+    return chain if len(chain) > 1 else []
+
+
+def conversation(*, flt: Filters, lines: list[str] | None, conversation_id: str, limit: int = 200) -> list[Record]:
+    """The requests of one conversation in the window, oldest first (where agent loops show)."""
+    sets = DimSet.objects.filter(dims__contains={CONVERSATION_DIM: conversation_id})
+    if lines is not None:
+        sets = sets.filter(business_line__in=lines)
+    ids = list(sets.values_list("id", flat=True))
+    return list(
+        Record.objects.select_related("model", "dims", "source")
+        .filter(ts__gte=flt.start, ts__lt=flt.end, dims_id__in=ids)
+        .order_by("ts", "source_id", "record_key")[:limit]
     )

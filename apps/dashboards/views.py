@@ -378,10 +378,63 @@ def record_page(request: HttpRequest) -> HttpResponse:
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
         original=_linked(flt, selectors.original_of(record=record)),
         same_prompt=_same_prompt_href(flt, record),
+        components=_components(record, money=sees_money(request.user)),
+        retries=[_linked(flt, r) for r in selectors.retry_chain(record=record, lines=business_lines_of(request.user))],
+        conversation=_conversation_href(record),
         trail=_trail(flt),
         back=reverse("dashboards:requests") + flt.query(),
     )
     return render(request, "dashboards/record.html", context)
+
+
+def _components(record: Record, *, money: bool) -> dict[str, Any]:
+    found = selectors.record_components(record=record)
+    rows = [
+        {"component": c, "explained": explained(c.reason), "cost": c.cost if money else None}
+        for c in found.rows
+        if c.tokens
+    ]
+    return {"ruleset": found.ruleset, "rows": rows, "currency": found.currency if money else ""}
+
+
+def _conversation_href(record: Record) -> str:
+    from datetime import timedelta
+    from urllib.parse import urlencode
+
+    conversation_id = record.dims.dims.get(selectors.CONVERSATION_DIM)
+    if not conversation_id:
+        return ""
+    around = Filters(record.ts - timedelta(days=1), record.ts + timedelta(days=1), "", {})
+    return reverse("dashboards:conversation") + around.query() + "&" + urlencode({"id": conversation_id})
+
+
+@reader_required
+def conversation(request: HttpRequest) -> HttpResponse:
+    """One conversation's requests in order, oldest first: where an agent's loops show."""
+    flt = filters_from(request)
+    conversation_id = request.GET.get("id", "")
+    if not conversation_id:
+        raise Http404("a conversation is named by ?id=")
+    found = selectors.conversation(flt=flt, lines=business_lines_of(request.user), conversation_id=conversation_id)
+    hashes = [bytes(r.prompt_hash).hex() if r.prompt_hash is not None else "" for r in found]
+    record_url = reverse("dashboards:record")
+    context = _context(
+        request,
+        flt,
+        conversation_id=conversation_id,
+        rows=[
+            {
+                "record": r,
+                "href": record_url + _record_query(flt, r),
+                "hash": h[:12],
+                "repeat": bool(h) and h in hashes[:i],  # the conversation sent this prompt before
+            }
+            for i, (r, h) in enumerate(zip(found, hashes, strict=True))
+        ],
+        repeats=sum(1 for i, h in enumerate(hashes) if h and h in hashes[:i]),
+        trail=_trail(flt),
+    )
+    return render(request, "dashboards/conversation.html", context)
 
 
 def _linked(flt: Filters, record: Record | None) -> dict[str, Any] | None:

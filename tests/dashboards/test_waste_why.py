@@ -20,7 +20,7 @@ def cells(page: str, table_id: str) -> list[list[str]]:
     """The text of each body row's cells of the table `table_id`."""
     table = re.search(rf'id="{table_id}".*?<tbody>(.*?)</tbody>', page, flags=re.S)
     assert table, f"no table {table_id!r}"
-    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), flags=re.S)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), flags=re.S)
     texts = (re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S) for row in rows)
     return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in row] for row in texts]
 
