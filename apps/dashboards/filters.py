@@ -25,8 +25,9 @@ RANGES = {
 DEFAULT_RANGE = "7d"
 # The breakdown dims of the drill-down, in the order a click walks them.
 BREAKDOWN = ("business_line", "feature", "step")
-# What the waste page groups by across every reason (`group`): any rollup dim, the model, the reason.
-ACROSS = ("model", "reason")
+# What the waste page groups by across every reason (`group`): any rollup dim, the model, the
+# reason, the conversation (a dim of the records, not rolled up).
+ACROSS = ("model", "reason", "conversation")
 
 
 @dataclass(frozen=True)

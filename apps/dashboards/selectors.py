@@ -533,3 +533,50 @@ def conversation(*, flt: Filters, lines: list[str] | None, conversation_id: str,
         .filter(ts__gte=flt.start, ts__lt=flt.end, dims_id__in=ids)
         .order_by("ts", "source_id", "record_key")[:limit]
     )
+
+
+# Conversations are not rolled up (a dim of the records alone): grouping by them classifies the
+# records of at most this much of the window, its end, with the SQL of reclassification.
+CONVERSATION_WINDOW = timedelta(days=7)
+
+
+def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) -> Grouped:
+    """Tokens of the chosen class (waste when none) per conversation, classified per record
+    under the active rule set, largest first; tokens only (the records carry no cost)."""
+    from apps.classification.services import _ruleset_sql, active_ruleset
+    from apps.classification.sql import COMPONENT_TOKENS, records_sql
+
+    measured = replace(flt, token_class=flt.token_class or "waste", group="")
+    kept = _reason_ids(measured) or []
+    start = max(flt.start, flt.end - CONVERSATION_WINDOW)
+    compiled = _ruleset_sql(active_ruleset())
+    # records_sql computes its flags per record over the records and their dim sets: these three
+    # columns ride along (the reason expressions read only the rule set's own flags).
+    extra: list[tuple[str, tuple[str, list[object]]]] = [
+        ("conversation", ("d.dims ->> %s", [CONVERSATION_DIM])),
+        ("line_of", ("d.business_line", [])),
+        ("dims_match", ("d.dims @> %s::jsonb", [json.dumps(flt.dims)])),
+    ]
+    inner, params = records_sql(start=start, end=flt.end, flags=[*compiled.flags, *extra])
+    chosen = " + ".join(
+        f"CASE WHEN {reason} = ANY(%s) THEN {tokens} ELSE 0 END"
+        for reason, tokens in zip(compiled.reasons, COMPONENT_TOKENS, strict=True)
+    )
+    where = ["x.ts >= %s", "x.conversation IS NOT NULL", "x.dims_match"]
+    more: list[Any] = [start]
+    if lines is not None:
+        where.append("x.line_of = ANY(%s)")
+        more.append(lines)
+    if flt.model:
+        where.append("x.model_id = ANY(%s)")
+        more.append(list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
+    sql = (
+        f"SELECT x.conversation, sum({chosen})::bigint AS measured, sum({' + '.join(COMPONENT_TOKENS)})::bigint "
+        f"FROM ({inner}) x WHERE {' AND '.join(where)} GROUP BY x.conversation "
+        "HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
+    ).replace("{chosen}", chosen)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*([kept] * 7), *params, *more, *([kept] * 7), limit])
+        rows = cursor.fetchall()
+    slices = [Slice(value, int(count), {}) for value, count, _total in rows]
+    return Grouped(measured.token_class, slices, {value: int(total) for value, _count, total in rows})

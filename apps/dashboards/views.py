@@ -69,6 +69,7 @@ def group_labels() -> dict[str, str]:
         "env": _("environment"),
         "model": _("model"),
         "reason": _("reason"),
+        "conversation": _("conversation"),
     }
 
 
@@ -186,6 +187,10 @@ def _group_href(flt: Filters, measured: str, value: str, *, page: str) -> str:
     """Where a value of the grouped table leads: the waste of the measured class narrowed to it
     (by reason), or its requests."""
     chosen = Filters(flt.start, flt.end, flt.range, flt.dims, measured, flt.reason, flt.model)
+    if flt.group == "conversation":  # its requests in order, whichever link
+        from urllib.parse import urlencode
+
+        return reverse("dashboards:conversation") + chosen.query() + "&" + urlencode({"id": value})
     if flt.group == "model":
         query = chosen.query(model=value)
     elif flt.group == "reason":
@@ -196,9 +201,11 @@ def _group_href(flt: Filters, measured: str, value: str, *, page: str) -> str:
 
 
 def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
-    found = selectors.grouped(
-        flt=flt, lines=business_lines_of(request.user), group=flt.group, money=sees_money(request.user)
-    )
+    lines = business_lines_of(request.user)
+    if flt.group == "conversation":
+        found = selectors.by_conversation(flt=flt, lines=lines)
+    else:
+        found = selectors.grouped(flt=flt, lines=lines, group=flt.group, money=sees_money(request.user))
     rows = [
         {
             "slice": s,
@@ -221,6 +228,9 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
         trail=_trail(flt),
         group_choices=_group_choices(flt),
         reason_explained=explained(flt.reason),
+        conversations_from=(
+            max(flt.start, flt.end - selectors.CONVERSATION_WINDOW) if flt.group == "conversation" else None
+        ),
     )
     return render(request, "dashboards/waste_grouped.html", context)
 

@@ -39,7 +39,7 @@ def more(site: str, collector: Any) -> str:  # noqa: F811 (the fixture above)
     return site
 
 
-def test_an_engineer_reaches_the_most_wasteful_feature_and_the_actual_duplicates(open_as: Any, more: str) -> None:
+def test_an_engineer_reaches_the_most_wasteful_feature_and_the_actual_duplicates(open_as: Any, more: str) -> None:  # noqa: F811
     page = open_as(person("eve", "engineer"))
 
     top = page.locator("#top-waste-feature tbody tr").first
@@ -67,7 +67,7 @@ def test_an_engineer_reaches_the_most_wasteful_feature_and_the_actual_duplicates
     shot(page, "waste-duplicates")
 
 
-def test_a_record_shows_its_components_and_its_conversation(open_as: Any, more: str) -> None:
+def test_a_record_shows_its_components_and_its_conversation(open_as: Any, more: str) -> None:  # noqa: F811
     page = open_as(person("fay", "finance"))
     page.goto(more + "/waste/requests/?dims.feature=agent")
     page.get_by_role("link", name="req-act-2").click()
