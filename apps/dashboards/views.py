@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -188,8 +189,6 @@ def _group_href(flt: Filters, measured: str, value: str, *, page: str) -> str:
     (by reason), or its requests."""
     chosen = Filters(flt.start, flt.end, flt.range, flt.dims, measured, flt.reason, flt.model)
     if flt.group == "conversation":  # its requests in order, whichever link
-        from urllib.parse import urlencode
-
         return reverse("dashboards:conversation") + chosen.query() + "&" + urlencode({"id": value})
     if flt.group == "model":
         query = chosen.query(model=value)
@@ -227,6 +226,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
         total=sum(s.tokens for s in found.slices),
         trail=_trail(flt),
         group_choices=_group_choices(flt),
+        reason_shown=flt.reason,
         reason_explained=explained(flt.reason),
         conversations_from=(
             max(flt.start, flt.end - selectors.CONVERSATION_WINDOW) if flt.group == "conversation" else None
@@ -273,6 +273,7 @@ def waste(request: HttpRequest) -> HttpResponse:
         tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
         group_choices=_group_choices(flt),
+        reason_shown=flt.reason,
         reason_explained=explained(flt.reason),
     )
     return render(request, "dashboards/waste.html", context)
@@ -317,7 +318,8 @@ def _duplicates(request: HttpRequest, flt: Filters, *, prompt_hash: bytes | None
         ],
         prompt_hash=prompt_hash.hex() if prompt_hash is not None else "",
         limit=DUPLICATES_SHOWN,
-        reason_explained=explained("waste.duplicate"),
+        reason_shown=DUPLICATE,
+        reason_explained=explained(DUPLICATE),
         trail=_trail(flt),
     )
     return render(request, "dashboards/duplicates.html", context)
@@ -351,6 +353,7 @@ def requests_list(request: HttpRequest) -> HttpResponse:
         records=[{"record": r, "href": record_url + _record_query(flt, r)} for r in rows],
         next_href=(reverse("dashboards:requests") + flt.query() + f"&after={nxt}") if nxt else "",
         by_reason=bool(predicate),
+        reason_shown=flt.reason,
         reason_explained=explained(flt.reason),
         trail=_trail(flt),
         back=reverse("dashboards:waste") + flt.query(),
@@ -359,8 +362,6 @@ def requests_list(request: HttpRequest) -> HttpResponse:
 
 
 def _record_query(flt: Filters, record: Record) -> str:
-    from urllib.parse import urlencode
-
     named = {"ts": record.ts.isoformat(), "source": record.source_id, "key": record.record_key}
     return flt.query() + "&" + urlencode(named)
 
@@ -408,13 +409,10 @@ def _components(record: Record, *, money: bool) -> dict[str, Any]:
 
 
 def _conversation_href(record: Record) -> str:
-    from datetime import timedelta
-    from urllib.parse import urlencode
-
     conversation_id = record.dims.dims.get(selectors.CONVERSATION_DIM)
     if not conversation_id:
         return ""
-    around = Filters(record.ts - timedelta(days=1), record.ts + timedelta(days=1), "", {})
+    around = Filters(record.ts - selectors.AROUND, record.ts + selectors.AROUND, "", {})
     return reverse("dashboards:conversation") + around.query() + "&" + urlencode({"id": conversation_id})
 
 
@@ -456,12 +454,9 @@ def _linked(flt: Filters, record: Record | None) -> dict[str, Any] | None:
 def _same_prompt_href(flt: Filters, record: Record) -> str:
     """The duplicates of the record's prompt hash around it: the window reaches from its ts back
     and forth by a day, whatever window the reader came from."""
-    from datetime import timedelta
-    from urllib.parse import urlencode
-
     if record.prompt_hash is None:
         return ""
-    around = Filters(record.ts - timedelta(days=1), record.ts + timedelta(days=1), "", {})
+    around = Filters(record.ts - selectors.AROUND, record.ts + selectors.AROUND, "", {})
     return (
         reverse("dashboards:duplicates") + around.query() + "&" + urlencode({"hash": bytes(record.prompt_hash).hex()})
     )
