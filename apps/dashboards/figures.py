@@ -45,7 +45,10 @@ def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: di
 
 def sparkline_figure(points: list[int], *, div_id: str) -> str:
     """A small line of waste tokens per period, without axes: the trend of one table row."""
-    fig = go.Figure([go.Scatter(y=points, mode="lines", line={"color": CLASS_COLOURS["waste"], "width": 2})])
+    colour = CLASS_COLOURS["waste"]
+    # Markers too: a window of one period is one point, which a line alone does not draw.
+    line = go.Scatter(y=points, mode="lines+markers", line={"color": colour, "width": 2}, marker={"size": 4})
+    fig = go.Figure([line])
     fig.update_layout(
         height=32,
         width=140,

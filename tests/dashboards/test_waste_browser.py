@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.dashboards.conftest import T0
-from tests.dashboards.test_browser import browser, open_as, person, shot, site  # noqa: F401 (fixtures)
+from tests.dashboards.test_browser import ARTIFACTS, browser, open_as, person, shot, site  # noqa: F401 (fixtures)
 from tests.factories import record
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -45,6 +45,7 @@ def test_an_engineer_reaches_the_most_wasteful_feature_and_the_actual_duplicates
     top = page.locator("#top-waste-feature tbody tr").first
     assert top.locator("td").first.inner_text() == "faq"
     page.wait_for_selector("#top-waste-feature .spark .main-svg")  # plotly drew the sparkline
+    page.locator("#top-waste-feature").screenshot(path=str(ARTIFACTS / "overview-top-waste.png"))
     page.click("#top-waste-feature h2 a")  # one click: every feature, every reason
     page.wait_for_selector("#grouped[data-group=feature]")
     rows = page.locator("#grouped tbody tr")
