@@ -115,3 +115,10 @@ def test_each_reason_says_why_and_how_to_reduce_it_in_the_readers_language(traff
     assert "cut off at max_tokens" in next(r for r in cells(grouped, "grouped") if r[0] == "waste.truncated")[-1]
     assert 'id="reason-help"' in listed and "Raise max_tokens" in listed
     assert "超时请求的提示词与输出。" in chinese and "如何减少" in chinese and "timed out" not in chinese
+
+
+def test_a_scoped_user_sees_only_its_lines_most_wasteful_features(traffic, as_user) -> None:
+    page = as_user("engineer", lines=["search"]).get("/overview/").content.decode()
+
+    assert [r[:2] for r in cells(page, "top-waste-feature")] == [["rank", "540"]]
+    assert [r[0] for r in cells(page, "top-waste-step")] == ["retrieve"]
