@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.alerts import services
@@ -29,10 +30,16 @@ def redacted(url: str) -> str:
 class ChannelForm(forms.ModelForm):
     # URL and secret are write-only: the page shows the host, never the token or the secret.
     url = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False), help_text="Leave empty to keep."
+        label=_("Webhook URL"),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=_("Stored encrypted; leave empty to keep. Email: empty."),
     )
     secret = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False), help_text="Leave empty to keep."
+        label=_("Signing secret"),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=_("Where the provider has one; stored encrypted, leave empty to keep."),
     )
 
     class Meta:
@@ -41,6 +48,23 @@ class ChannelForm(forms.ModelForm):
             "name", "kind", "language", "url", "secret", "email_to", "business_lines", "min_severity",
             "quiet_start", "quiet_end", "quiet_tz",
         ]  # fmt: skip
+        # The model's field names are English identifiers: the page (admin and channels) shows these.
+        labels = {
+            "name": _("Name"),
+            "kind": _("Kind"),
+            "language": _("Language"),
+            "email_to": _("Email addresses"),
+            "business_lines": _("Business lines"),
+            "min_severity": _("Minimum severity"),
+            "quiet_start": _("Quiet hours from"),
+            "quiet_end": _("Quiet hours until"),
+            "quiet_tz": _("Time zone of the quiet hours"),
+        }
+        help_texts = {
+            "email_to": _("Email: comma-separated addresses."),
+            "business_lines": _("Comma-separated; empty: every line."),
+            "quiet_start": _("Quiet hours: non-critical alerts wait."),
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -49,9 +73,9 @@ class ChannelForm(forms.ModelForm):
                 data[field] = getattr(self.instance, field)
         kind = data.get("kind")
         if kind and kind != Channel.Kind.EMAIL and not data.get("url"):
-            self.add_error("url", "a webhook URL is required for this kind")
+            self.add_error("url", _("a webhook URL is required for this kind"))
         if kind == Channel.Kind.EMAIL and not data.get("email_to"):
-            self.add_error("email_to", "at least one address")
+            self.add_error("email_to", _("at least one address"))
         return data
 
 

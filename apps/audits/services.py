@@ -8,7 +8,8 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.db import connection, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 
 from apps.audits import conf
 from apps.audits.finders import FINDERS, AuditWindow, Draft
@@ -114,9 +115,17 @@ def report_broadcast(*, report_id: int) -> int:
         link = f"/audits/{report.month:%Y-%m}/"  # made absolute with ALERTS_SITE_URL
         sent = 0
         for business_line, listed in _summaries(findings):
+            whole = business_line is None
             broadcast(
-                title=f"Token audit {report.month:%Y-%m}" + (f": {business_line}" if business_line else ""),
-                body_markdown=summary_markdown(report, listed, whole=business_line is None),
+                title=summary_title(report, business_line),
+                body_markdown=summary_markdown(report, listed, whole=whole),
+                translations={
+                    lang: (
+                        summary_title(report, business_line, language=lang),
+                        summary_markdown(report, listed, whole=whole, language=lang),
+                    )
+                    for lang in TRANSLATED
+                },
                 link=link,
                 business_line=business_line,
                 severity=conf.get("AUDIT_BROADCAST_SEVERITY"),
@@ -134,29 +143,60 @@ def _summaries(findings: list[AuditFinding]) -> list[tuple[str | None, list[Audi
     return [(None, findings), *sorted(by_line.items())]
 
 
-def summary_markdown(report: AuditReport, findings: list[AuditFinding], *, whole: bool, top: int = 5) -> str:
-    """The chat summary: what to cut, biggest first, in tokens (money only when configured).
-    Finding titles name business lines and models, which callers chose: they go in as inert text."""
+# Languages a channel may speak besides English (apps.alerts.models.Language).
+TRANSLATED = ("zh-hans",)
+
+
+def summary_title(report: AuditReport, business_line: str | None, *, language: str = "en") -> str:
+    with translation.override(language):
+        title = _("Token audit %(month)s") % {"month": f"{report.month:%Y-%m}"}
+        return f"{title}: {business_line}" if business_line else title
+
+
+def summary_markdown(
+    report: AuditReport, findings: list[AuditFinding], *, whole: bool, top: int = 5, language: str = "en"
+) -> str:
+    """The chat summary in `language`: what to cut, biggest first, in tokens (money only when
+    configured). Finding titles name business lines and models, which callers chose: they go in
+    as inert text."""
+    with translation.override(language):
+        return _summary_lines(report, findings, whole=whole, top=top)
+
+
+def _finding_title(finding: AuditFinding) -> str:
+    """The stored title is English prose built by the finder; other languages get the kind's
+    label and the dims it concerns, which say the same in fewer words."""
+    if translation.get_language() == "en":
+        return finding.title
+    return _("%(kind)s: %(where)s") % {"kind": KIND_LABELS[finding.kind], "where": finding.dims_label}
+
+
+def _summary_lines(report: AuditReport, findings: list[AuditFinding], *, whole: bool, top: int) -> str:
     from apps.alerts.messages import markup
 
     with_money = conf.get("AUDIT_BROADCAST_MONEY")
     counted = [f for f in findings if f.counted]
     saved = report.savings_tokens if whole else sum(f.savings_tokens for f in counted)
-    lines = [f"**{len(findings)} findings**, estimated savings **{saved:,} tokens**"]
+    lines = [
+        _("**%(count)s findings**, estimated savings **%(tokens)s tokens**")
+        % {"count": len(findings), "tokens": f"{saved:,}"}
+    ]
     if with_money:
         money = report.savings if whole else sum((f.savings or Decimal(0)) for f in counted)
         if money is not None:
             lines[0] += f" / **{money:,.2f} {report.currency}**"
     for finding in findings[:top]:
         money = f", {finding.savings:,.2f} {report.currency}" if with_money and finding.savings is not None else ""
-        lines.append(f"- {markup(finding.title)} ({finding.savings_tokens:,} tokens{money})")
+        tokens = _("%(tokens)s tokens") % {"tokens": f"{finding.savings_tokens:,}"}
+        lines.append(f"- {markup(_finding_title(finding))} ({tokens}{money})")
     if len(findings) > top:
-        lines.append(f"- ... and {len(findings) - top} more in the report")
+        lines.append("- " + _("... and %(count)s more in the report") % {"count": len(findings) - top})
     if not findings:
-        lines.append("Nothing to cut this month.")
+        lines.append(_("Nothing to cut this month."))
     pack = month_pack_link(report.month)
     if pack:
-        lines.append(f"[Month pack {report.month:%Y-%m}]({pack})")
+        name = _("Month pack %(month)s") % {"month": f"{report.month:%Y-%m}"}
+        lines.append(f"[{name}]({pack})")
     return "\n".join(lines)
 
 

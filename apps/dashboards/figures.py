@@ -41,3 +41,24 @@ def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: di
     config = {"displaylogo": False, "responsive": True}
     html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id="tokens-by-class", config=config)
     return html
+
+
+def sparkline_figure(points: list[int], *, div_id: str) -> str:
+    """A small line of waste tokens per period, without axes: the trend of one table row."""
+    colour = CLASS_COLOURS["waste"]
+    # Markers too: a window of one period is one point, which a line alone does not draw.
+    line = go.Scatter(y=points, mode="lines+markers", line={"color": colour, "width": 2}, marker={"size": 4})
+    fig = go.Figure([line])
+    fig.update_layout(
+        height=32,
+        width=140,
+        margin={"l": 0, "r": 0, "t": 2, "b": 2},
+        xaxis={"visible": False},
+        yaxis={"visible": False, "rangemode": "tozero"},
+        showlegend=False,
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    config = {"displayModeBar": False, "staticPlot": True}
+    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config)
+    return html

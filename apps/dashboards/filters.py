@@ -25,6 +25,9 @@ RANGES = {
 DEFAULT_RANGE = "7d"
 # The breakdown dims of the drill-down, in the order a click walks them.
 BREAKDOWN = ("business_line", "feature", "step")
+# What the waste page groups by across every reason (`group`): any rollup dim, the model, the
+# reason, the conversation (a dim of the records, not rolled up).
+ACROSS = ("model", "reason", "conversation")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Filters:
     reason: str = ""
     model: str = ""
     by: str = BREAKDOWN[0]
+    group: str = ""  # a rollup dim, "model" or "reason": one table across the chosen class's reasons
 
     @property
     def granularity(self) -> str:
@@ -57,6 +61,8 @@ class Filters:
                 found[name] = value
         if self.by != BREAKDOWN[0]:
             found["by"] = self.by
+        if self.group:
+            found["group"] = self.group
         return found
 
     def query(self, **changes: Any) -> str:
@@ -106,6 +112,12 @@ def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filter
     reason = get.get("reason", "")
     token_class = reason.split(".", 1)[0] if reason else get.get("class", "")
     by = get.get("by", BREAKDOWN[0])
-    if (token_class and token_class not in CLASSES) or by not in BREAKDOWN:
-        raise Http404("unknown class or breakdown")
-    return Filters(start, end, chosen, dims, token_class, reason, get.get("model", ""), by)
+    group = get.get("group", "")
+    if (token_class and token_class not in CLASSES) or by not in BREAKDOWN or (group and group not in groups()):
+        raise Http404("unknown class, breakdown or group")
+    return Filters(start, end, chosen, dims, token_class, reason, get.get("model", ""), by, group)
+
+
+def groups() -> tuple[str, ...]:
+    """What the waste page may group by: the rollup dims, then the model and the reason."""
+    return (*settings.ROLLUP_DIMS, *ACROSS)

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection
 
-from apps.classification.engine import CLASSES, COMPONENTS
-from apps.classification.models import Reason
+from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
+from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
 from apps.dashboards.filters import Filters
 from apps.dashboards.rollup import day_runs, split_window
-from apps.ingest.models import ServedModel
+from apps.ingest.models import DimSet, Record, ServedModel
 
 # The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
 CLASS = ("dashboards_dailylineclass", "dashboards_dailyclass", "classification_hourlyclass")
@@ -295,3 +295,288 @@ def overview(*, flt: Filters, lines: list[str] | None, money: bool, top: int = 2
     if money:
         costs = _sums(COST, ["cost"], [["currency"], ["business_line", "currency"]], flt, lines)
     return Overview(_health_of(found[0]), _series_of(found[2]), _slices_of(found[1], costs[1], top), dict(costs[0]))
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """The waste page grouped by one dim across reasons: each value's tokens of the measured
+    class (and cost), and all its tokens, of which they are a share."""
+
+    measured: str
+    slices: list[Slice]
+    totals: dict[str, int]
+
+
+def grouped(*, flt: Filters, lines: list[str] | None, group: str, money: bool, limit: int = 100) -> Grouped:
+    """Tokens of the chosen class (waste when none is chosen) per value of `group`, over every
+    reason of it (or the chosen one), largest first; the same filters otherwise."""
+    measured = replace(flt, token_class=flt.token_class or "waste", group="")
+    everything = replace(flt, token_class="", reason="", group="")
+    tokens = _sum(CLASS, ["tokens"], [group], measured, lines)
+    costs = _sum(COST, ["cost"], [group, "currency"], measured, lines) if money else []
+    totals = {value: int(count) for value, count in _sum(CLASS, ["tokens"], [group], everything, lines)}
+    return Grouped(measured.token_class, _slices_of(tokens, costs, limit), totals)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One row of the overview's top wasteful values of a dim: waste tokens in the window, in
+    the window of the same length before it, and per period (for the sparkline)."""
+
+    value: str
+    tokens: int
+    previous: int
+    points: list[int]
+
+
+def top_waste(*, flt: Filters, lines: list[str] | None, dim: str, top: int = 5) -> list[Trend]:
+    """The `top` values of `dim` with the most waste tokens (every reason) in the window."""
+    waste = replace(flt, token_class="waste", reason="", group="")
+    rows = _sum(CLASS, ["tokens"], [dim, "period"], waste, lines)
+    before = replace(waste, start=flt.start - (flt.end - flt.start), end=flt.start)
+    previous = {value: int(count) for value, count in _sum(CLASS, ["tokens"], [dim], before, lines)}
+    periods = sorted({period for _value, period, _count in rows})
+    series: dict[str, dict[datetime, int]] = defaultdict(dict)
+    for value, period, count in rows:
+        series[value][period] = int(count)
+    ranked = sorted(series.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    return [
+        Trend(value, sum(points.values()), previous.get(value, 0), [points.get(p, 0) for p in periods])
+        for value, points in ranked[:top]
+        if sum(points.values())
+    ]
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A request the duplicate rule classified as waste, and the earlier one it repeats."""
+
+    record: Record
+    original: Record
+
+
+# An ok request is a duplicate when an earlier ok request of the same source, prompt hash,
+# model name and business line lies within DUPLICATE_WINDOW_SECONDS before it (apps.classification
+# .services.duplicates_find); the original shown is that nearest earlier one, found through the
+# (prompt_hash, ts) index one probe per listed request.
+_DUPLICATES_SQL = """
+SELECT r.ts, r.source_id, r.record_key, o.ts, o.source_id, o.record_key
+FROM ingest_record r
+JOIN ingest_dimset d ON d.id = r.dims_id
+JOIN ingest_servedmodel m ON m.id = r.model_id
+CROSS JOIN LATERAL (
+    SELECT o.ts, o.source_id, o.record_key FROM ingest_record o
+    JOIN ingest_dimset od ON od.id = o.dims_id JOIN ingest_servedmodel om ON om.id = o.model_id
+    WHERE o.prompt_hash = r.prompt_hash AND o.source_id = r.source_id AND om.name = m.name
+      AND o.status = 0 AND od.business_line = d.business_line
+      AND o.ts < r.ts AND o.ts >= r.ts - make_interval(secs => %s)
+    ORDER BY o.ts DESC LIMIT 1
+) o
+WHERE r.status = 0 AND r.prompt_hash IS NOT NULL AND r.ts >= %s AND r.ts < %s AND {where}
+ORDER BY r.ts DESC, r.source_id DESC, r.record_key DESC
+LIMIT %s
+"""
+
+
+def duplicates(
+    *, flt: Filters, lines: list[str] | None, prompt_hash: bytes | None = None, limit: int = 50
+) -> list[Duplicate]:
+    """The newest duplicates in the window (of one prompt hash when given), each with its original."""
+    where, params = ["TRUE"], [DUPLICATE_WINDOW_SECONDS, flt.start, flt.end]
+    if prompt_hash is not None:
+        where.append("r.prompt_hash = %s")
+        params.append(prompt_hash)
+    if flt.model:
+        where.append("r.model_id = ANY(%s)")
+        params.append(list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
+    if flt.dims:
+        where.append("d.dims @> %s::jsonb")
+        params.append(json.dumps(flt.dims))
+    if lines is not None:
+        where.append("d.business_line = ANY(%s)")
+        params.append(lines)
+    with connection.cursor() as cursor:
+        cursor.execute(_DUPLICATES_SQL.format(where=" AND ".join(where)), [*params, limit])
+        pairs = cursor.fetchall()
+    keys = {key for row in pairs for key in (row[:3], row[3:])}
+    found = {r.pk: r for r in Record.objects.select_related("model", "dims", "source").filter(pk__in=list(keys))}
+    return [Duplicate(found[tuple(row[:3])], found[tuple(row[3:])]) for row in pairs]
+
+
+def original_of(*, record: Record) -> Record | None:
+    """The earlier request `record` repeats under the duplicate rule, or None."""
+    if record.status != 0 or record.prompt_hash is None:
+        return None
+    return (
+        Record.objects.select_related("model", "dims", "source")
+        .filter(
+            prompt_hash=record.prompt_hash,
+            source_id=record.source_id,
+            model__name=record.model.name,
+            status=0,
+            dims__business_line=record.dims.business_line,
+            ts__lt=record.ts,
+            ts__gte=record.ts - timedelta(seconds=DUPLICATE_WINDOW_SECONDS),
+        )
+        .order_by("-ts")
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str  # engine.COMPONENTS
+    tokens: int
+    reason: str
+    cost: Decimal | None  # None: unpriced, or priced by a cost pool (no price per token)
+
+
+@dataclass(frozen=True)
+class Components:
+    ruleset: RuleSet
+    rows: list[Component]
+    currency: str
+
+
+def record_components(*, record: Record) -> Components:
+    """Each token component of `record` with its class.reason under the rule set its hour was
+    classified with (the active one if its hour holds none), decided by the same SQL as
+    reclassification (the duplicate window and the move rules included), and its cost at the
+    model's prices of that hour."""
+    from apps.classification.services import _ruleset_sql, active_ruleset
+    from apps.classification.sql import COMPONENT_TOKENS, records_sql
+    from apps.pricing.selectors import price_basis
+
+    ruleset = _hour_ruleset(record) or active_ruleset()
+    compiled = _ruleset_sql(ruleset)
+    inner, params = records_sql(start=record.ts, end=record.ts + timedelta(microseconds=1), flags=compiled.flags)
+    # records_sql has no record key: the record is its (ts, source, model, rollup dims, tokens);
+    # two records alike in all of these differ at most by a move rule on a dim not rolled up.
+    sql = (
+        f"SELECT {', '.join(compiled.reasons)}, {', '.join(COMPONENT_TOKENS)} FROM ({inner}) x "
+        "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
+        "AND x.prompt = %s AND x.completion = %s LIMIT 1"
+    )
+    rollup_dims = record.dims.rollup_id or record.dims_id
+    keys = [record.ts, record.source_id, record.model_id, rollup_dims, record.prompt, record.completion]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *keys])
+        row = cursor.fetchone()
+    width = len(COMPONENTS)
+    names = dict(Reason.objects.values_list("id", "name"))
+    basis = price_basis(model_name=record.model.name, at=record.ts)
+    prices = basis.prices if basis is not None else {}
+    rows = [
+        Component(name, int(tokens), names.get(reason_id, "?"), _component_cost(prices, i, int(tokens)))
+        for i, (name, reason_id, tokens) in enumerate(zip(COMPONENTS, row[:width], row[width:], strict=True))
+    ]
+    return Components(ruleset, rows, basis.currency if basis is not None else "")
+
+
+def _component_cost(prices: dict[str, Decimal], component: int, tokens: int) -> Decimal | None:
+    from apps.classification.engine import COMPONENT_KIND
+
+    price = prices.get(COMPONENT_KIND[component])
+    return None if price is None else price * tokens / Decimal(1_000_000)
+
+
+def _hour_ruleset(record: Record) -> RuleSet | None:
+    hour = record.ts.replace(minute=0, second=0, microsecond=0)
+    rows = HourlyClass.objects.filter(
+        hour=hour, source_id=record.source_id, model_id=record.model_id, dims_id=record.dims.rollup_id or record.dims_id
+    )
+    found = rows.order_by("-ruleset_id").values_list("ruleset_id", flat=True).first()
+    return RuleSet.objects.filter(pk=found).first() if found is not None else None
+
+
+# A retry chain and a conversation are read around a record: a day either side of it.
+AROUND = timedelta(days=1)
+CONVERSATION_DIM = "conversation_id"
+
+
+def retry_chain(*, record: Record, lines: list[str] | None, limit: int = 20) -> list[Record]:
+    """The attempts of `record`'s request in order: what it retries (retry_of, back to the first
+    attempt) and what retries it, within a day of it, of the reader's lines."""
+    near = Record.objects.select_related("model", "dims", "source").filter(
+        ts__gte=record.ts - AROUND, ts__lt=record.ts + AROUND, source_id=record.source_id
+    )
+    if lines is not None:
+        near = near.filter(dims__business_line__in=lines)
+    chain, seen = [record], {record.record_id}
+    earlier = record.retry_of
+    while earlier and earlier not in seen and len(chain) < limit:
+        found = near.filter(record_id=earlier).first()
+        if found is None:
+            break
+        chain.insert(0, found)
+        seen.add(found.record_id)
+        earlier = found.retry_of
+    later = record.record_id
+    while len(chain) < limit:
+        found = near.filter(retry_of=later).exclude(record_id__in=seen).order_by("ts").first()
+        if found is None:
+            break
+        chain.append(found)
+        seen.add(found.record_id)
+        later = found.record_id
+    return chain if len(chain) > 1 else []
+
+
+def conversation(*, flt: Filters, lines: list[str] | None, conversation_id: str, limit: int = 200) -> list[Record]:
+    """The requests of one conversation in the window, oldest first (where agent loops show)."""
+    sets = DimSet.objects.filter(dims__contains={CONVERSATION_DIM: conversation_id})
+    if lines is not None:
+        sets = sets.filter(business_line__in=lines)
+    ids = list(sets.values_list("id", flat=True))
+    return list(
+        Record.objects.select_related("model", "dims", "source")
+        .filter(ts__gte=flt.start, ts__lt=flt.end, dims_id__in=ids)
+        .order_by("ts", "source_id", "record_key")[:limit]
+    )
+
+
+# Conversations are not rolled up (a dim of the records alone): grouping by them classifies the
+# records of at most this much of the window, its end, with the SQL of reclassification.
+CONVERSATION_WINDOW = timedelta(days=7)
+
+
+def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) -> Grouped:
+    """Tokens of the chosen class (waste when none) per conversation, classified per record
+    under the active rule set, largest first; tokens only (the records carry no cost)."""
+    from apps.classification.services import _ruleset_sql, active_ruleset
+    from apps.classification.sql import COMPONENT_TOKENS, records_sql
+
+    measured = replace(flt, token_class=flt.token_class or "waste", group="")
+    kept = _reason_ids(measured) or []
+    start = max(flt.start, flt.end - CONVERSATION_WINDOW)
+    compiled = _ruleset_sql(active_ruleset())
+    # records_sql computes its flags per record over the records and their dim sets: these three
+    # columns ride along (the reason expressions read only the rule set's own flags).
+    extra: list[tuple[str, tuple[str, list[object]]]] = [
+        ("conversation", ("d.dims ->> %s", [CONVERSATION_DIM])),
+        ("line_of", ("d.business_line", [])),
+        ("dims_match", ("d.dims @> %s::jsonb", [json.dumps(flt.dims)])),
+    ]
+    inner, params = records_sql(start=start, end=flt.end, flags=[*compiled.flags, *extra])
+    chosen = " + ".join(
+        f"CASE WHEN {reason} = ANY(%s) THEN {tokens} ELSE 0 END"
+        for reason, tokens in zip(compiled.reasons, COMPONENT_TOKENS, strict=True)
+    )
+    where = ["x.ts >= %s", "x.conversation IS NOT NULL", "x.dims_match"]
+    more: list[Any] = [start]
+    if lines is not None:
+        where.append("x.line_of = ANY(%s)")
+        more.append(lines)
+    if flt.model:
+        where.append("x.model_id = ANY(%s)")
+        more.append(list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
+    sql = (
+        f"SELECT x.conversation, sum({chosen})::bigint AS measured, sum({' + '.join(COMPONENT_TOKENS)})::bigint "
+        f"FROM ({inner}) x WHERE {' AND '.join(where)} GROUP BY x.conversation "
+        "HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
+    ).replace("{chosen}", chosen)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*([kept] * 7), *params, *more, *([kept] * 7), limit])
+        rows = cursor.fetchall()
+    slices = [Slice(value, int(count), {}) for value, count, _total in rows]
+    return Grouped(measured.token_class, slices, {value: int(total) for value, _count, total in rows})

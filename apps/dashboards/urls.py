@@ -10,6 +10,8 @@ urlpatterns = [
     path("waste/", views.waste, name="waste"),
     path("waste/requests/", views.requests_list, name="requests"),
     path("waste/record/", views.record_page, name="record"),
+    path("waste/duplicates/", views.duplicates, name="duplicates"),
+    path("waste/conversation/", views.conversation, name="conversation"),
 ]
 urlpatterns += [
     path("rules/", operations.rules, name="rules"),

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -23,9 +24,10 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
 from apps.classification.engine import CLASSES
 from apps.dashboards import selectors
-from apps.dashboards.figures import class_series_figure
-from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from
+from apps.dashboards.figures import class_series_figure, sparkline_figure
+from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states
+from apps.dashboards.reasons import explained
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, records_list
@@ -51,6 +53,25 @@ def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         return view(request, *args, **kwargs)
 
     return checked
+
+
+# The overview's "top wasteful" tables: dims an engineer changes code for.
+TOP_WASTE_DIMS = ("feature", "step")
+
+
+def group_labels() -> dict[str, str]:
+    """Human names of what the waste page groups by (a configured dim not listed: its name)."""
+    return {
+        "business_line": _("business line"),
+        "team": _("team"),
+        "project": _("project"),
+        "feature": _("feature"),
+        "step": _("step"),
+        "env": _("environment"),
+        "model": _("model"),
+        "reason": _("reason"),
+        "conversation": _("conversation"),
+    }
 
 
 def class_labels() -> dict[str, str]:
@@ -94,11 +115,37 @@ def overview(request: HttpRequest) -> HttpResponse:
             {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
             for s in summed.lines
         ],
+        top_waste=_top_waste(flt, lines),
     )
     return render(request, "dashboards/overview.html", context)
 
 
+def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
+    """Per dim of TOP_WASTE_DIMS (those configured): its most wasteful values, every reason
+    together, against the window before; each row leads to the waste of that value by reason."""
+    from django.conf import settings
+
+    waste = reverse("dashboards:waste")
+    tables = []
+    for dim in (d for d in TOP_WASTE_DIMS if d in settings.ROLLUP_DIMS):
+        rows = [
+            {
+                "trend": trend,
+                "label": trend.value or _("(none)"),
+                "href": waste + flt.query(token_class="waste", dims={dim: trend.value}) if trend.value else "",
+                "sparkline": sparkline_figure(trend.points, div_id=f"spark-{dim}-{i}"),
+            }
+            for i, trend in enumerate(selectors.top_waste(flt=flt, lines=lines, dim=dim))
+        ]
+        tables.append(
+            {"dim": dim, "label": group_labels().get(dim, dim), "rows": rows, "all": waste + flt.query(group=dim)}
+        )
+    return tables
+
+
 def _level(flt: Filters) -> str:
+    if flt.group:
+        return "group"
     if not flt.token_class:
         return "class"
     if not flt.reason:
@@ -137,9 +184,69 @@ def _trail(flt: Filters) -> list[tuple[str, str]]:
     return trail
 
 
+def _group_href(flt: Filters, measured: str, value: str, *, page: str) -> str:
+    """Where a value of the grouped table leads: the waste of the measured class narrowed to it
+    (by reason), or its requests."""
+    chosen = Filters(flt.start, flt.end, flt.range, flt.dims, measured, flt.reason, flt.model)
+    if flt.group == "conversation":  # its requests in order, whichever link
+        return reverse("dashboards:conversation") + chosen.query() + "&" + urlencode({"id": value})
+    if flt.group == "model":
+        query = chosen.query(model=value)
+    elif flt.group == "reason":
+        query = chosen.query(reason=value, token_class=value.split(".", 1)[0])
+    else:
+        query = chosen.query(dims={flt.group: value})
+    return reverse(page) + query
+
+
+def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
+    lines = business_lines_of(request.user)
+    if flt.group == "conversation":
+        found = selectors.by_conversation(flt=flt, lines=lines)
+    else:
+        found = selectors.grouped(flt=flt, lines=lines, group=flt.group, money=sees_money(request.user))
+    rows = [
+        {
+            "slice": s,
+            "label": s.value or _("(none)"),
+            "of": found.totals.get(s.value, 0),
+            "href": _group_href(flt, found.measured, s.value, page="dashboards:waste") if s.value else "",
+            "requests": _group_href(flt, found.measured, s.value, page="dashboards:requests") if s.value else "",
+            "explained": explained(s.value) if flt.group == "reason" else None,
+        }
+        for s in found.slices
+    ]
+    context = _context(
+        request,
+        flt,
+        level="group",
+        group=flt.group,
+        measured=found.measured,
+        rows=rows,
+        total=sum(s.tokens for s in found.slices),
+        trail=_trail(flt),
+        group_choices=_group_choices(flt),
+        reason_shown=flt.reason,
+        reason_explained=explained(flt.reason),
+        conversations_from=(
+            max(flt.start, flt.end - selectors.CONVERSATION_WINDOW) if flt.group == "conversation" else None
+        ),
+    )
+    return render(request, "dashboards/waste_grouped.html", context)
+
+
+def _group_choices(flt: Filters) -> list[tuple[str, str, str]]:
+    """(name, label, link) of each grouping across reasons, from wherever the page stands."""
+    waste = reverse("dashboards:waste")
+    labels = group_labels()
+    return [(name, labels.get(name, name), waste + flt.query(group=name)) for name in groups()]
+
+
 @reader_required
 def waste(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
+    if flt.group:
+        return _grouped(request, flt)
     lines, money = business_lines_of(request.user), sees_money(request.user)
     level = _level(flt)
     group = flt.by if level == "dims" else level
@@ -151,6 +258,7 @@ def waste(request: HttpRequest) -> HttpResponse:
             "label": class_labels().get(s.value, s.value) if level == "class" else (s.value or _("(none)")),
             "href": _next_href(flt, level, s.value),
             "requests": requests + flt.query(dims={flt.by: s.value}) if level == "dims" and s.value else "",
+            "explained": explained(s.value) if level == "reason" else None,
         }
         for s in slices
     ]
@@ -164,13 +272,67 @@ def waste(request: HttpRequest) -> HttpResponse:
         trail=_trail(flt),
         tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
+        group_choices=_group_choices(flt),
+        reason_shown=flt.reason,
+        reason_explained=explained(flt.reason),
     )
     return render(request, "dashboards/waste.html", context)
+
+
+DUPLICATE = "waste.duplicate"
+
+
+@reader_required
+def duplicates(request: HttpRequest) -> HttpResponse:
+    """The actual duplicates in the window (of one prompt hash with ?hash=), each beside the
+    earlier request it repeats."""
+    flt = filters_from(request)
+    return _duplicates(request, flt, prompt_hash=_hash_of(request))
+
+
+def _hash_of(request: HttpRequest) -> bytes | None:
+    text = request.GET.get("hash", "")
+    if not text:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError as exc:
+        raise Http404("hash is a prompt hash in hex") from exc
+
+
+def _duplicates(request: HttpRequest, flt: Filters, *, prompt_hash: bytes | None) -> HttpResponse:
+    found = selectors.duplicates(flt=flt, lines=business_lines_of(request.user), prompt_hash=prompt_hash)
+    record_url = reverse("dashboards:record")
+    context = _context(
+        request,
+        flt,
+        rows=[
+            {
+                "duplicate": d.record,
+                "original": d.original,
+                "href": record_url + _record_query(flt, d.record),
+                "original_href": record_url + _record_query(flt, d.original),
+                "gap": (d.record.ts - d.original.ts).total_seconds(),
+            }
+            for d in found
+        ],
+        prompt_hash=prompt_hash.hex() if prompt_hash is not None else "",
+        limit=DUPLICATES_SHOWN,
+        reason_shown=DUPLICATE,
+        reason_explained=explained(DUPLICATE),
+        trail=_trail(flt),
+    )
+    return render(request, "dashboards/duplicates.html", context)
+
+
+DUPLICATES_SHOWN = 50
 
 
 @reader_required
 def requests_list(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
+    if flt.reason == DUPLICATE:  # decided across requests: list them with what they repeat
+        return _duplicates(request, flt, prompt_hash=None)
     predicate = REASON_RECORDS.get(flt.reason, {})
     record_filter = RecordFilter(
         start=flt.start,
@@ -191,6 +353,8 @@ def requests_list(request: HttpRequest) -> HttpResponse:
         records=[{"record": r, "href": record_url + _record_query(flt, r)} for r in rows],
         next_href=(reverse("dashboards:requests") + flt.query() + f"&after={nxt}") if nxt else "",
         by_reason=bool(predicate),
+        reason_shown=flt.reason,
+        reason_explained=explained(flt.reason),
         trail=_trail(flt),
         back=reverse("dashboards:waste") + flt.query(),
     )
@@ -198,8 +362,6 @@ def requests_list(request: HttpRequest) -> HttpResponse:
 
 
 def _record_query(flt: Filters, record: Record) -> str:
-    from urllib.parse import urlencode
-
     named = {"ts": record.ts.isoformat(), "source": record.source_id, "key": record.record_key}
     return flt.query() + "&" + urlencode(named)
 
@@ -225,10 +387,79 @@ def record_page(request: HttpRequest) -> HttpResponse:
         tokens=[(name, getattr(record, name)) for name in RECORD_TOKENS],
         timing=[(name, getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
+        original=_linked(flt, selectors.original_of(record=record)),
+        same_prompt=_same_prompt_href(flt, record),
+        components=_components(record, money=sees_money(request.user)),
+        retries=[_linked(flt, r) for r in selectors.retry_chain(record=record, lines=business_lines_of(request.user))],
+        conversation=_conversation_href(record),
         trail=_trail(flt),
         back=reverse("dashboards:requests") + flt.query(),
     )
     return render(request, "dashboards/record.html", context)
+
+
+def _components(record: Record, *, money: bool) -> dict[str, Any]:
+    found = selectors.record_components(record=record)
+    rows = [
+        {"component": c, "explained": explained(c.reason), "cost": c.cost if money else None}
+        for c in found.rows
+        if c.tokens
+    ]
+    return {"ruleset": found.ruleset, "rows": rows, "currency": found.currency if money else ""}
+
+
+def _conversation_href(record: Record) -> str:
+    conversation_id = record.dims.dims.get(selectors.CONVERSATION_DIM)
+    if not conversation_id:
+        return ""
+    around = Filters(record.ts - selectors.AROUND, record.ts + selectors.AROUND, "", {})
+    return reverse("dashboards:conversation") + around.query() + "&" + urlencode({"id": conversation_id})
+
+
+@reader_required
+def conversation(request: HttpRequest) -> HttpResponse:
+    """One conversation's requests in order, oldest first: where an agent's loops show."""
+    flt = filters_from(request)
+    conversation_id = request.GET.get("id", "")
+    if not conversation_id:
+        raise Http404("a conversation is named by ?id=")
+    found = selectors.conversation(flt=flt, lines=business_lines_of(request.user), conversation_id=conversation_id)
+    hashes = [bytes(r.prompt_hash).hex() if r.prompt_hash is not None else "" for r in found]
+    record_url = reverse("dashboards:record")
+    context = _context(
+        request,
+        flt,
+        conversation_id=conversation_id,
+        rows=[
+            {
+                "record": r,
+                "href": record_url + _record_query(flt, r),
+                "hash": h[:12],
+                "repeat": bool(h) and h in hashes[:i],  # the conversation sent this prompt before
+            }
+            for i, (r, h) in enumerate(zip(found, hashes, strict=True))
+        ],
+        repeats=sum(1 for i, h in enumerate(hashes) if h and h in hashes[:i]),
+        trail=_trail(flt),
+    )
+    return render(request, "dashboards/conversation.html", context)
+
+
+def _linked(flt: Filters, record: Record | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {"record": record, "href": reverse("dashboards:record") + _record_query(flt, record)}
+
+
+def _same_prompt_href(flt: Filters, record: Record) -> str:
+    """The duplicates of the record's prompt hash around it: the window reaches from its ts back
+    and forth by a day, whatever window the reader came from."""
+    if record.prompt_hash is None:
+        return ""
+    around = Filters(record.ts - selectors.AROUND, record.ts + selectors.AROUND, "", {})
+    return (
+        reverse("dashboards:duplicates") + around.query() + "&" + urlencode({"hash": bytes(record.prompt_hash).hex()})
+    )
 
 
 RECORD_TOKENS = (

@@ -210,6 +210,20 @@ def test_an_admin_adds_changes_and_test_sends_a_channel_from_the_page(receiver):
     assert got.path == "/oncall" and got.json()["title"] == "Test message from costplatform"
 
 
+def test_the_channel_form_speaks_the_readers_language():
+    admin = login_as("admin")
+    admin.cookies["django_language"] = "zh-hans"
+    html = admin.get("/alerts/channels/new/").content.decode()
+    labels = ("名称", "类型", "语言", "Webhook 地址", "签名密钥", "邮件地址", "业务线", "最低严重级别", "免打扰开始")
+    for label in labels:
+        assert f">{label}" in html, label
+    for key in ("Email to", "Min severity", "Quiet tz", "Business lines:"):
+        assert key not in html
+    form = {"name": "x", "kind": "webhook", "language": "en", "min_severity": 20}
+    refused = admin.post("/alerts/channels/new/", form)
+    assert "此类通道需要 Webhook 地址" in refused.content.decode()
+
+
 def test_only_an_admin_of_every_line_adds_or_changes_a_channel():
     channel = factories.channel("slack", url="https://hooks.example.com/x")
     for role in ("engineer", "finance", "viewer"):

@@ -176,6 +176,31 @@ def test_it_sends_the_summary_once_to_the_routed_channels(report: AuditReport, s
     assert everyone.pk
 
 
+def test_it_sends_the_summary_in_the_channels_language(report: AuditReport, settings: object) -> None:
+    settings.ALERTS_OUTBOUND_ALLOW = ["127.0.0.1/32"]  # type: ignore[attr-defined]
+    receiver = Receiver()
+    try:
+        for language in ("zh-hans", "en"):
+            factories.channel("webhook", url=receiver.url(f"/{language}"), language=language, business_lines=["search"])
+
+        report_broadcast(report_id=report.pk)
+        for alert in Alert.objects.all():
+            for notification in alert.notifications.all():
+                alerts.notification_send(notification_id=notification.id, retry_delays=[1.0])
+    finally:
+        receiver.close()
+
+    got = {r.path: r.json() for r in receiver.received}
+    chinese, english = str(got["/zh-hans"]), str(got["/en"])
+    assert got["/zh-hans"]["title"] == "词元审计 2026-11: search"
+    assert "**1 项发现**\uff0c预计可节省 **100,000 词元**" in chinese  # full-width comma and colon
+    assert "- 重复计算\uff1abusiness_line=search (100,000 词元)" in chinese
+    assert "findings" not in chinese and "Duplicate computation: 55 repeated prompts" not in chinese
+    assert got["/en"]["title"] == "Token audit 2026-11: search"
+    assert "**1 findings**, estimated savings **100,000 tokens**" in english
+    assert "Duplicate computation: 55 repeated prompts (100,000 tokens)" in english
+
+
 def test_the_beat_job_audits_the_previous_month_on_the_first() -> None:
     from apps.audits.tasks import audit_previous_month
 

@@ -66,6 +66,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "waste/": page(),
     "waste/requests/": page(query="hours=24"),
     "waste/record/": page(),
+    "waste/duplicates/": page(),
+    "waste/conversation/": page(query="id=c-1"),
     "finance/": page(MONEY),
     "finance/close/": page(MONEY),
     "finance/close/<str:month>/": page(MONEY),  # the checklist of the user's lines

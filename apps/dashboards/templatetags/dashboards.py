@@ -35,3 +35,9 @@ def percent(value: float | None) -> str:
 @register.filter
 def money(value: Decimal | None) -> str:
     return "" if value is None else f"{value:,.2f}"
+
+
+@register.filter
+def small_money(value: Decimal | None) -> str:
+    """The cost of one request: six decimals, the precision prices per million reach."""
+    return "" if value is None else f"{value:,.6f}"
