@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install install-base run demo-data test fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install install-base screenshots run demo-data test fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -47,6 +47,10 @@ demo-data: install-base  ## last month closed (budgets, revenue, findings, an ap
 	$(PY) manage.py migrate --no-input -v0
 	COSTPLATFORM_ACCOUNTING_TZ=$(DEMO_TZ) $(PY) manage.py demo_data \
 	  $${DEMO_MONTH:+--month $$DEMO_MONTH} --records $${DEMO_RECORDS:-200000}
+
+screenshots: install browser  ## docs/screenshots/ from demo data in a real browser (a database of its own: DATABASE_URL, default costplatform_screens)
+	createdb -h 127.0.0.1 -U postgres costplatform_screens 2>/dev/null || true
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_screens} $(PY) -m devtools.screenshots $(SHOTS_ARGS)
 
 services:
 	bash .ci/services.sh
