@@ -29,6 +29,7 @@ from apps.ledger.services.periods import period_close
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories
+from tests.conftest import seeded_defaults
 from tests.factories import record
 
 NOV, DEC = date(2026, 11, 1), date(2026, 12, 1)
@@ -50,6 +51,7 @@ def shanghai(settings: Any) -> Iterator[None]:
 
 def _books() -> None:
     """Priced rows on both edges of November and inside it, in two currencies, then accrued."""
+    seeded_defaults()  # the chart, where a committing test's flush removed it
     edges = [
         datetime(2026, 10, 31, 15, tzinfo=UTC),  # 31 Oct 23:00 local: October
         NOV_START,  # 1 Nov 00:00 local
@@ -144,6 +146,7 @@ def test_it_exports_the_months_rows_and_sums_as_the_database_has_them(tmp_path: 
 def test_it_puts_a_record_in_the_accounting_month_of_shanghai(
     collector: Any, tmp_path: Path, ts: str, month: str
 ) -> None:
+    seeded_defaults()
     assert collector.send([record(ts=ts, tokens={"prompt": 1000, "completion": 100})]).json()["accepted"] == 1
     factories.price_version(effective_from=datetime(2026, 1, 1, tzinfo=UTC), prices={"qwen*": ("1", "0.1", "4")})
     hours_price(start=datetime(2026, 11, 30, tzinfo=UTC), end=datetime(2026, 12, 1, tzinfo=UTC))
@@ -201,6 +204,30 @@ def test_it_replaces_the_months_files_and_a_closed_month_exports_the_same_bytes(
     _export(str(tmp_path))
     assert ((tmp_path / ROLLUPS).read_bytes(), (tmp_path / JOURNAL).read_bytes()) == first
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch left behind
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("configured", [True, False])
+def test_it_exports_a_month_once_it_is_closed_where_configured(
+    settings: Any, tmp_path: Path, django_capture_on_commit_callbacks: Any, configured: bool
+) -> None:
+    from costplatform.celery import app
+
+    _books()
+    settings.WAREHOUSE_EXPORT_TO = str(tmp_path) if configured else ""
+    eager, app.conf.task_always_eager = app.conf.task_always_eager, True  # the task runs here, not in a worker
+    try:
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            period_close(month=NOV)
+    finally:
+        app.conf.task_always_eager = eager
+
+    assert len(callbacks) == int(configured)
+    if configured:
+        assert pq.read_table(tmp_path / JOURNAL).num_rows == JournalLine.objects.filter(period_id=NOV).count() > 0
+        assert pq.read_table(tmp_path / ROLLUPS).num_rows == 5
+    else:
+        assert list(tmp_path.iterdir()) == []
 
 
 # --- S3 ------------------------------------------------------------------------------------------
