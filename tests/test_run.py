@@ -73,7 +73,7 @@ def test_make_run_without_vllm_installs_the_platform_alone() -> None:
     plan = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert "'.[collectors]'" in plan and "serving" not in plan
     full = subprocess.run([*args[:-1], "RUN_ARGS=--once"], cwd=REPO, capture_output=True, text=True, check=True)
-    assert "'.[dev,serving]'" in full.stdout
+    assert "'.[dev,serving,warehouse]'" in full.stdout
 
 
 def test_shift_line_moves_valid_timestamps_only() -> None:
