@@ -9,6 +9,7 @@ and the checklist, which speak of every line, are left out for them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal
@@ -87,6 +88,25 @@ def _one(currencies: list[str]) -> str:
     return currencies[0] if len(currencies) == 1 else ""
 
 
+def _yes_no(flag: Any) -> str:
+    return pgettext("answer", "yes") if flag else pgettext("answer", "no")
+
+
+def _month_table(
+    *,
+    name: str,
+    title: str,
+    columns: list[Column],
+    rows: list[dict[str, Any]],
+    month: date,
+    currencies: Sequence[str] = (),
+) -> Table:
+    """A sheet of the month: its period, and its currency where it holds only one."""
+    return Table(
+        name=name, title=title, columns=columns, rows=rows, currency=_one(list(currencies)), period=f"{month:%Y-%m}"
+    )
+
+
 def cover_table(*, month: date, business_lines: list[str] | None = None) -> Table:
     """Month, zone, currency, who closed it and when, who prepared and approved the close."""
     period = _closed_period(month)
@@ -110,13 +130,13 @@ def cover_table(*, month: date, business_lines: list[str] | None = None) -> Tabl
         (_("Expense posted"), expense),
         (_("Month-end findings"), str(findings.count())),
     ]
-    return Table(
+    return _month_table(
         name="cover",
         title=_("Month pack %(month)s") % {"month": f"{month:%Y-%m}"},
         columns=[Column("item", _("Item")), Column("value", _("Value"))],
         rows=[{"item": item, "value": value} for item, value in items],
-        currency=_one(currencies),
-        period=f"{month:%Y-%m}",
+        month=month,
+        currencies=currencies,
     )
 
 
@@ -143,14 +163,12 @@ def checklist_table(*, month: date) -> Table:
             {
                 "label": _(str(item.get("label", item.get("key", "")))),
                 "value": item.get("value", ""),
-                "ok": pgettext("answer", "yes") if item.get("ok") else pgettext("answer", "no"),
+                "ok": _yes_no(item.get("ok")),
                 "detail": item.get("detail", ""),
             }
             for item in request.checklist
         ]
-    return Table(
-        name="checklist", title=_("Checklist as approved"), columns=columns, rows=rows, period=f"{month:%Y-%m}"
-    )
+    return _month_table(name="checklist", title=_("Checklist as approved"), columns=columns, rows=rows, month=month)
 
 
 def trial_balance_table(*, month: date, business_lines: list[str] | None = None) -> Table:
@@ -168,7 +186,7 @@ def trial_balance_table(*, month: date, business_lines: list[str] | None = None)
                 "debits": book["debits"],
                 "credits": book["credits"],
                 "balance": book["debits"] - book["credits"],
-                "balanced": pgettext("answer", "yes") if book["balanced"] else pgettext("answer", "no"),
+                "balanced": _yes_no(book["balanced"]),
             }
         )
     columns = [
@@ -180,13 +198,13 @@ def trial_balance_table(*, month: date, business_lines: list[str] | None = None)
         Column("balance", _("Balance"), "money"),
         Column("balanced", _("Balanced")),
     ]
-    return Table(
+    return _month_table(
         name="trial-balance",
         title=_("Trial balance"),
         columns=columns,
         rows=rows,
-        currency=_one([b["currency"] for b in books]),
-        period=f"{month:%Y-%m}",
+        month=month,
+        currencies=[b["currency"] for b in books],
     )
 
 
@@ -213,14 +231,13 @@ def spend_table(*, month: date, business_lines: list[str] | None = None) -> Tabl
         Column("amount", _("Amount"), "money"),
         Column("tokens", _("Tokens"), "int"),
     ]
-    currency = _one(sorted({r["currency"] for r in found}))
-    return Table(
+    return _month_table(
         name="spend",
         title=_("Spend by account & cost centre"),
         columns=columns,
         rows=rows,
-        currency=currency,
-        period=f"{month:%Y-%m}",
+        month=month,
+        currencies=sorted({r["currency"] for r in found}),
     )
 
 
@@ -239,14 +256,13 @@ def budget_table(*, month: date, business_lines: list[str] | None = None) -> Tab
         Column("actual_tokens", _("Actual tokens"), "int"),
         Column("tokens_used", _("Token budget used"), "pct"),
     ]
-    currency = _one(sorted({r["currency"] for r in found if r["currency"]}))
-    return Table(
+    return _month_table(
         name="budget",
         title=_("Budget vs actual"),
         columns=columns,
         rows=rows,
-        currency=currency,
-        period=f"{month:%Y-%m}",
+        month=month,
+        currencies=sorted({r["currency"] for r in found if r["currency"]}),
     )
 
 
@@ -265,7 +281,7 @@ def findings_table(*, month: date, business_lines: list[str] | None = None) -> T
         Column("action", _("Action")),
         Column("message", _("Message")),
     ]
-    return Table(name="findings", title=_("Month-end findings"), columns=columns, rows=rows, period=f"{month:%Y-%m}")
+    return _month_table(name="findings", title=_("Month-end findings"), columns=columns, rows=rows, month=month)
 
 
 def waste_summary_tables(*, month: date, business_lines: list[str] | None = None) -> list[Table]:

@@ -17,7 +17,7 @@ from apps.common.buckets import month_of, next_month
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
-from apps.ledger.services.accrual import month_window
+from apps.ledger.services.accrual import PRICED_HOURS_FROM, month_window
 
 ZERO = Decimal(0)
 
@@ -133,25 +133,22 @@ def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
     return lines.order_by("entry__day", "entry_id", "id")
 
 
-_USAGE_SQL = """
+_USAGE_SQL = (
+    """
 SELECT * FROM (
     SELECT c.id, c.hour, k.name, d.dims, d.business_line, r.name, c.component, c.tokens, c.cost, c.currency,
            c.price_version_id, c.pool_id, {rule} AS rule_id, w.window_id,
            (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM classification_hourlyclass h
             WHERE h.hour = c.hour AND h.source_id = c.source_id AND h.model_id = c.model_id
               AND h.dims_id = c.dims_id AND h.reason_id = c.reason_id AND h.component = c.component) AS rulesets
-    FROM pricing_hourlycost c
-    JOIN ingest_dimset d ON d.id = c.dims_id
-    JOIN classification_reason r ON r.id = c.reason_id
-    JOIN accounts_collectorkey k ON k.id = c.source_id
-    LEFT JOIN LATERAL (
-        SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
-        WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
-    ) w ON TRUE
+"""
+    + PRICED_HOURS_FROM
+    + """    JOIN accounts_collectorkey k ON k.id = c.source_id
     WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND c.model_id = %s
       AND COALESCE(NULLIF(d.business_line, ''), %s) = %s
 ) usage ORDER BY hour, id
 """
+)
 
 
 def line_usage(*, line: JournalLine) -> dict[str, Any]:

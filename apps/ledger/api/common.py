@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from apps.accounts.roles import roles_required, user_has_role
 from apps.accounts.scopes import business_lines_of, company_wide
 from apps.common.csvcells import safe_dict, safe_row
-from apps.ledger.services.periods import PeriodError, parse_month
+from apps.ledger.services.periods import parse_month
 
 MONEY_ROLES = ("finance", "admin")
 LEDGER_ROLES = ("finance", "admin", "engineer")
@@ -31,6 +31,11 @@ SeesLedger = company_wide(roles_required(*LEDGER_ROLES))
 IsAdmin = company_wide(roles_required("admin"))
 SeesMoneyOfLines = roles_required(*MONEY_ROLES)
 SeesLedgerOfLines = roles_required(*LEDGER_ROLES)
+
+
+def field_error(name: str) -> Callable[[str], exceptions.ValidationError]:
+    """Bad input as the API answers it: a 400 naming the field."""
+    return lambda message: exceptions.ValidationError({name: [message]})
 
 
 def lines_of(request: Request) -> list[str] | None:
@@ -60,10 +65,7 @@ def month_param(request: Request, name: str = "period", default: date | None = N
         if default is not None:
             return default
         raise exceptions.ValidationError({name: ["required, YYYY-MM"]})
-    try:
-        return parse_month(raw)
-    except PeriodError as exc:
-        raise exceptions.ValidationError({name: [str(exc)]}) from exc
+    return parse_month(raw, error=field_error(name))
 
 
 class MoneyAware(serializers.Serializer):

@@ -5,6 +5,7 @@ finance (or admin). Engineers may read periods and token budgets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -25,6 +26,7 @@ from apps.ledger.api.common import (
     SeesMoney,
     SeesMoneyOfLines,
     as_download,
+    field_error,
     lines_of,
     money,
     month_param,
@@ -38,13 +40,6 @@ from apps.ledger.selectors import periods_status
 from apps.ledger.services.periods import PeriodError, parse_month, period_close, period_reopen
 from apps.ledger.services.planning import PlanningError, budget_set, revenue_set
 from apps.pricing.models import Currency
-
-
-def _month(value: str) -> Any:
-    try:
-        return parse_month(value)
-    except PeriodError as exc:
-        raise exceptions.NotFound(str(exc)) from exc
 
 
 class PeriodsView(APIView):
@@ -77,7 +72,7 @@ class PeriodCloseView(APIView):
     @extend_schema(operation_id="ledger_period_close", request=None, responses={200: Output})
     def post(self, request: Request, month: str) -> Response:
         try:
-            result = period_close(month=_month(month), user=request.user)
+            result = period_close(month=parse_month(month, error=exceptions.NotFound), user=request.user)
         except PeriodError as exc:
             raise exceptions.ValidationError({"period": [str(exc)]}) from exc
         totals = [{k: str(v) for k, v in vars(t).items()} for t in result.totals]
@@ -108,7 +103,8 @@ class PeriodReopenView(APIView):
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            period = period_reopen(month=_month(month), user=request.user, reason=data.validated_data["reason"])
+            first = parse_month(month, error=exceptions.NotFound)
+            period = period_reopen(month=first, user=request.user, reason=data.validated_data["reason"])
         except PeriodError as exc:
             raise exceptions.ValidationError({"period": [str(exc)]}) from exc
         except PermissionDenied as exc:
@@ -159,6 +155,22 @@ class _FinanceWrites(BasePermission):
         return bool(allowed().has_permission(request, view))
 
 
+def _plan_put(
+    *, request: Request, serializer: type[serializers.Serializer], write: Callable[..., Any], field: str
+) -> Any:
+    """Validate the body and set the budget or revenue it names; a refusal is a 400 under `field`."""
+    data = serializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    fields = dict(data.validated_data)
+    month = parse_month(fields.pop("month"), error=field_error("month"))
+    try:
+        return write(month=month, user=request.user, **fields)
+    except PlanningError as exc:
+        raise exceptions.ValidationError({field: [str(exc)]}) from exc
+    except DjangoValidationError as exc:
+        raise exceptions.ValidationError({field: exc.messages}) from exc
+
+
 class BudgetsView(APIView):
     """GET: the budgets of a period (engineers: token budgets only). PUT: set one (finance)."""
 
@@ -199,15 +211,7 @@ class BudgetsView(APIView):
 
     @extend_schema(operation_id="ledger_budget_set", request=Input, responses={200: Output})
     def put(self, request: Request) -> Response:
-        data = self.Input(data=request.data)
-        data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
-        try:
-            budget = budget_set(month=_parse(fields.pop("month")), user=request.user, **fields)
-        except PlanningError as exc:
-            raise exceptions.ValidationError({"budget": [str(exc)]}) from exc
-        except DjangoValidationError as exc:
-            raise exceptions.ValidationError({"budget": exc.messages}) from exc
+        budget = _plan_put(request=request, serializer=self.Input, write=budget_set, field="budget")
         return Response(self.Output(budget).data)
 
 
@@ -248,23 +252,8 @@ class RevenueView(APIView):
 
     @extend_schema(operation_id="ledger_revenue_set", request=Input, responses={200: Output})
     def put(self, request: Request) -> Response:
-        data = self.Input(data=request.data)
-        data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
-        try:
-            revenue = revenue_set(month=_parse(fields.pop("month")), user=request.user, **fields)
-        except PlanningError as exc:
-            raise exceptions.ValidationError({"revenue": [str(exc)]}) from exc
-        except DjangoValidationError as exc:
-            raise exceptions.ValidationError({"revenue": exc.messages}) from exc
+        revenue = _plan_put(request=request, serializer=self.Input, write=revenue_set, field="revenue")
         return Response(self.Output(revenue).data)
-
-
-def _parse(value: str) -> Any:
-    try:
-        return parse_month(value)
-    except PeriodError as exc:
-        raise exceptions.ValidationError({"month": [str(exc)]}) from exc
 
 
 class FocusExportView(APIView):

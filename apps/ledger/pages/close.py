@@ -41,13 +41,6 @@ def _finance_check(request: HttpRequest) -> None:
         raise PermissionDenied(_(NEEDS_FINANCE))
 
 
-def _month(value: str) -> date:
-    try:
-        return parse_month(value)
-    except PeriodError as exc:
-        raise Http404(str(exc)) from exc
-
-
 @require_GET
 @login_required
 def close_latest(request: HttpRequest) -> HttpResponse:
@@ -60,7 +53,7 @@ def close_latest(request: HttpRequest) -> HttpResponse:
 @login_required
 def close_page(request: HttpRequest, month: str) -> HttpResponse:
     _finance_check(request)
-    first = _month(month)
+    first = parse_month(month, error=Http404)
     lines = business_lines_of(request.user)
     period = Period.objects.filter(month=first).first()
     closed = period is not None and period.status == Period.Status.CLOSED
@@ -102,7 +95,7 @@ def close_act(request: HttpRequest, month: str) -> HttpResponse:
     _finance_check(request)
     if business_lines_of(request.user) is not None:
         raise PermissionDenied(_(COMPANY_ACT))
-    first = _month(month)
+    first = parse_month(month, error=Http404)
     action, note = request.POST.get("action", ""), request.POST.get("note", "")[:2000]
     try:
         done = _act(action, first, request.user, note)

@@ -25,7 +25,7 @@ from apps.ledger.finance import dashboard_build
 from apps.ledger.finance.journal import JOURNAL_PAGE, journal_table
 from apps.ledger.models import Period
 from apps.ledger.selectors import LineFilter
-from apps.ledger.services.periods import PeriodError, parse_month
+from apps.ledger.services.periods import parse_month
 from apps.ledger.sheets import table_response
 
 
@@ -33,10 +33,7 @@ def _month(request: HttpRequest) -> date:
     raw = request.GET.get("month")
     if not raw:
         return month_of(timezone.now())
-    try:
-        return parse_month(raw)
-    except PeriodError as exc:
-        raise Http404(str(exc)) from exc
+    return parse_month(raw, error=Http404)
 
 
 def _finance_only(request: HttpRequest) -> None:

@@ -24,7 +24,7 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.ledger.models import CostCentre, Period
-from apps.ledger.services.periods import PeriodError, parse_month
+from apps.ledger.services.periods import parse_month
 from apps.ledger.services.planning import (
     PlanningError,
     PlanRow,
@@ -88,13 +88,6 @@ def _finance_check(request: HttpRequest) -> None:
         raise PermissionDenied(_("budgets and revenue are set by the finance and admin roles"))
 
 
-def _month(value: str) -> date:
-    try:
-        return parse_month(value)
-    except PeriodError as exc:
-        raise Http404(str(exc)) from exc
-
-
 def _initial(rows: list[PlanRow]) -> list[dict[str, Any]]:
     return [vars(row).copy() for row in rows]
 
@@ -111,7 +104,7 @@ def plans_latest(request: HttpRequest) -> HttpResponse:
 def plans_page(request: HttpRequest, month: str) -> HttpResponse:
     """GET: the month's rows; POST: save them all, or nothing with each row's error."""
     _finance_check(request)
-    first = _month(month)
+    first = parse_month(month, error=Http404)
     lines = business_lines_of(request.user)
     initial = _initial(plan_rows(month=first, business_lines=lines))
     status, page_error = 200, ""
@@ -161,7 +154,7 @@ def _save(formset: Any, month: date, user: Any, lines: list[str] | None) -> tupl
 def plans_copy(request: HttpRequest, month: str) -> HttpResponse:
     """Copy the month before's budgets and revenue into this month where it has none."""
     _finance_check(request)
-    first = _month(month)
+    first = parse_month(month, error=Http404)
     try:
         copied = plans_copy_previous(month=first, user=request.user, business_lines=business_lines_of(request.user))
     except PlanningError as exc:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.ledger.pack import PackError, month_pack_tables
-from apps.ledger.services.periods import PeriodError, parse_month
+from apps.ledger.services.periods import parse_month
 from apps.ledger.sheets import xlsx_response
 
 
@@ -25,10 +25,7 @@ def month_pack(request: HttpRequest, month: str) -> HttpResponse:
     findings, waste."""
     if not user_has_role(request.user, "finance", "admin"):
         raise PermissionDenied(_("The month pack is for the finance and admin roles."))
-    try:
-        parsed = parse_month(month)
-    except PeriodError as exc:
-        raise Http404(str(exc)) from exc
+    parsed = parse_month(month, error=Http404)
     lines = business_lines_of(request.user)
     try:
         tables = month_pack_tables(month=parsed, business_lines=lines)

@@ -158,13 +158,9 @@ class DayTarget:
     lines: dict[str, dict[LineKey, _Acc]] = field(default_factory=dict)
 
 
-_USAGE_SQL = """
-SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s) AS cc, c.model_id, {rule} AS rule_id, r.name,
-       SUM(c.tokens), SUM(c.cost),
-       array_agg(DISTINCT c.price_version_id) FILTER (WHERE c.price_version_id IS NOT NULL),
-       array_agg(DISTINCT c.pool_id) FILTER (WHERE c.pool_id IS NOT NULL),
-       array_agg(DISTINCT w.window_id) FILTER (WHERE w.window_id IS NOT NULL),
-       array_agg(DISTINCT c.dims_id)
+# The priced hours (c) with their dimensions (d), reason (r) and the elastic window (w.window_id)
+# each falls in: what booking reads and what a line's drill-down shows, joined one way.
+PRICED_HOURS_FROM = """
 FROM pricing_hourlycost c
 JOIN ingest_dimset d ON d.id = c.dims_id
 JOIN classification_reason r ON r.id = c.reason_id
@@ -172,9 +168,21 @@ LEFT JOIN LATERAL (
     SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
     WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
 ) w ON TRUE
-WHERE c.hour >= %s AND c.hour < %s
+"""
+
+_USAGE_SQL = (
+    """
+SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s) AS cc, c.model_id, {rule} AS rule_id, r.name,
+       SUM(c.tokens), SUM(c.cost),
+       array_agg(DISTINCT c.price_version_id) FILTER (WHERE c.price_version_id IS NOT NULL),
+       array_agg(DISTINCT c.pool_id) FILTER (WHERE c.pool_id IS NOT NULL),
+       array_agg(DISTINCT w.window_id) FILTER (WHERE w.window_id IS NOT NULL),
+       array_agg(DISTINCT c.dims_id)"""
+    + PRICED_HOURS_FROM
+    + """WHERE c.hour >= %s AND c.hour < %s
 GROUP BY 1, 2, 3, 4, 5
 """
+)
 
 _IDLE_SQL = """
 SELECT currency, pool_id, SUM(idle), count(*) FROM pricing_poolidlehour

@@ -125,32 +125,25 @@ def _elastic_vs_revenue(month: date) -> list[Finding]:
         income = revenue.get((bl, currency))
         figures = {"elastic": str(amount), "currency": currency, "revenue": None if income is None else str(income)}
         if income is None:
-            findings.append(
-                Finding(
-                    kind=Finding.Kind.REVENUE_MISSING,
-                    action=Finding.Action.ENTER_REVENUE,
-                    period=month,
-                    business_line=bl,
-                    figures=figures,
-                    message=f"{bl} spent {amount} {currency} on elastic tokens in {month:%Y-%m} but no revenue "
-                    "was entered for it: enter the month's revenue to check elastic spend against it.",
-                )
+            kind, action = Finding.Kind.REVENUE_MISSING, Finding.Action.ENTER_REVENUE
+            message = (
+                f"{bl} spent {amount} {currency} on elastic tokens in {month:%Y-%m} but no revenue "
+                "was entered for it: enter the month's revenue to check elastic spend against it."
             )
         elif income == 0 or amount / income > maximum:
             ratio = amount / income if income else None
             figures["ratio"] = None if ratio is None else str(ratio.quantize(Decimal("0.0001")))
             share = _pct(ratio) if ratio is not None else "all"
-            findings.append(
-                Finding(
-                    kind=Finding.Kind.ELASTIC_OVER_REVENUE,
-                    action=Finding.Action.DEGRADATION_AUDIT,
-                    period=month,
-                    business_line=bl,
-                    figures=figures,
-                    message=f"Elastic token spend of {bl} in {month:%Y-%m} was {amount} {currency}, {share} of its "
-                    f"revenue {income} {currency} (limit {_pct(maximum)}): start a degradation-strategy audit.",
-                )
+            kind, action = Finding.Kind.ELASTIC_OVER_REVENUE, Finding.Action.DEGRADATION_AUDIT
+            message = (
+                f"Elastic token spend of {bl} in {month:%Y-%m} was {amount} {currency}, {share} of its "
+                f"revenue {income} {currency} (limit {_pct(maximum)}): start a degradation-strategy audit."
             )
+        else:
+            continue
+        findings.append(
+            Finding(kind=kind, action=action, period=month, business_line=bl, figures=figures, message=message)
+        )
     return findings
 
 

@@ -13,6 +13,7 @@ what the period trigger requires to let a closed period open again.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -44,12 +45,13 @@ class PeriodError(ValueError):
     pass
 
 
-def parse_month(value: str) -> date:
-    """'2026-11' -> date(2026, 11, 1); PeriodError otherwise (the callers' one error type)."""
+def parse_month(value: str, *, error: Callable[[str], Exception] = PeriodError) -> date:
+    """'2026-11' -> date(2026, 11, 1); otherwise `error(message)` is raised: PeriodError, or
+    what the caller answers bad input with (a 404 for a page, a field error for the API)."""
     try:
         return _parse_month(value)
     except BucketError as exc:
-        raise PeriodError(str(exc)) from exc
+        raise error(str(exc)) from exc
 
 
 @dataclass

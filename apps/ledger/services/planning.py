@@ -172,17 +172,7 @@ def _row_save(month: date, row: PlanRow, stored: PlanRow | None, user: Any) -> i
     stored = stored or PlanRow(row.business_line)
     changed = 0
     if row.budget_key() != stored.budget_key():
-        if row.budget_amount is None and row.budget_tokens is None:
-            Budget.objects.filter(business_line=row.business_line, month=month).delete()
-        else:
-            budget_set(
-                business_line=row.business_line,
-                month=month,
-                amount=row.budget_amount,
-                currency=row.budget_currency,
-                tokens=row.budget_tokens,
-                user=user,
-            )
+        _budget_replace(month, row, user)
         changed = 1
     wanted = (row.revenue_amount, row.revenue_currency if row.revenue_amount is not None else "")
     had = (stored.revenue_amount, stored.revenue_currency if stored.revenue_amount is not None else "")
@@ -190,6 +180,21 @@ def _row_save(month: date, row: PlanRow, stored: PlanRow | None, user: Any) -> i
         _revenue_replace(month, row, had[1], user)
         changed = 1
     return changed
+
+
+def _budget_replace(month: date, row: PlanRow, user: Any) -> None:
+    """The line's budget as the row has it; a row with neither amount nor tokens removes it."""
+    if row.budget_amount is None and row.budget_tokens is None:
+        Budget.objects.filter(business_line=row.business_line, month=month).delete()
+        return
+    budget_set(
+        business_line=row.business_line,
+        month=month,
+        amount=row.budget_amount,
+        currency=row.budget_currency,
+        tokens=row.budget_tokens,
+        user=user,
+    )
 
 
 def _revenue_replace(month: date, row: PlanRow, had_currency: str, user: Any) -> None:
@@ -222,25 +227,15 @@ def plans_copy_previous(*, month: date, user: Any = None, business_lines: list[s
         have = set(Budget.objects.filter(month=month).values_list("business_line", flat=True))
         for budget in Budget.objects.filter(month=before).exclude(business_line__in=have):
             if business_lines is None or budget.business_line in business_lines:
-                budget_set(
-                    business_line=budget.business_line,
-                    month=month,
-                    amount=budget.amount,
-                    currency=budget.currency,
-                    tokens=budget.tokens,
-                    user=user,
+                _budget_replace(
+                    month, PlanRow(budget.business_line, budget.amount, budget.currency, budget.tokens), user
                 )
                 copied += 1
         have_revenue = set(Revenue.objects.filter(month=month).values_list("business_line", "currency"))
         for income in Revenue.objects.filter(month=before):
             in_scope = business_lines is None or income.business_line in business_lines
             if in_scope and (income.business_line, income.currency) not in have_revenue:
-                revenue_set(
-                    business_line=income.business_line,
-                    month=month,
-                    amount=income.amount,
-                    currency=income.currency,
-                    user=user,
-                )
+                row = PlanRow(income.business_line, revenue_amount=income.amount, revenue_currency=income.currency)
+                _revenue_replace(month, row, "", user)
                 copied += 1
     return copied
