@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
@@ -12,6 +11,7 @@ from django.db import connection
 
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.common.buckets import zone_name
+from apps.common.rollups import rollup_where
 
 # group_by names and their SQL over: c (a class or cost rollup row), r (reason), m (model), k (source).
 CLASS_GROUPS = {
@@ -50,14 +50,8 @@ def _grouped(
             select.append("coalesce(d.dims ->> %s, '')")
             params.append(name)
     select += [f"c.{column}" for column in extra]
-    where = "c.hour >= %s AND c.hour < %s"
-    params += [start, end]
-    if dims:
-        where += " AND d.dims @> %s::jsonb"
-        params.append(json.dumps(dims))
-    if business_lines is not None:
-        where += " AND d.business_line = ANY(%s)"
-        params.append(business_lines)
+    where, where_params = rollup_where(alias="c", start=start, end=end, dims=dims, business_lines=business_lines)
+    params += where_params
     sql = (
         f"SELECT {', '.join(select)}, {measure} FROM {table} c {_JOINS} WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}"

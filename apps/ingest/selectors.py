@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from apps.common.rollups import rollup_where
 from apps.ingest.models import TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
 
 USAGE_GROUPS = ("model", "model_version", "source", "endpoint", "status")
@@ -135,14 +136,7 @@ def usage_series(
             select.append(f"coalesce(d.dims ->> %s, '') AS \"{name}\"")
             params.append(name)
     sums = ", ".join(f"sum(u.{f})::bigint AS {f}" for f in ("records", *TOKEN_FIELDS))
-    where = "u.hour >= %s AND u.hour < %s"
-    where_params: list[Any] = [start, end]
-    if dims:
-        where += " AND d.dims @> %s::jsonb"
-        where_params.append(json.dumps(dims))
-    if business_lines is not None:
-        where += " AND d.business_line = ANY(%s)"
-        where_params.append(business_lines)
+    where, where_params = rollup_where(alias="u", start=start, end=end, dims=dims, business_lines=business_lines)
     sql = (
         f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
         "JOIN ingest_servedmodel m ON m.id = u.model_id JOIN accounts_collectorkey k ON k.id = u.source_id "

@@ -47,14 +47,7 @@ class ClassUsageView(APIView):
     )
     def get(self, request: Request) -> Response:
         window = usage_window(request, groups=CLASS_GROUPS)
-        rows = class_usage(
-            start=window.start,
-            end=window.end,
-            granularity=window.granularity,
-            group_by=window.group_by,
-            dims=window.dims,
-            business_lines=business_lines_of(request.user),
-        )
+        rows = class_usage(**window.selector_args(), business_lines=business_lines_of(request.user))
         money = sees_money(request.user)
         for row in rows:
             # never a float; none at all for readers without money (finance and admin, or granted)

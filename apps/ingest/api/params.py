@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
@@ -49,6 +50,10 @@ class UsageWindow:
     granularity: str
     group_by: list[str]
     dims: dict[str, str]
+
+    def selector_args(self) -> dict[str, Any]:
+        """The window as the usage selectors take it (start, end, granularity, group_by, dims)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def usage_window(request: Request, *, groups: Iterable[str]) -> UsageWindow:

@@ -256,14 +256,7 @@ class UsageView(APIView):
     )
     def get(self, request: Request) -> Response:
         window = usage_window(request, groups=USAGE_GROUPS)
-        rows = usage_series(
-            start=window.start,
-            end=window.end,
-            granularity=window.granularity,
-            group_by=window.group_by,
-            dims=window.dims,
-            business_lines=business_lines_of(request.user),
-        )
+        rows = usage_series(**window.selector_args(), business_lines=business_lines_of(request.user))
         for row in rows:
             if "status" in row:
                 row["status"] = STATUSES[row["status"]]
