@@ -142,6 +142,17 @@ def fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+def fetch_month(window: AuditWindow, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """The rows of a finder's query over the window's month (%(start)s to %(end)s) and its own
+    parameters (thresholds from the audit settings)."""
+    return fetch(sql, {"start": window.start, "end": window.end, **params})
+
+
+def named(rows: list[tuple[Any, ...]]) -> tuple[dict[int, dict[str, str]], dict[int, str]]:
+    """The rollup dims and the model names of rows that start (rollup or dims id, model id)."""
+    return dims_of(r[0] for r in rows), model_names(r[1] for r in rows)
+
+
 def dims_of(ids: Iterable[int]) -> dict[int, dict[str, str]]:
     return {d.pk: d.dims for d in DimSet.objects.filter(pk__in=set(ids)).only("id", "dims")}
 

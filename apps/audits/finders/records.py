@@ -16,11 +16,10 @@ from apps.audits.finders.base import (
     Draft,
     ModelTokens,
     Tokens,
-    dims_of,
     evidence_url,
-    fetch,
+    fetch_month,
     label,
-    model_names,
+    named,
     pct,
     register_finder,
     share,
@@ -60,8 +59,8 @@ def _grouped(rows: list[tuple[Any, ...]]) -> dict[int, list[tuple[Any, ...]]]:
 
 @register_finder(FindingKind.DUPLICATE)
 def duplicates(window: AuditWindow) -> list[Draft]:
-    rows = fetch(_DUPLICATES_SQL, {"start": window.start, "end": window.end})
-    dims, names = dims_of(r[0] for r in rows), model_names(r[1] for r in rows)
+    rows = fetch_month(window, _DUPLICATES_SQL)
+    dims, names = named(rows)
     drafts = []
     for rollup_id, group in _grouped(rows).items():
         repeats = sum(int(r[4]) for r in group)
@@ -123,14 +122,13 @@ GROUP BY h.rollup_id, h.model_id, h.conv
 
 @register_finder(FindingKind.LOOP)
 def loops(window: AuditWindow) -> list[Draft]:
-    params = {
-        "start": window.start,
-        "end": window.end,
-        "min_calls": conf.get("AUDIT_LOOP_MIN_CALLS"),
-        "min_share": conf.get("AUDIT_LOOP_MIN_REPEAT_SHARE"),
-    }
-    rows = fetch(_LOOPS_SQL, params)
-    dims, names = dims_of(r[0] for r in rows), model_names(r[1] for r in rows)
+    rows = fetch_month(
+        window,
+        _LOOPS_SQL,
+        min_calls=conf.get("AUDIT_LOOP_MIN_CALLS"),
+        min_share=conf.get("AUDIT_LOOP_MIN_REPEAT_SHARE"),
+    )
+    dims, names = named(rows)
     drafts = []
     for rollup_id, group in _grouped(rows).items():
         saved: ModelTokens = defaultdict(Tokens)
@@ -193,14 +191,13 @@ GROUP BY rollup_id, model_id
 
 @register_finder(FindingKind.RETRY_STORM)
 def retry_storms(window: AuditWindow) -> list[Draft]:
-    params = {
-        "start": window.start,
-        "end": window.end,
-        "min_retries": conf.get("AUDIT_RETRY_MIN_PER_HOUR"),
-        "min_share": conf.get("AUDIT_RETRY_MIN_SHARE"),
-    }
-    rows = fetch(_RETRIES_SQL, params)
-    dims, names = dims_of(r[0] for r in rows), model_names(r[1] for r in rows)
+    rows = fetch_month(
+        window,
+        _RETRIES_SQL,
+        min_retries=conf.get("AUDIT_RETRY_MIN_PER_HOUR"),
+        min_share=conf.get("AUDIT_RETRY_MIN_SHARE"),
+    )
+    dims, names = named(rows)
     drafts = []
     for rollup_id, group in _grouped(rows).items():
         wasted: ModelTokens = {names[r[1]]: Tokens.of(r[5:8]) for r in group}
@@ -263,15 +260,14 @@ def model_mismatch(window: AuditWindow) -> list[Draft]:
     served = list(ServedModel.objects.filter(name__in=downgrades).values_list("id", "name"))
     if not served:
         return []
-    params: dict[str, Any] = {
-        "start": window.start,
-        "end": window.end,
-        "model_ids": [pk for pk, _ in served],
-        "max_prompt": [downgrades[name].max_prompt_tokens for _, name in served],
-        "max_completion": [downgrades[name].max_completion_tokens for _, name in served],
-    }
-    rows = fetch(_MISMATCH_SQL, params)
-    dims, names = dims_of(r[0] for r in rows), model_names(r[1] for r in rows)
+    rows = fetch_month(
+        window,
+        _MISMATCH_SQL,
+        model_ids=[pk for pk, _ in served],
+        max_prompt=[downgrades[name].max_prompt_tokens for _, name in served],
+        max_completion=[downgrades[name].max_completion_tokens for _, name in served],
+    )
+    dims, names = named(rows)
     found: dict[tuple[int, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         found[(row[0], names[row[1]])].append(row)

@@ -16,9 +16,10 @@ from apps.audits.finders.base import (
     Tokens,
     dims_of,
     evidence_url,
-    fetch,
+    fetch_month,
     label,
     model_names,
+    named,
     pct,
     register_finder,
     share,
@@ -67,7 +68,7 @@ def _variation(total: int, squares: Decimal, hours: int) -> Decimal:
 
 
 def model_tokens(window: AuditWindow, dims_ids: list[int]) -> dict[int, ModelTokens]:
-    rows = fetch(_MODEL_TOKENS_SQL, {"start": window.start, "end": window.end, "dims_ids": dims_ids})
+    rows = fetch_month(window, _MODEL_TOKENS_SQL, dims_ids=dims_ids)
     names = model_names(r[1] for r in rows)
     found: dict[int, ModelTokens] = defaultdict(dict)
     for row in rows:
@@ -78,7 +79,7 @@ def model_tokens(window: AuditWindow, dims_ids: list[int]) -> dict[int, ModelTok
 @register_finder(FindingKind.ZOMBIE)
 def zombies(window: AuditWindow) -> list[Draft]:
     min_hours = math.ceil(window.hours * conf.get("AUDIT_ZOMBIE_ACTIVE_SHARE"))
-    rows = fetch(_ZOMBIE_SQL, {"start": window.start, "end": window.end, "min_hours": min_hours})
+    rows = fetch_month(window, _ZOMBIE_SQL, min_hours=min_hours)
     stats: dict[int, tuple[int, int, Decimal]] = {}
     profile: dict[int, dict[int, int]] = defaultdict(dict)
     for dims_id, active, total, squares, hour_of_day, tokens in rows:
@@ -138,9 +139,8 @@ HAVING sum(u.system) >= %(min_share)s * sum(u.prompt) AND sum(u.prompt) > 0
 
 @register_finder(FindingKind.SYSTEM_PROMPT)
 def system_prompt(window: AuditWindow) -> list[Draft]:
-    params = {"start": window.start, "end": window.end, "min_share": conf.get("AUDIT_SYSTEM_SHARE_MIN")}
-    rows = fetch(_SYSTEM_SQL, params)
-    dims, names = dims_of(r[0] for r in rows), model_names(r[1] for r in rows)
+    rows = fetch_month(window, _SYSTEM_SQL, min_share=conf.get("AUDIT_SYSTEM_SHARE_MIN"))
+    dims, names = named(rows)
     drafts = []
     for dims_id, model_id, requests, prompt, system, uncached in rows:
         if uncached < conf.get("AUDIT_MIN_TOKENS"):
@@ -181,7 +181,7 @@ GROUP BY 1, 2, 3
 
 @register_finder(FindingKind.CONTEXT_BLOAT)
 def context_bloat(window: AuditWindow) -> list[Draft]:
-    rows = fetch(_CONTEXT_SQL, {"start": window.start, "end": window.end})
+    rows = fetch_month(window, _CONTEXT_SQL)
     weeks: dict[tuple[int, int], dict[int, tuple[int, int, int]]] = defaultdict(dict)
     for dims_id, model_id, week, requests, prompt, tool in rows:
         weeks[(dims_id, model_id)][int(week)] = (int(requests), int(prompt), int(tool))
