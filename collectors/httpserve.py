@@ -46,8 +46,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, listen: str) -> Non
     parser.add_argument("--listen", default=listen, type=host_port, help="HOST:PORT (default %(default)s)")
     parser.add_argument("--spool", required=True, type=Path, help="spool directory (records wait here, durable)")
     parser.add_argument("--platform-url", required=True, help="costplatform URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--key", help="collector key (default: $COSTPLATFORM_COLLECTOR_KEY)")
-    parser.add_argument("--key-file", type=Path, help="read the collector key from this file")
+    keys.collector_key_arguments(parser)
     parser.add_argument(
         "--dim", type=dim_pair, action="append", default=[], metavar="KEY=VALUE", help="a default dim (repeatable)"
     )

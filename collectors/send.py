@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from wire.keys import collector_key
+from wire.keys import collector_key, collector_key_arguments
 from wire.send import DEFAULT_BATCH, SendError, Summary, parse_time, send_file
 
 
@@ -24,8 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("file", help='NDJSON file, one record per line ("-" for stdin)')
     parser.add_argument("--url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--key", help="collector key (default: $COSTPLATFORM_COLLECTOR_KEY)")
-    parser.add_argument("--key-file", type=Path, help="read the collector key from this file")
+    collector_key_arguments(parser)
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"records a request (default {DEFAULT_BATCH})")
     parser.add_argument("--ts-end", metavar="TIME", help='shift timestamps so the latest is TIME (RFC 3339 or "now")')
     parser.add_argument("--gzip", action="store_true", help="gzip each request body")

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from wire.keys import collector_key
+from wire.keys import collector_key, collector_key_arguments
 from wire.shipper import Pipeline, serve_metrics
 from wire.spool import SpoolLocked
 
@@ -32,8 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--spool", required=True, type=Path, help="spool directory")
     parser.add_argument("--url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--key", help="collector key (default: $COSTPLATFORM_COLLECTOR_KEY)")
-    parser.add_argument("--key-file", type=Path, help="read the collector key from this file")
+    collector_key_arguments(parser)
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     parser.add_argument("--once", action="store_true", help="ship until the spool is empty, then exit")
     parser.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")

@@ -49,7 +49,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from wire.keys import collector_key
+from wire.keys import collector_key, collector_key_arguments
 from wire.record import MAX_RECORD_ID, make_record
 
 log = logging.getLogger(__name__)
@@ -527,8 +527,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", required=True, help="vLLM metrics URL, e.g. http://127.0.0.1:8000/metrics")
     parser.add_argument("--spool", required=True, type=Path, help="spool directory of the shipper")
     parser.add_argument("--platform-url", required=True, help="costplatform server URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--key", help="collector key (default: $COSTPLATFORM_COLLECTOR_KEY)")
-    parser.add_argument("--key-file", type=Path, help="read the collector key from this file")
+    collector_key_arguments(parser)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between scrapes (15)")
     parser.add_argument("--source", help="name in the records' dims and ids (default: host:port of --url)")
     parser.add_argument("--state", type=Path, help="state file (default: <spool>.vllm-reconcile.json)")

@@ -25,6 +25,12 @@ def secret(name: str) -> str | None:
     return None
 
 
+def collector_key_arguments(parser: argparse.ArgumentParser) -> None:
+    """--key and --key-file, the options collector_key reads."""
+    parser.add_argument("--key", help=f"collector key (default: ${ENV_COLLECTOR_KEY})")
+    parser.add_argument("--key-file", type=Path, help="read the collector key from this file")
+
+
 def collector_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     """The collector key of a command line with --key and --key-file (a parser error if none)."""
     key = args.key or os.environ.get(ENV_COLLECTOR_KEY)
