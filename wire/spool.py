@@ -149,7 +149,7 @@ class Spool:
         if not firsts:
             firsts = [saved[0] if saved is not None else 0]
             self._segment_path(firsts[0]).touch()
-            _fsync_dir(self.directory)
+            _fsync(self.directory)
         self._segments = [_Segment(f, self._segment_path(f).stat().st_size, self._segment_path(f)) for f in firsts]
         self._next_seq = self._recover_tail(self._segments[-1])
         self._cursor = self._place_cursor(saved)
@@ -163,7 +163,7 @@ class Spool:
         if good < len(data):
             log.warning("spool %s: cut a torn tail of %d bytes from %s", self.directory, len(data) - good, segment.path)
             os.truncate(segment.path, good)
-            _fsync_file(segment.path)
+            _fsync(segment.path)
             segment.size = good
         return segment.first_seq + count
 
@@ -257,7 +257,7 @@ class Spool:
         os.close(self._active_fd)
         segment = _Segment(self._next_seq, 0, self._segment_path(self._next_seq))
         segment.path.touch()
-        _fsync_dir(self.directory)
+        _fsync(self.directory)
         self._segments.append(segment)
         self._active_fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
         self._advance_past_finished()
@@ -277,7 +277,7 @@ class Spool:
             self._save_cursor()
         self._segments.pop(0)
         oldest.path.unlink()
-        _fsync_dir(self.directory)
+        _fsync(self.directory)
         if unshipped > 0:
             self._count_dropped(unshipped, f"segment {oldest.path.name}, {oldest.size} bytes")
         return True
@@ -339,7 +339,7 @@ class Spool:
             self._save_cursor()  # before the deletion, so a crash between them loses nothing
             for segment in passed:
                 segment.path.unlink()
-            _fsync_dir(self.directory)
+            _fsync(self.directory)
         return bool(passed)
 
     def _save_cursor(self) -> None:
@@ -350,7 +350,7 @@ class Spool:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-        _fsync_dir(self.directory)
+        _fsync(self.directory)
 
     # --- state ------------------------------------------------------------------------------
 
@@ -455,15 +455,8 @@ def _lock_directory(directory: Path) -> int:
     return fd
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(path: Path) -> None:
+def _fsync(path: Path) -> None:
+    """Flush a file, or a directory's entries (a rename or a new file in it), to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

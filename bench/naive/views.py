@@ -16,25 +16,13 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.ingest.api.views import IsCollector
 from bench.naive.models import NaiveRecord
-
-TOKENS = (
-    "prompt",
-    "completion",
-    "prompt_cached",
-    "system",
-    "tool",
-    "structural",
-    "padding",
-    "draft",
-    "draft_accepted",
-    "recomputed",
-)
+from wire.record import TOKEN_FIELDS
 
 
 class TokensSerializer(serializers.ModelSerializer):
     class Meta:
         model = NaiveRecord
-        fields = TOKENS
+        fields = TOKEN_FIELDS  # the record's token counts
 
 
 class OutcomeSerializer(serializers.ModelSerializer):
