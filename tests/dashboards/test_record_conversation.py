@@ -94,7 +94,7 @@ def test_it_groups_the_waste_by_conversation_and_opens_one(agent, as_user) -> No
     # conv-7: the timeout's 688 + 180, the retry's 180 cut off at max_tokens; conv-8 wasted nothing
     assert [r[:4] for r in cells(page, "grouped")] == [["conv-7", "1,048", "19 %", "5,520"]]
     assert 'id="conversations-note"' in page
-    href = re.search(r'<td>conv-7</td>\s*<td><a href="([^"]+)"', page)
+    href = re.search(r'<td class="text">conv-7</td>\s*<td><a href="([^"]+)"', page)
     assert href and len(cells(client.get(html.unescape(href.group(1))).content.decode(), "conversation")) == 4
     effective = cells(client.get("/waste/?group=conversation&class=effective").content.decode(), "grouped")
     assert [r[0] for r in effective] == ["conv-7", "conv-8"]
