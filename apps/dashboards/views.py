@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
 from apps.classification.engine import CLASSES
+from apps.common.labels import label
 from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from, groups
@@ -57,21 +58,6 @@ def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
 
 # The overview's "top wasteful" tables: dims an engineer changes code for.
 TOP_WASTE_DIMS = ("feature", "step")
-
-
-def group_labels() -> dict[str, str]:
-    """Human names of what the waste page groups by (a configured dim not listed: its name)."""
-    return {
-        "business_line": _("business line"),
-        "team": _("team"),
-        "project": _("project"),
-        "feature": _("feature"),
-        "step": _("step"),
-        "env": _("environment"),
-        "model": _("model"),
-        "reason": _("reason"),
-        "conversation": _("conversation"),
-    }
 
 
 def class_labels() -> dict[str, str]:
@@ -137,9 +123,7 @@ def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
             }
             for i, trend in enumerate(selectors.top_waste(flt=flt, lines=lines, dim=dim))
         ]
-        tables.append(
-            {"dim": dim, "label": group_labels().get(dim, dim), "rows": rows, "all": waste + flt.query(group=dim)}
-        )
+        tables.append({"dim": dim, "label": label(dim), "rows": rows, "all": waste + flt.query(group=dim)})
     return tables
 
 
@@ -238,8 +222,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
 def _group_choices(flt: Filters) -> list[tuple[str, str, str]]:
     """(name, label, link) of each grouping across reasons, from wherever the page stands."""
     waste = reverse("dashboards:waste")
-    labels = group_labels()
-    return [(name, labels.get(name, name), waste + flt.query(group=name)) for name in groups()]
+    return [(name, label(name), waste + flt.query(group=name)) for name in groups()]
 
 
 @reader_required
@@ -270,7 +253,7 @@ def waste(request: HttpRequest) -> HttpResponse:
         rows=rows,
         total=sum(s.tokens for s in slices),
         trail=_trail(flt),
-        tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
+        tabs=[(name, label(name), flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
         group_choices=_group_choices(flt),
         reason_shown=flt.reason,
@@ -384,8 +367,8 @@ def record_page(request: HttpRequest) -> HttpResponse:
         request,
         flt,
         record=record,
-        tokens=[(name, getattr(record, name)) for name in RECORD_TOKENS],
-        timing=[(name, getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
+        tokens=[(label(name), getattr(record, name)) for name in RECORD_TOKENS],
+        timing=[(label(name), getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
         original=_linked(flt, selectors.original_of(record=record)),
         same_prompt=_same_prompt_href(flt, record),
