@@ -96,7 +96,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         total=found.total,
         classes=classes,
         spend=sorted(summed.spend.items()) if money else [],
-        figure=class_series_figure(summed.series, class_labels()),
+        figure=class_series_figure(summed.series, class_labels(), granularity=flt.granularity),
         lines=[
             {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
             for s in summed.lines
