@@ -40,7 +40,7 @@ def links(html: str) -> set[str]:
 
 
 def setup_rows(html: str) -> dict[str, str]:
-    rows = re.findall(r'<tr data-done="(yes|no)">\s*<td>(?:<a [^>]*>)?([^<]+)', html)
+    rows = re.findall(r'<tr data-done="(yes|no)">\s*<td class="text">(?:<a [^>]*>)?([^<]+)', html)
     return {label.strip(): done for done, label in rows}
 
 

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from django.utils.translation import gettext as _
 
 from apps.common.buckets import accounting_zone
+from apps.common.charts import chart_html, themed
 
 CLASS_COLOURS = {"effective": "#2e7d32", "cache": "#1565c0", "waste": "#c62828", "shadow": "#6d4c41"}
 
@@ -17,8 +18,11 @@ def _local(at: datetime) -> datetime:
     return at.astimezone(accounting_zone()).replace(tzinfo=None)
 
 
-def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: dict[str, str]) -> str:
-    """Stacked bars of tokens per class over time, as an HTML fragment (div + script)."""
+def class_series_figure(
+    series: dict[str, dict[datetime, int]], class_labels: dict[str, str], *, granularity: str = "hour"
+) -> str:
+    """Stacked bars of tokens per class over time (periods of `granularity`: hour or day), as an
+    HTML fragment (div + script)."""
     periods = sorted({p for by_period in series.values() for p in by_period})
     fig = go.Figure(
         [
@@ -31,16 +35,9 @@ def class_series_figure(series: dict[str, dict[datetime, int]], class_labels: di
             for name, by_period in series.items()
         ]
     )
-    fig.update_layout(
-        barmode="stack",
-        height=320,
-        margin={"l": 50, "r": 10, "t": 10, "b": 40},
-        legend={"orientation": "h"},
-        yaxis_title=_("tokens"),
-    )
-    config = {"displaylogo": False, "responsive": True}
-    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id="tokens-by-class", config=config)
-    return html
+    themed(fig, period=granularity)
+    fig.update_layout(yaxis_title=_("tokens"))
+    return chart_html(fig, div_id="tokens-by-class")
 
 
 def sparkline_figure(points: list[int], *, div_id: str) -> str:
@@ -48,9 +45,8 @@ def sparkline_figure(points: list[int], *, div_id: str) -> str:
     colour = CLASS_COLOURS["waste"]
     # Markers too: a window of one period is one point, which a line alone does not draw.
     line = go.Scatter(y=points, mode="lines+markers", line={"color": colour, "width": 2}, marker={"size": 4})
-    fig = go.Figure([line])
+    fig = themed(go.Figure([line]), height=32)
     fig.update_layout(
-        height=32,
         width=140,
         margin={"l": 0, "r": 0, "t": 2, "b": 2},
         xaxis={"visible": False},
@@ -59,6 +55,4 @@ def sparkline_figure(points: list[int], *, div_id: str) -> str:
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
     )
-    config = {"displayModeBar": False, "staticPlot": True}
-    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config)
-    return html
+    return chart_html(fig, div_id=div_id, static=True)

@@ -580,3 +580,12 @@ def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) 
         rows = cursor.fetchall()
     slices = [Slice(value, int(count), {}) for value, count, _total in rows]
     return Grouped(measured.token_class, slices, {value: int(total) for value, _count, total in rows})
+
+
+def records_exist(*, lines: list[str] | None) -> bool:
+    """Whether any record of these lines (all lines: None) was ever received: an empty page then
+    says to widen the window, not to set up a collector."""
+    found = Record.objects.all()
+    if lines is not None:
+        found = found.filter(dims__business_line__in=lines)
+    return found.exists()

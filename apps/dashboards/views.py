@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
 from apps.classification.engine import CLASSES
+from apps.common.labels import label
 from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from, groups
@@ -59,21 +60,6 @@ def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
 TOP_WASTE_DIMS = ("feature", "step")
 
 
-def group_labels() -> dict[str, str]:
-    """Human names of what the waste page groups by (a configured dim not listed: its name)."""
-    return {
-        "business_line": _("business line"),
-        "team": _("team"),
-        "project": _("project"),
-        "feature": _("feature"),
-        "step": _("step"),
-        "env": _("environment"),
-        "model": _("model"),
-        "reason": _("reason"),
-        "conversation": _("conversation"),
-    }
-
-
 def class_labels() -> dict[str, str]:
     return {"effective": _("effective"), "waste": _("waste"), "cache": _("cache"), "shadow": _("shadow")}
 
@@ -108,9 +94,10 @@ def overview(request: HttpRequest) -> HttpResponse:
         flt,
         metrics=[{**state, "href": waste + flt.query(token_class=state["drill"])} for state in metric_states(found)],
         total=found.total,
+        records_yet=found.total > 0 or selectors.records_exist(lines=lines),
         classes=classes,
         spend=sorted(summed.spend.items()) if money else [],
-        figure=class_series_figure(summed.series, class_labels()),
+        figure=class_series_figure(summed.series, class_labels(), granularity=flt.granularity),
         lines=[
             {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
             for s in summed.lines
@@ -137,9 +124,7 @@ def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
             }
             for i, trend in enumerate(selectors.top_waste(flt=flt, lines=lines, dim=dim))
         ]
-        tables.append(
-            {"dim": dim, "label": group_labels().get(dim, dim), "rows": rows, "all": waste + flt.query(group=dim)}
-        )
+        tables.append({"dim": dim, "label": label(dim), "rows": rows, "all": waste + flt.query(group=dim)})
     return tables
 
 
@@ -223,6 +208,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
         group=flt.group,
         measured=found.measured,
         rows=rows,
+        records_yet=bool(rows) or selectors.records_exist(lines=lines),
         total=sum(s.tokens for s in found.slices),
         trail=_trail(flt),
         group_choices=_group_choices(flt),
@@ -238,8 +224,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
 def _group_choices(flt: Filters) -> list[tuple[str, str, str]]:
     """(name, label, link) of each grouping across reasons, from wherever the page stands."""
     waste = reverse("dashboards:waste")
-    labels = group_labels()
-    return [(name, labels.get(name, name), waste + flt.query(group=name)) for name in groups()]
+    return [(name, label(name), waste + flt.query(group=name)) for name in groups()]
 
 
 @reader_required
@@ -268,9 +253,10 @@ def waste(request: HttpRequest) -> HttpResponse:
         level=level,
         group=group,
         rows=rows,
+        records_yet=bool(rows) or selectors.records_exist(lines=lines),
         total=sum(s.tokens for s in slices),
         trail=_trail(flt),
-        tabs=[(name, flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
+        tabs=[(name, label(name), flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
         group_choices=_group_choices(flt),
         reason_shown=flt.reason,
@@ -384,8 +370,8 @@ def record_page(request: HttpRequest) -> HttpResponse:
         request,
         flt,
         record=record,
-        tokens=[(name, getattr(record, name)) for name in RECORD_TOKENS],
-        timing=[(name, getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
+        tokens=[(label(name), getattr(record, name)) for name in RECORD_TOKENS],
+        timing=[(label(name), getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
         original=_linked(flt, selectors.original_of(record=record)),
         same_prompt=_same_prompt_href(flt, record),

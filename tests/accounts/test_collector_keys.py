@@ -109,7 +109,7 @@ def test_the_collectors_page_shows_each_keys_limits(admin_client):
     page = admin_client.get("/collectors/").content.decode()
 
     names = ("any-line", "search-vllm", "history")
-    rows = {name: page[page.index(f"<td>{name}</td>") :].split("</tr>")[0] for name in names}
+    rows = {name: page[page.index(f'<td class="text">{name}</td>') :].split("</tr>")[0] for name in names}
     assert '"text lines">all<' in rows["any-line"] and '"text reconciliation">no<' in rows["any-line"]
     assert '"text age">3 days old<' in rows["any-line"]
     assert '"text lines">search<' in rows["search-vllm"] and '"text reconciliation">allowed<' in rows["search-vllm"]

@@ -185,4 +185,10 @@ def test_it_fits_a_phone_screen(open_as: Any) -> None:
 
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 1, f"the overview is {overflow}px wider than a phone"
+    # The numbers come first on a phone, the filters that change them below; a laptop keeps the
+    # filters on top.
+    top = "s => document.querySelector(s).getBoundingClientRect().top"
+    assert page.evaluate(top, "#health") < page.evaluate(top, "form.filters")
     shot(page, "overview-phone")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    assert page.evaluate(top, "form.filters") < page.evaluate(top, "#health")

@@ -57,17 +57,17 @@ def test_it_lists_the_duplicates_beside_the_requests_they_repeat(repeats, as_use
     assert ">120<" in page  # seconds after the original
     # The same two the classification made waste: 2 x (688 uncached prompt + 180 output)
     grouped = as_user("engineer").get("/waste/?group=reason").content.decode()
-    assert re.search(r"<td>waste\.duplicate</td>\s*<td><a [^>]+>1,736</a>", grouped)
+    assert re.search(r"<td class=\"text\">waste\.duplicate</td>\s*<td><a [^>]+>1,736</a>", grouped)
 
 
 def test_the_reason_link_of_the_drill_down_reaches_them(repeats, as_user) -> None:
     client = as_user("viewer")
     reasons = client.get("/waste/?class=waste").content.decode()
-    link = re.search(r'<td>waste\.duplicate</td>\s*<td><a href="([^"]+)"', reasons)
+    link = re.search(r'<td class="text">waste\.duplicate</td>\s*<td><a href="([^"]+)"', reasons)
     assert link
     page = client.get(html.unescape(link.group(1))).content.decode()
     while 'class="duplicate"' not in page:  # reason -> model -> dims ... -> requests
-        nxt = re.search(r"<td>[^<]+</td>\s*<td><a href=\"([^\"]+)\"", page) or re.search(
+        nxt = re.search(r"<td class=\"text\">[^<]+</td>\s*<td><a href=\"([^\"]+)\"", page) or re.search(
             r'<a href="([^"]+)">requests →</a>', page
         )
         assert nxt, page

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def link_of(page: str, label: str) -> str:
     """The first link in the table row whose first cell is `label`."""
-    found = re.search(rf"<td>{re.escape(label)}</td>\s*<td><a href=\"([^\"]+)\"", page)
+    found = re.search(rf"<td class=\"text\">{re.escape(label)}</td>\s*<td><a href=\"([^\"]+)\"", page)
     assert found, f"no row {label!r} in the page"
     return html.unescape(found.group(1))
 

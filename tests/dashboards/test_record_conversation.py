@@ -51,11 +51,11 @@ def test_a_record_shows_each_components_reason_cost_and_rule_set(agent, as_user)
 
     rows = {r[0]: r for r in cells(page, "components")}
     # 1,200 prompt (512 cached), 180 output cut off at max_tokens; prices 2 / 0.5 / 8 per million
-    assert [rows["cached_prompt"][i] for i in (1, 2)] == ["512", "cache.prefix_cache"]
-    assert [rows["uncached_prompt"][i] for i in (1, 2)] == ["688", "effective.input"]
+    assert [rows["cached prompt"][i] for i in (1, 2)] == ["512", "cache.prefix_cache"]
+    assert [rows["uncached prompt"][i] for i in (1, 2)] == ["688", "effective.input"]
     assert [rows["output"][i] for i in (1, 2)] == ["180", "waste.truncated"]
     costs = {name: row[3] for name, row in rows.items()}
-    assert costs == {"cached_prompt": "0.000256 CNY", "uncached_prompt": "0.001376 CNY", "output": "0.001440 CNY"}
+    assert costs == {"cached prompt": "0.000256 CNY", "uncached prompt": "0.001376 CNY", "output": "0.001440 CNY"}
     version = RuleSet.objects.get(status="active").version
     assert f"Classified by rule set v{version}." in page
     engineer = record_page(as_user("engineer"), "req-act-2")
@@ -94,7 +94,7 @@ def test_it_groups_the_waste_by_conversation_and_opens_one(agent, as_user) -> No
     # conv-7: the timeout's 688 + 180, the retry's 180 cut off at max_tokens; conv-8 wasted nothing
     assert [r[:4] for r in cells(page, "grouped")] == [["conv-7", "1,048", "19 %", "5,520"]]
     assert 'id="conversations-note"' in page
-    href = re.search(r'<td>conv-7</td>\s*<td><a href="([^"]+)"', page)
+    href = re.search(r'<td class="text">conv-7</td>\s*<td><a href="([^"]+)"', page)
     assert href and len(cells(client.get(html.unescape(href.group(1))).content.decode(), "conversation")) == 4
     effective = cells(client.get("/waste/?group=conversation&class=effective").content.decode(), "grouped")
     assert [r[0] for r in effective] == ["conv-7", "conv-8"]

@@ -7,9 +7,16 @@ from typing import Any
 
 from django import template
 
+from apps.common import labels
 from apps.dashboards.filters import Filters
 
 register = template.Library()
+
+
+@register.filter
+def label(key: str) -> str:
+    """A dim or field key as the reader names it (apps/common/labels.py)."""
+    return labels.label(key)
 
 
 @register.filter

@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from apps.common.buckets import previous_month
+from apps.common.charts import chart_html, month_axis, themed
 from apps.common.tables import Column, Table
 from apps.ledger.finance.links import journal_href
 from apps.ledger.finance.names import Names
@@ -25,12 +26,8 @@ ZERO = Decimal(0)
 TREND_MONTHS = 12
 
 
-def figure_html(fig: go.Figure, barmode: str = "stack") -> str:
-    fig.update_layout(
-        margin={"l": 40, "r": 10, "t": 30, "b": 40}, height=320, barmode=barmode, legend={"orientation": "h"}
-    )
-    html: str = fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
-    return html
+def figure_html(fig: go.Figure, barmode: str = "stack", *, period: str = "") -> str:
+    return chart_html(themed(fig, barmode=barmode, period=period))
 
 
 def change(now: Decimal, before: Decimal | None) -> tuple[Decimal | None, Decimal | None]:
@@ -306,15 +303,17 @@ def trend_table(*, trend: list[dict[str, Any]], names: Names, currency: str) -> 
     amounts = {(r["month"], r["account"]): r["amount"] for r in trend}
     rows = [{"month": m, **{a: amounts.get((m, a), ZERO) for a in codes}} for m in months]
     fig = go.Figure(
-        [go.Bar(name=names.account(a), x=months, y=[float(amounts.get((m, a), 0)) for m in months]) for a in codes]
+        [
+            go.Bar(name=names.account(a), x=month_axis(months), y=[float(amounts.get((m, a), 0)) for m in months])
+            for a in codes
+        ]
     )
-    fig.update_xaxes(type="category")  # months, not instants
     table = Table(
         "trend",
         _("Spend by account, last %(months)d months (%(currency)s)") % {"months": TREND_MONTHS, "currency": currency},
         [Column("month", _("Month")), *(Column(a, money_label(names.account(a), currency), "money") for a in codes)],
         rows,
-        figure_html(fig),
+        figure_html(fig, period="month"),
         currency=currency,
     )
     for i, m in enumerate(months):
