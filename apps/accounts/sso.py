@@ -17,6 +17,7 @@ from typing import Any
 
 import requests
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
@@ -124,11 +125,12 @@ def username_of(*, claims: dict[str, Any]) -> str:
 
 class SsoBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend, inert while SSO is off and for every other login (only
-    the callback passes a nonce)."""
+    the callback passes a nonce). Django makes one for each request of a user who came in
+    through it (get_user), so the provider's settings and discovery document are read only in
+    authenticate: a provider that is down, or SSO turned off, never fails a logged-in request."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if sso_enabled():
-            super().__init__(*args, **kwargs)
+        self.UserModel = get_user_model()
 
     @staticmethod
     def get_settings(attr: str, *args: Any) -> Any:
@@ -137,6 +139,7 @@ class SsoBackend(OIDCAuthenticationBackend):
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
         if not sso_enabled() or "nonce" not in kwargs:
             return None
+        OIDCAuthenticationBackend.__init__(self)  # the endpoints, client and key settings
         return super().authenticate(request, **kwargs)
 
     def verify_token(self, token: str, **kwargs: Any) -> Any:

@@ -232,6 +232,8 @@ def test_it_keeps_local_login_and_shows_the_button_when_on(sso, live_server) -> 
     client = httpx.Client(timeout=30)
     page = client.get(f"{live_server.url}/login/")
     assert "Sign in with Example ID" in page.text
+    chinese = client.get(f"{live_server.url}/login/", headers={"Accept-Language": "zh-hans"})
+    assert "使用 Example ID 登录" in chinese.text
     answer = client.post(
         f"{live_server.url}/login/",
         data={
@@ -248,3 +250,12 @@ def test_it_is_off_unless_configured(client, db) -> None:
     assert client.get("/oidc/authenticate/").status_code == 404
     assert client.get("/oidc/callback/?code=x&state=y").status_code == 404
     assert "Sign in with" not in client.get("/login/").content.decode()
+
+
+def test_it_keeps_an_sso_session_when_sso_is_turned_off(sso, live_server, settings) -> None:
+    client, answer = sso_login(live_server.url, "ann")
+    assert answer.url.path == "/"
+
+    settings.OIDC_ISSUER = ""  # the session's backend is the SSO one: it still finds the user
+    assert client.get(f"{live_server.url}/api/v1/records?{urlencode(WINDOW)}").status_code == 200
+    assert "Sign in with" not in client.get(f"{live_server.url}/login/").text
