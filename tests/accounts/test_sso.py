@@ -218,13 +218,16 @@ def test_it_reads_the_claims_again_at_every_login(sso, live_server, collector) -
         sso.groups_set("sam", USERS["sam"])
 
 
-def test_it_refuses_a_user_with_no_group_that_maps_to_a_role(sso, live_server) -> None:
+def test_it_refuses_a_user_with_no_group_that_maps_to_a_role(sso, live_server, settings) -> None:
     client, answer = sso_login(live_server.url, "nobody")
 
     assert answer.url.path == "/login/" and answer.url.params["sso"] == "refused"
     assert "none of your groups gives a role here" in answer.text
     assert not User.objects.filter(email="nobody@example.org").exists()
     assert client.get(f"{live_server.url}/api/v1/records").status_code in {401, 403}
+    for _ in range(settings.AXES_FAILURE_LIMIT):  # refusals are no password guesses: nobody is locked out
+        sso_login(live_server.url, "nobody")
+    assert sso_login(live_server.url, "ann")[1].url.path == "/"
 
 
 def test_it_keeps_local_login_and_shows_the_button_when_on(sso, live_server) -> None:
