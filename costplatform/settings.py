@@ -127,7 +127,11 @@ LOGOUT_REDIRECT_URL = "login"
 # username, the right password included, for COSTPLATFORM_LOGIN_COOLOFF_MINUTES. By username, not
 # address: behind the TLS proxy every client has the proxy's address. apps/auditlog/lockouts.py
 # writes each lockout to the audit log.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    "apps.accounts.sso.SsoBackend",  # inert unless single sign-on is configured (below)
+]
 AXES_FAILURE_LIMIT = envint("COSTPLATFORM_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("COSTPLATFORM_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username"]
@@ -140,6 +144,23 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Lockouts are read in the audit log and lifted with `manage.py axes_reset_username`; axes' own
 # admin pages would be unscoped.
 AXES_ENABLE_ADMIN = False
+
+# Single sign-on (OpenID Connect, apps/accounts/sso.py, docs/security.md): on when the issuer and
+# client id are set. The endpoints come from the issuer's discovery document. The roles claim
+# holds group names, mapped to roles by COSTPLATFORM_OIDC_GROUP_ROLES ("idp-group=role,...";
+# empty: groups named as a role); the lines claim lists the business lines (absent: all).
+OIDC_ISSUER = env("COSTPLATFORM_OIDC_ISSUER").rstrip("/")
+OIDC_RP_CLIENT_ID = env("COSTPLATFORM_OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env("COSTPLATFORM_OIDC_CLIENT_SECRET")
+OIDC_PROVIDER_NAME = env("COSTPLATFORM_OIDC_PROVIDER_NAME", "single sign-on")
+OIDC_ROLES_CLAIM = env("COSTPLATFORM_OIDC_ROLES_CLAIM", "groups")
+OIDC_LINES_CLAIM = env("COSTPLATFORM_OIDC_LINES_CLAIM", "business_lines")
+OIDC_GROUP_ROLES = dict(item.split("=", 1) for item in envlist("COSTPLATFORM_OIDC_GROUP_ROLES", []) if "=" in item)
+OIDC_RP_SCOPES = env("COSTPLATFORM_OIDC_SCOPES", "openid email profile")
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=refused"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

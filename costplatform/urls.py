@@ -5,6 +5,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.accounts.sso import SsoAuthenticate, SsoCallback
+from apps.accounts.views import LoginPage
 from apps.metrics.views import metrics
 from costplatform import views
 
@@ -12,7 +14,9 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", LoginPage.as_view(), name="login"),
+    path("oidc/authenticate/", SsoAuthenticate.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", SsoCallback.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("apps.ledger.urls")),

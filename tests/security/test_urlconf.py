@@ -51,6 +51,8 @@ def page(roles: tuple[str, ...] = READERS, **kw: str) -> Endpoint:
 # Reachable without a login, and why.
 PUBLIC = {
     "login/": "the login form",
+    "oidc/authenticate/": "single sign-on: redirects to the OpenID Connect provider (404 when not configured)",
+    "oidc/callback/": "single sign-on: the provider's answer; state, nonce and PKCE checked (404 when not configured)",
     "logout/": "POST only; logs out whoever is logged in",
     "healthz": "load-balancer probe; answers {status: ok} and nothing else",
     "i18n/setlang/": "the language switch; sets a cookie",
