@@ -174,33 +174,27 @@ class SsoBackend(OIDCAuthenticationBackend):
         return user if grant.roles else None
 
 
-class SsoAuthenticate(OIDCAuthenticationRequestView):
+class _WhenConfigured:
+    """The library's views, reading this platform's settings, and a 404 while SSO is off."""
+
+    @staticmethod
+    def get_settings(attr: str, *args: Any) -> Any:
+        return sso_setting(attr, *args)
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not sso_enabled():
+            raise Http404("single sign-on is not configured")
+        response: HttpResponse = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
+
+class SsoAuthenticate(_WhenConfigured, OIDCAuthenticationRequestView):
     """/oidc/authenticate/: off (404) unless SSO is configured."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if sso_enabled():
             super().__init__(*args, **kwargs)
 
-    @staticmethod
-    def get_settings(attr: str, *args: Any) -> Any:
-        return sso_setting(attr, *args)
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not sso_enabled():
-            raise Http404("single sign-on is not configured")
-        response: HttpResponse = super().dispatch(request, *args, **kwargs)
-        return response
-
-
-class SsoCallback(OIDCAuthenticationCallbackView):
+class SsoCallback(_WhenConfigured, OIDCAuthenticationCallbackView):
     """/oidc/callback/: the provider sends the browser back here with the code."""
-
-    @staticmethod
-    def get_settings(attr: str, *args: Any) -> Any:
-        return sso_setting(attr, *args)
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not sso_enabled():
-            raise Http404("single sign-on is not configured")
-        response: HttpResponse = super().dispatch(request, *args, **kwargs)
-        return response

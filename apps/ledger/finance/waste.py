@@ -33,25 +33,22 @@ from apps.ledger.finance.links import journal_href, month_waste_href
 from apps.ledger.finance.names import Names
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, JournalLine
-from apps.ledger.services.accrual import month_window
+from apps.ledger.services.accrual import PRICED_HOURS_FROM, month_window
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
 
-_WASTE_SQL = """
+_WASTE_SQL = (
+    """
 SELECT COALESCE(NULLIF(d.business_line, ''), %s) AS cc, r.name, {rule} AS rule_id,
        (c.hour AT TIME ZONE %s)::date AS day, SUM(c.tokens)::bigint, SUM(c.cost)
-FROM pricing_hourlycost c
-JOIN ingest_dimset d ON d.id = c.dims_id
-JOIN classification_reason r ON r.id = c.reason_id
-LEFT JOIN LATERAL (
-    SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
-    WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
-) w ON TRUE
-WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND r.name LIKE 'waste.%%'
+"""
+    + PRICED_HOURS_FROM
+    + """WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND r.name LIKE 'waste.%%'
   AND (%s::text[] IS NULL OR COALESCE(NULLIF(d.business_line, ''), %s) = ANY(%s::text[]))
 GROUP BY 1, 2, 3, 4
 """
+)
 
 
 @dataclass
