@@ -55,10 +55,12 @@ screenshots: install browser  ## docs/screenshots/ from demo data in a real brow
 services:
 	bash .ci/services.sh
 
-# The browser tests drive the Debian chromium package (and need a CJK font for the Chinese pages).
+# The browser tests drive the Debian chromium package (and need a CJK font for the Chinese pages);
+# the month pack's first sheet is rendered by LibreOffice and poppler.
 browser:
-	@command -v chromium >/dev/null && fc-list :lang=zh | grep -q . \
-	  || (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei)
+	@command -v chromium >/dev/null && fc-list :lang=zh | grep -q . && command -v soffice >/dev/null \
+	  && command -v pdftoppm >/dev/null \
+	  || (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei libreoffice-calc-nogui poppler-utils)
 
 # The slowest tests are listed at the end, to keep an eye on the suite's time.
 test: install services browser

@@ -323,7 +323,7 @@ def render_first_sheet(xlsx: bytes, png: Path) -> None:
     """The top of the workbook's first page as a PNG: LibreOffice to PDF, poppler to PNG."""
     office = shutil.which("libreoffice") or shutil.which("soffice")
     if not office or not shutil.which("pdftoppm"):
-        pytest.skip("libreoffice and pdftoppm render the sheet: apt-get install libreoffice-calc-nogui poppler-utils")
+        pytest.fail("libreoffice and pdftoppm render the sheet: `make browser` installs them")
     work = png.parent / "month-pack-render"
     work.mkdir(parents=True, exist_ok=True)
     (work / "month-pack.xlsx").write_bytes(xlsx)
