@@ -26,7 +26,7 @@ from apps.ledger.finance.journal import JOURNAL_PAGE, journal_table
 from apps.ledger.models import Period
 from apps.ledger.selectors import LineFilter
 from apps.ledger.services.periods import parse_month
-from apps.ledger.sheets import table_response
+from apps.ledger.sheets import table_download
 
 
 def _month(request: HttpRequest) -> date:
@@ -44,10 +44,7 @@ def _finance_only(request: HttpRequest) -> None:
 def _download(request: HttpRequest, table: Table | None, name: str, filename: str) -> HttpResponse:
     if table is None:
         raise Http404(f"no table {name!r}")
-    try:
-        return table_response(table, fmt=request.GET.get("format", "csv"), filename=filename)
-    except ValueError as exc:
-        raise Http404(str(exc)) from exc
+    return table_download(table, fmt=request.GET.get("format", "csv"), filename=filename)
 
 
 @require_GET
