@@ -18,7 +18,7 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.accounts.roles import user_has_role
+from apps.accounts.roles import READERS, reader_required, user_has_role
 from apps.accounts.scopes import business_lines_of, sees_all_lines
 from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
 from apps.alerts.admin import ChannelForm, redacted
@@ -27,7 +27,6 @@ from apps.alerts.messages import message_for
 from apps.alerts.models import Alert, Channel, Notification
 from apps.alerts.preview import channel_previews
 from apps.alerts.services import alert_act, channel_save, channel_send_test
-from apps.dashboards.views import READERS, reader_required
 
 TESTERS = ("admin", "engineer")
 HISTORY = 200

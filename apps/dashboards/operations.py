@@ -16,12 +16,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from apps.accounts.models import CollectorKey
-from apps.accounts.roles import user_has_role
+from apps.accounts.roles import reader_required, user_has_role
 from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, edits_rules, sees_all_lines, sees_money
 from apps.classification.models import RuleSet
 from apps.classification.services import ruleset_draft_create, ruleset_try
 from apps.common.buckets import BucketError, month_of, parse_month
-from apps.dashboards.views import reader_required
 from apps.ingest.models import Rejection
 from apps.ledger.selectors import budget_vs_actual
 from apps.pricing.models import CostPool, PriceVersion
