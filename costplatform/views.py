@@ -71,7 +71,7 @@ def setup_checklist() -> list[SetupItem]:
             _("Alert channels"),
             channels > 0,
             ngettext("%(n)d channel enabled", "%(n)d channels enabled", channels) % {"n": channels},
-            reverse("dashboards:alert-channels"),
+            reverse("alert-channels"),
         ),
         SetupItem(
             _("Site address"),
@@ -80,7 +80,7 @@ def setup_checklist() -> list[SetupItem]:
             % {"url": settings.ALERTS_SITE_URL}
             if local
             else settings.ALERTS_SITE_URL,
-            reverse("dashboards:alert-channels"),
+            reverse("alert-channels"),
         ),
         SetupItem(
             _("Attribution map"),
