@@ -21,6 +21,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.ledger.urls")),
     path("", include("apps.audits.urls")),
+    path("", include("apps.classification.urls")),
     path("", include("apps.alerts.urls")),
     path("", include("apps.dashboards.urls")),
     path("i18n/", include("django.conf.urls.i18n")),

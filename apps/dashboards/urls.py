@@ -14,9 +14,6 @@ urlpatterns = [
     path("waste/conversation/", views.conversation, name="conversation"),
 ]
 urlpatterns += [
-    path("rules/", operations.rules, name="rules"),
-    path("rules/draft/", operations.rules_draft, name="rules-draft"),
-    path("rules/<int:version>/try/", operations.rules_try, name="rules-try"),
     path("prices/", operations.prices, name="prices"),
     path("collectors/", operations.collectors, name="collectors"),
     path("budgets/", operations.budgets, name="budgets"),
