@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("apps.ledger.urls")),
     path("", include("apps.audits.urls")),
     path("", include("apps.classification.urls")),
+    path("", include("apps.pricing.urls")),
     path("", include("apps.alerts.urls")),
     path("", include("apps.dashboards.urls")),
     path("i18n/", include("django.conf.urls.i18n")),

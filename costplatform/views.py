@@ -65,7 +65,7 @@ def setup_checklist() -> list[SetupItem]:
             % {"n": len(unpriced)}
             if unpriced
             else _("Every model of the last 30 days has a price or a cost pool."),
-            reverse("dashboards:prices"),
+            reverse("prices"),
         ),
         SetupItem(
             _("Alert channels"),

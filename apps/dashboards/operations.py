@@ -1,5 +1,5 @@
-"""Read-mostly operations pages reusing the existing services: prices and cost pools,
-collectors (keys, last seen, rejections), budgets."""
+"""Read-mostly operations pages reusing the existing services: collectors (keys, last seen,
+rejections), budgets."""
 
 from __future__ import annotations
 
@@ -16,22 +16,8 @@ from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, sees_all_lines
 from apps.common.buckets import BucketError, month_of, parse_month
 from apps.ingest.models import Rejection
 from apps.ledger.selectors import budget_vs_actual
-from apps.pricing.models import CostPool, PriceVersion
-from apps.pricing.selectors import unpriced_models_recent
 
 OPERATORS = ("admin", "engineer")
-
-
-@reader_required
-def prices(request: HttpRequest) -> HttpResponse:
-    money = sees_money(request.user)
-    context = {
-        "money": money,
-        "versions": PriceVersion.objects.prefetch_related("prices")[:20] if money else [],
-        "pools": CostPool.objects.all() if money else [],
-        "unpriced": unpriced_models_recent(),
-    }
-    return render(request, "dashboards/prices.html", context)
 
 
 @reader_required

@@ -14,7 +14,6 @@ urlpatterns = [
     path("waste/conversation/", views.conversation, name="conversation"),
 ]
 urlpatterns += [
-    path("prices/", operations.prices, name="prices"),
     path("collectors/", operations.collectors, name="collectors"),
     path("budgets/", operations.budgets, name="budgets"),
 ]

@@ -1,5 +1,5 @@
-"""The read-mostly operations pages: prices and pools (money readers), collectors (engineers
-and admins), budgets (scoped, money by role)."""
+"""The read-mostly operations pages: collectors (engineers and admins), budgets (scoped, money
+by role)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,9 @@ import pytest
 
 from apps.ledger.models import Budget
 from apps.ledger.services.accrual import month_of
-from tests import factories
 from tests.factories import record
 
 pytestmark = pytest.mark.django_db
-
-
-def test_prices_and_pools_are_for_money_readers(traffic, as_user) -> None:
-    factories.cost_pool(name="gpu-a")
-
-    finance = as_user("finance").get("/prices/").content.decode()
-    engineer = as_user("engineer").get("/prices/").content.decode()
-
-    assert "gpu-a" in finance and "8.000000" in finance
-    assert "gpu-a" not in engineer and "8.000000" not in engineer
 
 
 def test_collectors_show_last_seen_and_rejections(collector, as_user) -> None:
