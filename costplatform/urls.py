@@ -21,6 +21,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.ledger.urls")),
     path("", include("apps.audits.urls")),
+    path("", include("apps.ingest.urls")),
     path("", include("apps.classification.urls")),
     path("", include("apps.pricing.urls")),
     path("", include("apps.alerts.urls")),

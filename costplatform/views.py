@@ -56,7 +56,7 @@ def setup_checklist() -> list[SetupItem]:
             _("Collector keys"),
             keys > 0,
             ngettext("%(n)d active key", "%(n)d active keys", keys) % {"n": keys},
-            reverse("dashboards:collectors"),
+            reverse("collectors"),
         ),
         SetupItem(
             _("Prices"),

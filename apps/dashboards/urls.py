@@ -14,6 +14,5 @@ urlpatterns = [
     path("waste/conversation/", views.conversation, name="conversation"),
 ]
 urlpatterns += [
-    path("collectors/", operations.collectors, name="collectors"),
     path("budgets/", operations.budgets, name="budgets"),
 ]

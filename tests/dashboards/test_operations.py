@@ -1,5 +1,4 @@
-"""The read-mostly operations pages: collectors (engineers and admins), budgets (scoped, money
-by role)."""
+"""The read-mostly operations pages: budgets (scoped, money by role)."""
 
 from __future__ import annotations
 
@@ -10,18 +9,8 @@ import pytest
 
 from apps.ledger.models import Budget
 from apps.ledger.services.accrual import month_of
-from tests.factories import record
 
 pytestmark = pytest.mark.django_db
-
-
-def test_collectors_show_last_seen_and_rejections(collector, as_user) -> None:
-    collector.send([record(**{"tokens.prompt": -1})])
-
-    page = as_user("engineer").get("/collectors/").content.decode()
-
-    assert "source-" in page and ">1<" in page and "prompt" in page
-    assert as_user("viewer").get("/collectors/").status_code == 403
 
 
 def test_budgets_are_scoped_and_money_by_role(as_user) -> None:
