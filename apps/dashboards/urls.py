@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.dashboards import operations, views
+from apps.dashboards import views
 
 app_name = "dashboards"
 urlpatterns = [
@@ -12,7 +12,4 @@ urlpatterns = [
     path("waste/record/", views.record_page, name="record"),
     path("waste/duplicates/", views.duplicates, name="duplicates"),
     path("waste/conversation/", views.conversation, name="conversation"),
-]
-urlpatterns += [
-    path("budgets/", operations.budgets, name="budgets"),
 ]

@@ -1,4 +1,6 @@
-"""Read-mostly operations pages reusing the existing services: budgets."""
+"""The budgets page (every role): each business line's budget against its actual tokens and
+spend this month (or ?month=YYYY-MM); a scoped user sees only its lines, money only a money
+reader. Budgets are edited on the plans page (plans.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from datetime import UTC, datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import path
 
 from apps.accounts.roles import reader_required
 from apps.accounts.scopes import business_lines_of, sees_money
@@ -24,4 +27,7 @@ def budgets(request: HttpRequest) -> HttpResponse:
     lines = business_lines_of(request.user)
     rows = [r for r in budget_vs_actual(month=month) if lines is None or r["business_line"] in lines]
     context = {"rows": rows, "month": f"{month:%Y-%m}", "money": sees_money(request.user)}
-    return render(request, "dashboards/budgets.html", context)
+    return render(request, "ledger/budgets.html", context)
+
+
+urlpatterns = [path("budgets/", budgets, name="budgets")]

@@ -1,4 +1,4 @@
-"""The read-mostly operations pages: budgets (scoped, money by role)."""
+"""The budgets page: scoped by business line, money by role."""
 
 from __future__ import annotations
 
