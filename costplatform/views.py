@@ -56,7 +56,7 @@ def setup_checklist() -> list[SetupItem]:
             _("Collector keys"),
             keys > 0,
             ngettext("%(n)d active key", "%(n)d active keys", keys) % {"n": keys},
-            reverse("dashboards:collectors"),
+            reverse("collectors"),
         ),
         SetupItem(
             _("Prices"),
@@ -65,13 +65,13 @@ def setup_checklist() -> list[SetupItem]:
             % {"n": len(unpriced)}
             if unpriced
             else _("Every model of the last 30 days has a price or a cost pool."),
-            reverse("dashboards:prices"),
+            reverse("prices"),
         ),
         SetupItem(
             _("Alert channels"),
             channels > 0,
             ngettext("%(n)d channel enabled", "%(n)d channels enabled", channels) % {"n": channels},
-            reverse("dashboards:alert-channels"),
+            reverse("alert-channels"),
         ),
         SetupItem(
             _("Site address"),
@@ -80,7 +80,7 @@ def setup_checklist() -> list[SetupItem]:
             % {"url": settings.ALERTS_SITE_URL}
             if local
             else settings.ALERTS_SITE_URL,
-            reverse("dashboards:alert-channels"),
+            reverse("alert-channels"),
         ),
         SetupItem(
             _("Attribution map"),

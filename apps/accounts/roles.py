@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
 from rest_framework.permissions import BasePermission
 
 from apps.accounts.models import ROLES
+
+# Who reads the pages of every app: any role; a login alone reads nothing.
+READERS = ROLES
 
 
 def user_has_role(user: Any, *roles: str) -> bool:
@@ -31,6 +40,21 @@ def roles_required(*roles: str) -> type[BasePermission]:
 
     HasRole.__name__ = f"HasRole_{'_'.join(roles)}"
     return HasRole
+
+
+def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A read page of any app: GET only, after a login, for a user with a role. What the page
+    shows beyond that (money, other business lines) is the page's own check."""
+
+    @wraps(view)
+    @require_GET
+    @login_required
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not user_has_role(request.user, *READERS):
+            raise PermissionDenied("the pages need a role: admin, finance, engineer or viewer")
+        return view(request, *args, **kwargs)
+
+    return checked
 
 
 class IsReader(BasePermission):

@@ -68,7 +68,7 @@ def action_links(alert: Alert, language: str) -> list[tuple[str, str]]:
     return [
         (
             labels[action],
-            absolute(reverse("dashboards:alert-action", args=[action_token(alert_id=alert.pk, action=action)])),
+            absolute(reverse("alert-action", args=[action_token(alert_id=alert.pk, action=action)])),
         )
         for action in OFFERED
     ]

@@ -61,7 +61,7 @@ def sample_alert() -> Alert:
 
 def channel_previews(*, language: str) -> list[Preview]:
     alert = sample_alert()
-    sample_link = absolute(reverse("dashboards:alert-action", args=["sample"]))
+    sample_link = absolute(reverse("alert-action", args=["sample"]))
     actions = [(ACTION_LABELS[language][action], sample_link) for action in OFFERED]
     message = message_for(alert, language, actions=actions)
     found = []

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.dashboards import alerts, operations, views
+from apps.dashboards import views
 
 app_name = "dashboards"
 urlpatterns = [
@@ -12,20 +12,4 @@ urlpatterns = [
     path("waste/record/", views.record_page, name="record"),
     path("waste/duplicates/", views.duplicates, name="duplicates"),
     path("waste/conversation/", views.conversation, name="conversation"),
-]
-urlpatterns += [
-    path("rules/", operations.rules, name="rules"),
-    path("rules/draft/", operations.rules_draft, name="rules-draft"),
-    path("rules/<int:version>/try/", operations.rules_try, name="rules-try"),
-    path("prices/", operations.prices, name="prices"),
-    path("collectors/", operations.collectors, name="collectors"),
-    path("budgets/", operations.budgets, name="budgets"),
-]
-urlpatterns += [
-    path("alerts/", alerts.alerts, name="alerts"),
-    path("alerts/channels/", alerts.channels, name="alert-channels"),
-    path("alerts/channels/<int:channel_id>/test/", alerts.channel_test, name="alert-channel-test"),
-    path("alerts/act/<str:token>/", alerts.alert_action, name="alert-action"),
-    path("alerts/channels/new/", alerts.channel_edit, name="alert-channel-new"),
-    path("alerts/channels/<int:channel_id>/edit/", alerts.channel_edit, name="alert-channel-edit"),
 ]

@@ -5,22 +5,17 @@ finance, admin or a user granted it; a scoped user sees only its business lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET
 
-from apps.accounts.roles import user_has_role
+from apps.accounts.roles import reader_required
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
 from apps.classification.engine import CLASSES
 from apps.common.labels import label
@@ -34,7 +29,6 @@ from apps.ingest.models import Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, records_list
 from apps.ingest.services import FINISH_CODES
 
-READERS = ("admin", "finance", "engineer", "viewer")
 PAGE_SIZE = 50
 # Reasons that a record's own fields decide; other reasons (duplicates, custom rules) list the
 # requests of the model and dims, with a note.
@@ -42,18 +36,6 @@ REASON_RECORDS: dict[str, dict[str, int]] = {
     **{f"waste.{status}": {"status": STATUSES.index(status)} for status in STATUSES[1:]},
     "waste.truncated": {"status": 0, "finish_reason": FINISH_CODES["length"]},
 }
-
-
-def reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    @wraps(view)
-    @require_GET
-    @login_required
-    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not user_has_role(request.user, *READERS):
-            raise PermissionDenied("the dashboards need a role: admin, finance, engineer or viewer")
-        return view(request, *args, **kwargs)
-
-    return checked
 
 
 # The overview's "top wasteful" tables: dims an engineer changes code for.

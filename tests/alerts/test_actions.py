@@ -21,7 +21,7 @@ from apps.alerts.models import AlertAction, Notification, Rule
 from apps.alerts.services import notification_send
 from tests import factories
 from tests.alerts.test_messages import spike
-from tests.dashboards.conftest import login_as
+from tests.conftest import login_as
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "pw-for-tests-only"

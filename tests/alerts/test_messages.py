@@ -21,7 +21,7 @@ from apps.alerts.models import Alert
 from apps.ingest.models import Rejection
 from tests import factories
 from tests.alerts.test_evaluation import HOUR, NOW, usage, weekly_baseline
-from tests.dashboards.conftest import login_as
+from tests.conftest import login_as
 
 pytestmark = pytest.mark.django_db
 LINE = {"business_line": "search"}

@@ -133,5 +133,5 @@ def test_it_aligns_from_one_rule_in_the_base_page(admin_client: Client) -> None:
     page = admin_client.get("/overview/").content.decode()
     style = page.split("<style>", 1)[1].split("</style>", 1)[0]
     assert "th.text" in style and "td.text" in style
-    css = open("apps/dashboards/static/dashboards/dashboards.css").read()
+    css = open("apps/common/static/common/pages.css").read()
     assert ":first-child" not in css

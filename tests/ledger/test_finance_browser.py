@@ -19,7 +19,7 @@ from apps.common.buckets import month_of
 from apps.common.formats import money_text
 from apps.ledger.models import Budget, CostCentre
 from apps.ledger.services.accrual import month_accrue
-from tests.dashboards.conftest import T0, month_like_records, priced
+from tests.conftest import T0, month_like_records, priced
 from tests.dashboards.test_browser import browser, person, shot, sign_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -1,50 +1,18 @@
-"""Small template helpers of the dashboards: dict lookup, filters without a dim, numbers."""
+"""Template helpers of the dashboards: the shared ones of every app's pages (apps/common
+templatetags/pages.py: labels, lookups, numbers) under this library's name too, and the
+filters' links without a dim."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Any
-
 from django import template
 
-from apps.common import labels
+from apps.common.templatetags import pages
 from apps.dashboards.filters import Filters
 
 register = template.Library()
-
-
-@register.filter
-def label(key: str) -> str:
-    """A dim or field key as the reader names it (apps/common/labels.py)."""
-    return labels.label(key)
-
-
-@register.filter
-def get_item(mapping: dict[str, Any], key: str) -> Any:
-    return mapping.get(key, "")
+register.filters.update(pages.register.filters)  # `{% load dashboards %}` keeps every shared filter
 
 
 @register.filter
 def without_dim(flt: Filters, name: str) -> str:
     return flt.without_dim(name)
-
-
-@register.filter
-def tokens(value: int | None) -> str:
-    return "" if value is None else f"{value:,}"
-
-
-@register.filter
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-@register.filter
-def money(value: Decimal | None) -> str:
-    return "" if value is None else f"{value:,.2f}"
-
-
-@register.filter
-def small_money(value: Decimal | None) -> str:
-    """The cost of one request: six decimals, the precision prices per million reach."""
-    return "" if value is None else f"{value:,.6f}"

@@ -109,7 +109,7 @@ def _unpriced(month: date) -> CheckItem:
         len(models),
         not tokens,
         detail,
-        reverse("dashboards:prices"),
+        reverse("prices"),
     )
 
 
@@ -216,7 +216,7 @@ def _dirty(month: date) -> CheckItem:
         if total
         else _("No day of the month waits for re-classification, re-pricing or re-booking.")
     )
-    return CheckItem("dirty_days", gettext_noop("Dirty days"), total, not total, detail, reverse("dashboards:prices"))
+    return CheckItem("dirty_days", gettext_noop("Dirty days"), total, not total, detail, reverse("prices"))
 
 
 FINDING_NAMES = {

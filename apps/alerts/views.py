@@ -1,5 +1,5 @@
-"""Alerts outside the admin: the history of alerts with their delivery state (scoped by
-business line) and the channels (kind, enabled or why disabled, last deliveries) with a
+"""The alerts pages, outside the admin: the history of alerts with their delivery state
+(scoped by business line) and the channels (kind, enabled or why disabled, last deliveries) with a
 "send a test message" button for engineers and admins (the admin action's service), and the
 page behind the signed mute / acknowledge links of a message (confirm, then act)."""
 
@@ -18,7 +18,7 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.accounts.roles import user_has_role
+from apps.accounts.roles import READERS, reader_required, user_has_role
 from apps.accounts.scopes import business_lines_of, sees_all_lines
 from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
 from apps.alerts.admin import ChannelForm, redacted
@@ -27,7 +27,6 @@ from apps.alerts.messages import message_for
 from apps.alerts.models import Alert, Channel, Notification
 from apps.alerts.preview import channel_previews
 from apps.alerts.services import alert_act, channel_save, channel_send_test
-from apps.dashboards.views import READERS, reader_required
 
 TESTERS = ("admin", "engineer")
 HISTORY = 200
@@ -106,7 +105,7 @@ def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
         raise PermissionDenied("the channel is outside your business lines")
     channel_send_test(channel=channel)
     messages.success(request, _("Queued a test message to %(name)s.") % {"name": channel.name})
-    return redirect("dashboards:alert-channels")
+    return redirect("alert-channels")
 
 
 def _may_edit(user: Any) -> bool:
@@ -125,7 +124,7 @@ def channel_edit(request: HttpRequest, channel_id: int | None = None) -> HttpRes
     if request.method == "POST" and form.is_valid():
         saved = channel_save(form=form)
         messages.success(request, _("Saved the channel %(name)s.") % {"name": saved.name})
-        return redirect("dashboards:alert-channels")
+        return redirect("alert-channels")
     return render(request, "alerts/channel_form.html", {"form": form, "channel": channel})
 
 
@@ -169,6 +168,6 @@ def alert_action(request: HttpRequest, token: str) -> HttpResponse:
         else:
             text = _("Alert acknowledged.")
         messages.success(request, text)
-        return redirect("dashboards:alerts")
+        return redirect("alerts")
     context = {"alert": alert, "message": message_for(alert, language), "label": label, "history": alert.actions.all()}
     return render(request, "alerts/action.html", context)
