@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Ingest benchmark: records/s of three ways to store the same generated token records.
 
-  (a) a straightforward DRF ModelSerializer + ORM path (bench/naive), over HTTP, on a sample;
+  (a) a straightforward DRF ModelSerializer + ORM path (bench/naive), over HTTP, on a sample,
+      saved row by row, and (a bulk) the same validation saved with one bulk_create a request;
   (b) the real ingest API (POST /api/v1/records) end to end over HTTP, batches of 5,000;
   (c) raw binary COPY of the same rows into ingest_record from one process;
 
@@ -53,6 +54,7 @@ DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/costplatform_bench"
 SETTINGS_MODULE = "bench.settings"
 INGEST_PATH = "/api/v1/records"
 NAIVE_PATH = "/bench/naive/records"
+NAIVE_BULK_PATH = "/bench/naive/records-bulk"
 
 TARGET_RATE = 50_000
 TARGET_VS_COPY = 1 / 3
@@ -823,7 +825,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "Ingest benchmark. Generates --records realistic token records (1 to 8 dims, mixed statuses), "
             "then measures records/s of (b) the real ingest API over HTTP (gunicorn in other processes), "
             "(c) raw binary COPY of the same rows into ingest_record, and (a) a DRF ModelSerializer + ORM "
-            "path on the first --naive-records of them; and bytes per stored record. Prints a table and "
+            "path on the first --naive-records of them, saved row by row and again with bulk_create; and bytes "
+            "per stored record. Prints a table and "
             "the target checks, and writes the results as JSON. DROPS and recreates the database named "
             "in DATABASE_URL (default costplatform_bench; the name must contain 'bench')."
         ),
@@ -831,7 +834,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = parser.add_argument
     add("--records", type=int, default=1_000_000, help="records generated and stored by (b) and (c) (1000000)")
     add("--naive-records", type=int, default=20_000,
-        help="records sent through (a): the first ones of the same set; 0 skips (a) (20000)")  # fmt: skip
+        help="records sent through (a), row by row and with bulk_create: the first ones of the same set; "
+             "0 skips (a) (20000)")  # fmt: skip
     add("--batch-size", type=int, default=5_000, help="records per HTTP request of (b) (5000)")
     add("--naive-batch-size", type=int, default=1_000,
         help="records per HTTP request of (a), smaller so its few requests keep every worker busy (1000)")  # fmt: skip
@@ -976,6 +980,19 @@ def main(argv: list[str] | None = None) -> int:
                 sys.exit(f"(a) stored {a_storage['rows']:,} records; expected {args.naive_records:,}")
             results["a"] = {"records": args.naive_records, "seconds": a_seconds, "storage": a_storage,
                             "cpu": a_cpu.summary(args.naive_records)}  # fmt: skip
+
+            # (a bulk) the same sample, the same validation, one bulk_create a request.
+            with connection.cursor() as cursor:
+                cursor.execute("TRUNCATE bench_naive_naiverecord")
+            wait_quiet(args.quiet_wait)
+            print(f"(a bulk) ModelSerializer + bulk_create on the same {args.naive_records:,} records ...", flush=True)
+            with CpuMeter(server_pid=server.pid, dbname=conninfo["dbname"]) as k_cpu:
+                k_seconds = post_all(port, NAIVE_BULK_PATH, collector.secret, a_bodies, a_counts, args.clients)
+            k_storage = table_storage("bench_naive_naiverecord")
+            if k_storage["rows"] != args.naive_records:
+                sys.exit(f"(a bulk) stored {k_storage['rows']:,} records; expected {args.naive_records:,}")
+            results["a_bulk"] = {"records": args.naive_records, "seconds": k_seconds, "storage": k_storage,
+                                 "cpu": k_cpu.summary(args.naive_records)}  # fmt: skip
     finally:
         server_stop(server)
         if ref_server is not None:
@@ -1005,12 +1022,13 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
     lines = []
     label = {
         "a": "(a) DRF ModelSerializer + ORM, HTTP",
+        "a_bulk": "(a) the same, bulk_create, HTTP",
         "b": f"(b) ingest API, HTTP, batches of {args.batch_size:,}",
         "c": "(c) raw binary COPY, one process",
     }
     header = f"| {'path':<40} | {'records':>9} | {'seconds':>7} | {'records/s':>9} | {'vs (b)':>7} |"
     lines += [header, "|" + "|".join("-" * (len(cell) + 0) for cell in header.split("|")[1:-1]) + "|"]
-    for key in ("a", "b", "c"):
+    for key in ("a", "a_bulk", "b", "c"):
         if key not in results:
             continue
         r = results[key]
@@ -1023,7 +1041,8 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
     print("\n".join(lines))
     if "a" in results:
         sample = results["a"]["records"]
-        print(f"\n(a) ran on the first {sample:,} of the {args.records:,} records (it is slow); its rate is compared.")
+        print(f"\n(a) ran on the first {sample:,} of the {args.records:,} records (it is slow); its rate is compared. "
+              "(a) bulk_create: the same records and validation, one multi-row INSERT a request.")  # fmt: skip
 
     b_store, c_store = results["b"]["storage"], results["c"]["storage"]
     b_bytes = b_store["bytes"] / b_store["rows"]
@@ -1051,15 +1070,15 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
               f"{'machine busy':>13} | {'steal':>5} | {'if alone':>10} |")  # fmt: skip
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
-    names = {"a": "(a)", "b": "(b)", "c": "(c)", "b_ref": "(b) at ref"}
-    for key in ("a", "b", "b_ref", "c"):
+    names = {"a": "(a)", "a_bulk": "(a) bulk", "b": "(b)", "c": "(c)", "b_ref": "(b) at ref"}
+    for key in ("a", "a_bulk", "b", "b_ref", "c"):
         if key not in results:
             continue
         us, busy, alone = _cpu_us(results[key]["cpu"])
         print(f"| {names[key]:<10} | {us['workers']:>14.1f} | {us['backends']:>17.1f} | {us['client']:>6.1f} | "
               f"{us['other']:>5.1f} | {us['machine']:>6.1f} ({busy:>4.0%}) | {us['steal']:>5.1f} | "
               f"{alone:>8,.0f}/s |")  # fmt: skip
-    for key in ("a", "b", "b_ref", "c"):
+    for key in ("a", "a_bulk", "b", "b_ref", "c"):
         cpu = results.get(key, {}).get("cpu")
         if cpu and cpu["other"] > 0.1 * cpu["machine"]:
             top = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu["top_others"][:4])
@@ -1072,6 +1091,8 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
     if "a" in results:
         a_rate = results["a"]["records_per_s"]
         checks.append((f"(b)/(a) >= {TARGET_VS_NAIVE}", f"{b_rate / a_rate:.1f}", b_rate >= TARGET_VS_NAIVE * a_rate))
+    if "a_bulk" in results:  # reported beside (a), not a target
+        print(f"\n(b)/(a) bulk_create: {b_rate / results['a_bulk']['records_per_s']:.1f}")
     checks.append((f"<= {TARGET_BYTES} bytes per record", f"{b_bytes:.0f}", b_bytes <= TARGET_BYTES))
     print("\ntargets:")
     for name, value, ok in checks:

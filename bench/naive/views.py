@@ -1,4 +1,6 @@
-"""POST /bench/naive/records: the same {"records": [...]} body, through a ModelSerializer."""
+"""POST /bench/naive/records: the same {"records": [...]} body, through a ModelSerializer, saved
+row by row (one INSERT a record). POST /bench/naive/records-bulk: the same validation, saved with
+one `bulk_create` a request, the first thing a Django developer would reach for next."""
 
 from __future__ import annotations
 
@@ -92,4 +94,17 @@ class NaiveRecordsView(APIView):
         serializer.is_valid(raise_exception=True)
         with transaction.atomic():
             saved = serializer.save(source=request.auth)  # ListSerializer.create: one INSERT a record
+        return Response({"accepted": len(saved), "duplicates": 0, "rejected": []})
+
+
+class NaiveBulkRecordsView(APIView):
+    authentication_classes = [CollectorKeyAuthentication]
+    permission_classes = [IsCollector]
+
+    def post(self, request: Request) -> Response:
+        serializer = NaiveRecordSerializer(data=request.data.get("records"), many=True)
+        serializer.is_valid(raise_exception=True)
+        rows = [NaiveRecord(**attrs, source=request.auth) for attrs in serializer.validated_data]
+        with transaction.atomic():
+            saved = NaiveRecord.objects.bulk_create(rows)  # one multi-row INSERT a batch of rows
         return Response({"accepted": len(saved), "duplicates": 0, "rejected": []})

@@ -1,16 +1,23 @@
 """Properties: for random well-typed rules and random records, the Python predicate and the SQL
-expression agree; for any text at all, parsing either succeeds or raises RuleError, quickly."""
+expression agree (over plain dicts and a flat table, and as the product runs them: the predicate
+at ingest over the decoded record, the SQL over the stored records through the product's own
+column mapping); for any text at all, parsing either succeeds or raises RuleError, quickly."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
+import pytest
+from django.db import connection
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from apps.classification.rules import (
     RECORD_SCHEMA,
     RuleError,
+    attribute_accessor,
     check,
     compile_predicate,
     compile_sql,
@@ -18,12 +25,16 @@ from apps.classification.rules import (
     parse,
     parse_rule,
 )
-from apps.ingest.contract import ENDPOINTS, FINISH_REASONS, QUALITY_TIERS, STATUSES
+from apps.classification.rules.storage import RECORD_FROM, record_columns
+from apps.ingest.contract import ENDPOINTS, FINISH_REASONS, QUALITY_TIERS, STATUSES, RecordV1, record_problems
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS
+from tests import factories
 
 from .conftest import COLUMNS, record, sql_answers
+from .helpers import store
 
-WORDS = ["", "a", "ab", "b", "qwen", "Qwen", 'q"x', "back\\slash", "é", "ab%", "_", "%s"]
+HASHES = ["9f86d081884c7d65", "00000000000000000000"]  # prompt hashes as the contract takes them
+WORDS = ["", "a", "ab", "b", "qwen", "Qwen", 'q"x', "back\\slash", "é", "ab%", "_", "%s", *HASHES]
 STR_FIELDS = ["record_id", "source", "model", "model_version", "retry_of", "prompt_hash"]
 DIM_FIELDS = ["dims.team", "dims.feature", 'dims["cost-center"]', "dims.absent"]
 ENUM_FIELDS = {
@@ -145,6 +156,102 @@ def test_python_and_sql_agree_on_random_rules_and_records(rule_records: None, ru
     assert all(type(answer) is bool for answer in in_python + in_sql)
     assert in_python == in_sql
     event("matches: " + ("all" if all(in_python) else "some" if any(in_python) else "none"))
+
+
+# --- as the product runs them -------------------------------------------------------------
+# At ingest a move rule's predicate reads the decoded record (RecordV1) with the source's name
+# (classification's classifier); reclassify and the rule preview read the stored records through
+# record_columns over RECORD_FROM. The records go in through ingest's own store.
+
+NAMES = [word for word in WORDS if word]  # a record id, model and source name are never empty
+
+
+def _capped(tokens: dict[str, int]) -> dict[str, int]:
+    """The same counts made to hold together as the contract wants (parts within their whole)."""
+    t = dict(tokens)
+    t["prompt_cached"] = min(t["prompt_cached"], t["prompt"])
+    t["system"] = min(t["system"], t["prompt"])
+    t["tool"] = min(t["tool"], t["prompt"] - t["system"])
+    t["structural"] = min(t["structural"], t["completion"])
+    t["draft_accepted"] = min(t["draft_accepted"], t["draft"])
+    return t
+
+
+@st.composite
+def valid_records(draw: Any) -> dict[str, Any]:
+    """A record the ingest contract accepts, as the JSON a collector sends (no source)."""
+    data = draw(records())
+    del data["source"]
+    data["record_id"], data["model"] = draw(st.sampled_from(NAMES)), draw(st.sampled_from(NAMES))
+    data["retry_of"] = draw(st.one_of(st.none(), st.sampled_from(NAMES)))
+    data["prompt_hash"] = draw(st.one_of(st.none(), st.sampled_from(HASHES)))
+    data["tokens"] = _capped(data["tokens"])
+    return data
+
+
+def ingest_accessor(source: str) -> Any:
+    """The classifier's accessor at ingest: the record's attributes, and the batch's source."""
+    return lambda path: (lambda record: source) if path == "source" else attribute_accessor(path)
+
+
+@pytest.fixture
+def sources(db: None) -> dict[str, int]:
+    return {name: factories.collector_key(name).key.pk for name in NAMES}
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    rule=rules,
+    source=st.sampled_from(NAMES),
+    batch=st.lists(valid_records(), min_size=1, max_size=6, unique_by=lambda data: data["record_id"]),
+)
+def test_python_at_ingest_and_sql_over_the_stored_records_agree(
+    sources: dict[str, int], rule: str, source: str, batch: list[dict[str, Any]]
+) -> None:
+    in_python, in_sql = at_ingest_and_stored(sources, rule, source, batch)
+
+    assert all(type(answer) is bool for answer in in_python + in_sql)
+    assert in_python == in_sql, f"{rule!r}: at ingest {in_python} != stored {in_sql}"
+    event("matches: " + ("all" if all(in_python) else "some" if any(in_python) else "none"))
+
+
+def test_a_model_version_sent_empty_is_null_at_ingest_as_it_is_stored(sources: dict[str, int]) -> None:
+    batch = [record(record_id=name, model_version=version) for name, version in [("a", ""), ("b", None), ("c", "x")]]
+    for data in batch:
+        del data["source"]
+    rule = "model_version == null"
+
+    assert at_ingest_and_stored(sources, rule, "a", batch) == ([True, True, False], [True, True, False])
+
+
+def at_ingest_and_stored(
+    sources: dict[str, int], rule: str, source: str, batch: list[dict[str, Any]]
+) -> tuple[list[bool], list[bool]]:
+    """The rule's answer for each record of a batch from `source`: at ingest (the predicate over
+    the decoded records) and over the records as ingest stored them (SQL through record_columns)."""
+    tree = parse_rule(rule)
+    now = datetime.now(UTC)
+    for n, data in enumerate(batch):  # one second apart, so the stored order is the batch's
+        data["ts"] = (now - timedelta(minutes=10) + timedelta(seconds=n)).isoformat()
+    typed = [msgspec.convert(data, RecordV1, strict=False) for data in batch]
+    problems = [found for r in typed if (found := record_problems(r, now=now, max_age=timedelta(days=1)))]
+    assert not problems, problems
+    predicate = compile_predicate(tree, ingest_accessor(source))
+    in_python = [predicate(r) for r in typed]
+
+    source_id = sources[source]
+    store(source_id, batch)
+    sql, params = compile_sql(tree, record_columns())
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql} FROM {RECORD_FROM} WHERE r.source_id = %s ORDER BY r.ts", [*params, source_id])
+        in_sql = [answer for (answer,) in cursor.fetchall()]
+        cursor.execute("DELETE FROM ingest_record WHERE source_id = %s", [source_id])  # a clean slate for the next
+    assert len(in_sql) == len(batch), "not every record was stored"
+    return in_python, in_sql
 
 
 VOCABULARY = [

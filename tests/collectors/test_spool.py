@@ -186,27 +186,57 @@ n = 0
 while True:
     spool.append([{"record_id": f"r{n + i}", "ts": "2025-03-01T10:00:00Z", "pad": "x" * 200} for i in range(7)])
     n += 7
-    print(n, flush=True)
+    print("wrote", n, flush=True)
     if n % 70 == 0:
-        spool.ack(spool.read(35))
+        batch = spool.read(35)
+        print("acking", batch.end_seq, flush=True)
+        spool.ack(batch)
+        print("acked", spool.acked_seq, flush=True)
 """
+ACK_BATCH = 35  # the most records the child acknowledges at once
+
+
+def crashed_child(directory: Path, kill_at_ack: int | None) -> list[tuple[str, int]]:
+    """Run CHILD on the directory and SIGKILL it: after 0.8 s, or as soon as it starts its
+    `kill_at_ack`th acknowledgement (so the kill most likely lands inside the cursor's write).
+    What it reported, as (word, number) lines."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(directory)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]
+    )
+    assert child.stdout is not None
+    lines: list[str] = []
+    if kill_at_ack is None:
+        time.sleep(0.8)
+    else:
+        while sum(line.startswith("acking") for line in lines) < kill_at_ack:
+            line = child.stdout.readline()
+            assert line, "the child ended"
+            lines.append(line)
+    os.kill(child.pid, signal.SIGKILL)  # mid-write or mid-acknowledgement
+    child.wait()
+    lines += child.stdout.read().splitlines()
+    return [(word, int(number)) for word, number in (line.split() for line in lines if line.strip())]
 
 
 @pytest.mark.slow
-def test_a_killed_writer_loses_nothing_it_reported_written(tmp_path):
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]
-    )
-    assert child.stdout is not None
-    time.sleep(0.8)
-    os.kill(child.pid, signal.SIGKILL)  # mid-write, most likely
-    child.wait()
-    written = [int(line) for line in child.stdout.read().split()]
+@pytest.mark.parametrize("kill_at_ack", [None, 3, 12])
+def test_a_killed_writer_and_reader_resumes_between_the_last_ack_and_the_first_unacknowledged(tmp_path, kill_at_ack):
+    reported = crashed_child(tmp_path, kill_at_ack)
+    written = max((n for word, n in reported if word == "wrote"), default=0)
+    acked = max((n for word, n in reported if word == "acked"), default=0)  # acknowledged, and told so
+    # An acknowledgement started and not reported done may or may not have reached the disk.
+    acking = max((n for word, n in reported if word == "acking"), default=0)
+    unacked = max(acked, acking)  # no record from here on was ever acknowledged
     assert written, "the child wrote nothing"
 
     with Spool(tmp_path, segment_bytes=20_000) as spool:
         got = drain(spool, 1000)
-    first = int(got[0][1:])
+    seqs = [int(record_id[1:]) for record_id in got]
+    first = seqs[0] if seqs else spool.next_seq
 
-    assert got == [f"r{n}" for n in range(first, first + len(got))]  # in order, none missing, none twice
-    assert first + len(got) >= written[-1]  # everything the child was told was durable
+    assert seqs == list(range(first, first + len(seqs)))  # in order, none missing between, none twice
+    assert acked <= first <= unacked, (acked, first, unacked)  # resumed between the last ack and the first unacked
+    lost = len(set(range(unacked, written)) - set(seqs))  # told durable, never acknowledged, not read back
+    duplicates = sum(seq < unacked for seq in seqs)  # read again though handed to an acknowledgement
+    assert lost == 0, f"{lost} records lost: wrote {written}, acked {acked}, resumed at {first}"
+    assert duplicates <= ACK_BATCH and duplicates == unacked - first, (duplicates, acked, first, unacked)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from tests.faults.harness import OUTCOMES, REPEATS, ops_start, ops_wait, outcome_table, platform_env
+from tests.faults.harness import OUTCOMES, REPEATS, Outcome, Row, ops_start, ops_wait, outcome_table, platform_env
 from tests.faults.postgres import PrivatePostgres
 from tests.processes import ROOT, PlatformServer
 
@@ -88,6 +88,43 @@ def suite(broker_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             platform.kill()  # every test has checked what it stored
     finally:
         pg.close()
+
+
+PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[PASSED] = report.passed
+    return report
+
+
+@pytest.fixture
+def fault_row(request: pytest.FixtureRequest) -> Iterator[Row]:
+    """Make a row of the table: `fault_row(fault, measure, unit=..., note=...)`. The row is in the
+    table from then on; at teardown it is counted (if the test stopped before counting it) and
+    marked survived only if the test passed."""
+    made: list[Outcome] = []
+
+    def row(fault: str, measure: Callable[[Outcome], None], **fields: Any) -> Outcome:
+        outcome = Outcome(fault, measure_with=measure, **fields)
+        OUTCOMES.append(outcome)
+        made.append(outcome)
+        return outcome
+
+    yield row
+    passed = request.node.stash.get(PASSED, False)
+    for outcome in made:
+        if not outcome.measured:
+            try:
+                outcome.measure()
+            except Exception as exc:  # the table says why a row has no counts
+                outcome.note = f"{outcome.note}; not counted: {exc}".lstrip("; ")
+        outcome.survived = passed
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -209,13 +209,23 @@ class Stream:
     def wait_submitted(self, fraction: float, timeout: float = 60) -> None:
         wait_until(lambda: self.progress()["submitted"] >= self.count * fraction, timeout, f"{self.prefix} submitted")
 
-    def wait(self, timeout: float = 120) -> dict[str, Any]:
+    def finish(self, timeout: float = 120) -> int:
+        """Wait for the shipper; its exit status (killed, and so not 0, when it overran)."""
         assert self.proc is not None
-        status = self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def wait(self, timeout: float = 120) -> dict[str, Any]:
+        status = self.finish(timeout)
         summary = self.progress()
-        log = self.log.read_text(errors="replace")[-3000:]
-        assert status == 0, f"the shipper did not ship everything: {summary}\n{log}"
+        assert status == 0, f"the shipper did not ship everything: {summary}\n{self.tail()}"
         return summary
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
 
 
 class Gate:
@@ -375,7 +385,7 @@ JOIN classification_reason r ON r.id = c.reason_id ORDER BY 1, 2, 3, 4, 5, 6, 7
 """
 
 
-def rows(url: str, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+def rows(url: str, sql: str, params: list[Any] | dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
     with psycopg.connect(url) as conn:
         return conn.execute(sql.encode(), params).fetchall()
 
@@ -395,11 +405,21 @@ def lock_waiters(url: str, kind: str, key: tuple[int, int] = (0, 0)) -> int:
 
 
 # --- the table of faults survived -------------------------------------------------------
+#
+# Each fault is a row, counted by SQL on the database under test whatever the test concluded:
+# a test makes its row before it injects anything, measures it before it asserts, and the
+# fixture that made it measures it again at teardown if the test stopped before measuring.
+# `survived` is the test's own result, so a failed test is a row with its loss, not a gap.
 
 
 @dataclass
 class Outcome:
+    """One fault: what should be there (`sent`), what is (`stored`), and the difference, in
+    `unit`s. `dropped`: given up and counted by the product (records the spool dropped and
+    metered, alerts marked failed); `lost`: gone without that."""
+
     fault: str
+    unit: str = "records"
     sent: int = 0
     stored: int = 0
     lost: int = 0
@@ -407,19 +427,81 @@ class Outcome:
     dropped: int = 0
     note: str = ""
     survived: bool = False
+    measured: bool = False
+    counted: str = ""  # what the count itself noticed
+    measure_with: Callable[[Outcome], None] | None = field(default=None, repr=False)
+
+    def measure(self) -> Outcome:
+        """Count it now (again, if it was counted before: the last count stands)."""
+        if self.measure_with is not None:
+            self.measure_with(self)
+            self.measured = True
+        return self
 
 
 OUTCOMES: list[Outcome] = []
+Row = Callable[..., Outcome]  # the fault_row fixture: a row made and put in the table
+
+RECORD_COUNTS = """
+WITH sent(record_id) AS (SELECT unnest(%(sent)s::text[])),
+     kept(record_id) AS (SELECT unnest(%(kept)s::text[])),
+     stored AS (SELECT record_id, count(*) AS n FROM ingest_record WHERE source_id = %(source)s GROUP BY record_id)
+SELECT (SELECT coalesce(sum(n), 0) FROM stored),
+       (SELECT count(*) FROM kept k WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.record_id = k.record_id)),
+       (SELECT coalesce(sum(n - 1), 0) FROM stored WHERE n > 1),
+       (SELECT count(*) FROM stored s WHERE NOT EXISTS (SELECT 1 FROM sent t WHERE t.record_id = s.record_id)),
+       (SELECT coalesce(sum(records), 0) FROM ingest_hourlyusage WHERE source_id = %(source)s)
+"""
 
 
-def outcome_table() -> list[str]:
-    header = f"{'fault':<58} {'sent':>7} {'stored':>7} {'lost':>5} {'dups':>5} {'dropped':>7}  survived  note"
+@dataclass
+class RecordCounts:
+    stored: int
+    lost: int
+    duplicates: int
+    strangers: int  # stored, never sent
+    rollup: int  # records the hourly rollup counts
+
+
+def record_counts(url: str, source_id: int, sent: set[str], dropped: frozenset[str] = frozenset()) -> RecordCounts:
+    """By SQL: one source's records against the ids sent; a record the shipper dropped (and
+    counted) is not lost."""
+    params = {"sent": sorted(sent), "kept": sorted(sent - dropped), "source": source_id}
+    found = rows(url, RECORD_COUNTS, params)[0]
+    return RecordCounts(*(int(n) for n in found))
+
+
+def records_measure(
+    url: str, source_id: int, sent: set[str], dropped: frozenset[str] = frozenset()
+) -> Callable[[Outcome], None]:
+    """A row's measure: the source's records, sent against stored."""
+
+    def measure(outcome: Outcome) -> None:
+        counts = record_counts(url, source_id, sent, dropped)
+        outcome.sent, outcome.stored = len(sent), counts.stored
+        outcome.lost, outcome.duplicates, outcome.dropped = counts.lost, counts.duplicates, len(dropped)
+        strangers = [f"{counts.strangers} stored that were never sent"] if counts.strangers else []
+        rollup = "rollup = records" if counts.rollup == counts.stored else f"rollup counts {counts.rollup}"
+        outcome.counted = "; ".join([*strangers, rollup])
+
+    return measure
+
+
+def outcome_table(outcomes: list[Outcome] | None = None) -> list[str]:
+    outcomes = OUTCOMES if outcomes is None else outcomes
+    header = (
+        f"{'fault':<62} {'unit':<11} {'sent':>7} {'stored':>7} {'lost':>5} {'dups':>5} {'dropped':>7}  survived  note"
+    )
     lines = [header, "-" * len(header)]
-    for o in OUTCOMES:
-        lines.append(
-            f"{o.fault:<58} {o.sent:>7} {o.stored:>7} {o.lost:>5} {o.duplicates:>5} {o.dropped:>7}  "
-            f"{'yes' if o.survived else 'NO':<8}  {o.note}"
+    for o in outcomes:
+        counts = (
+            f"{o.sent:>7} {o.stored:>7} {o.lost:>5} {o.duplicates:>5} {o.dropped:>7}"
+            if o.measured
+            else f"{'not counted':>35}"
         )
-    survived = sum(o.survived for o in OUTCOMES)
-    lines.append(f"{survived} of {len(OUTCOMES)} faults survived; records lost: {sum(o.lost for o in OUTCOMES)}")
+        note = "; ".join(n for n in (o.note, o.counted) if n)
+        lines.append(f"{o.fault:<62} {o.unit:<11} {counts}  {'yes' if o.survived else 'NO':<8}  {note}")
+    survived = sum(o.survived for o in outcomes)
+    lost, dups = sum(o.lost for o in outcomes), sum(o.duplicates for o in outcomes)
+    lines.append(f"{survived} of {len(outcomes)} faults survived; lost: {lost}; duplicates: {dups}")
     return lines

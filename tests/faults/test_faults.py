@@ -7,10 +7,11 @@ nothing interrupted, every alert delivered once or marked failed."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,7 @@ from apps.ledger.services.accrual import _MONTH_LOCK
 from tests.faults.harness import (
     ALERTS,
     CLASSES,
-    FULL,
     JOURNAL,
-    OUTCOMES,
     RATE,
     RECORDS,
     REPEATS,
@@ -36,7 +35,7 @@ from tests.faults.harness import (
     Gate,
     Hook,
     Outcome,
-    Stored,
+    Row,
     Stream,
     Worker,
     assert_ledger_balances,
@@ -46,6 +45,9 @@ from tests.faults.harness import (
     ops,
     ops_start,
     ops_wait,
+    outcome_table,
+    record_counts,
+    records_measure,
     rows,
     scalar,
     stored,
@@ -67,20 +69,6 @@ def midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
-def record_outcome(fault: str, sent: Sent, found: Stored, dropped: int = 0, note: str = "") -> Outcome:
-    outcome = Outcome(
-        fault,
-        len(sent.ids),
-        len(found.ids),
-        len(sent.ids - found.ids.keys()) - dropped,
-        found.duplicates,
-        dropped,
-        note,
-    )
-    OUTCOMES.append(outcome)
-    return outcome
-
-
 def settle(suite: Any, first: date, days: int = 1) -> dict[str, Any]:
     """Price the dirty hours and accrue the days, as beat would; the ledger's state."""
     return ops(suite.env, "settle", "--from", first.isoformat(), "--to", (first + timedelta(days=days)).isoformat())
@@ -89,32 +77,36 @@ def settle(suite: Any, first: date, days: int = 1) -> dict[str, Any]:
 # --- (a) and (b): the database and the web server go away while records stream in --------
 
 
-def streamed_through(suite: Any, fault: str, prefix: str, day: date, inject: Any) -> None:
+def streamed_through(suite: Any, fault_row: Row, fault: str, prefix: str, day: date, inject: Any) -> None:
     key = suite.key()
-    stream = Stream(suite.platform.url, key.secret, prefix, RECORDS, midnight(day), 24, suite.workdir, RATE).run()
-    stream.wait_submitted(0.3)
+    stream = Stream(suite.platform.url, key.secret, prefix, RECORDS, midnight(day), 24, suite.workdir, RATE)
+    sent = stream.sent()
+    row = fault_row(fault, records_measure(suite.url, key.id, sent.ids))
+    stream.run().wait_submitted(0.3)
     at_fault = stream.progress()["submitted"]
     stored_before = len(stored(suite.url, key.id).ids)
     inject()
-    summary = stream.wait()
-    sent, found = stream.sent(), stored(suite.url, key.id)
-    outcome = record_outcome(
-        fault,
-        sent,
-        found,
-        note=f"fault at {at_fault} submitted, {stored_before} stored; {summary['failed_requests']:.0f} failed requests",
-    )
+    status = stream.finish()
+    failed = stream.progress().get("failed_requests", 0)
+    row.note = f"fault at {at_fault} submitted, {stored_before} stored; {failed:.0f} failed requests"
+    row.measure()
+    assert status == 0, f"the shipper did not ship everything: {stream.progress()}\n{stream.tail()}"
     assert at_fault < RECORDS, "the fault came after the stream ended"
-    assert_stored_once(found, sent)
+    assert_stored_once(stored(suite.url, key.id), sent)
     assert_ledger_balances(suite.url, settle(suite, day))
-    outcome.survived = True
+
+
+# The short form (one repetition) crashes PostgreSQL: `immediate` stops it without a checkpoint,
+# so it comes back by replaying the WAL; the full form alternates with a clean `fast` stop.
+PG_STOPS = ("immediate", "fast")
 
 
 @pytest.mark.parametrize("rep", range(REPEATS))
-def test_records_survive_postgresql_restarts_mid_stream(rep, suite):
-    mode = ("fast", "immediate")[rep % 2]  # immediate: a crash, recovered from the WAL
+def test_records_survive_postgresql_restarts_mid_stream(rep, suite, fault_row):
+    mode = PG_STOPS[rep % 2]
     streamed_through(
         suite,
+        fault_row,
         f"(a) PostgreSQL restart -m {mode} mid-stream",
         f"pg{rep}",
         month_start(2) + timedelta(days=rep),
@@ -123,7 +115,7 @@ def test_records_survive_postgresql_restarts_mid_stream(rep, suite):
 
 
 @pytest.mark.parametrize("rep", range(REPEATS))
-def test_records_survive_kill_9_of_the_web_server_mid_stream(rep, suite):
+def test_records_survive_kill_9_of_the_web_server_mid_stream(rep, suite, fault_row):
     def crash() -> None:
         suite.platform.kill()  # master and workers, SIGKILL
         time.sleep(0.5)
@@ -131,6 +123,7 @@ def test_records_survive_kill_9_of_the_web_server_mid_stream(rep, suite):
 
     streamed_through(
         suite,
+        fault_row,
         "(b) kill -9 gunicorn master+workers mid-stream",
         f"web{rep}",
         month_start(2) + timedelta(days=10 + rep),
@@ -165,7 +158,11 @@ def jobs_data(suite: Any) -> dict[str, Any]:
         stream.wait()
         assert_stored_once(stored(suite.url, stream.key_id), stream.sent())
     version = ops(suite.env, "jobs")["version"]
-    return {"month": month, "first": first, "end": first + timedelta(days=RECLASSIFY_DAYS), "version": version}
+    sent = {stream.key_id: stream.sent().ids for stream in streams}
+    return {
+        "month": month, "first": first, "end": first + timedelta(days=RECLASSIFY_DAYS), "version": version,
+        "sent": sent,
+    }  # fmt: skip
 
 
 # Where the close is held when its worker is killed: the table lock the test holds (or the
@@ -248,8 +245,46 @@ def kill_both_mid_job(url: str, env: dict[str, str], broker: str, data: dict[str
     assert scalar(url, RECLASSIFY_RUN.format("status")) == "running"
 
 
+FINDINGS = "SELECT kind, period, business_line, figures::text FROM ledger_finding ORDER BY 1, 2, 3, 4"
+# What the jobs write, compared row for row with the run nothing interrupted.
+JOB_OUTPUTS = {"journal lines": JOURNAL, "findings": FINDINGS, "class rows": CLASSES}
+
+
+def jobs_measure(
+    url: str, clean_url: str, sent: dict[int, set[str]], reference: subprocess.Popen[str]
+) -> Callable[[Outcome], None]:
+    """A row's measure for the killed jobs, by SQL: the records they read (sent against stored)
+    plus what they wrote (the clean run's rows against this run's): a row of the clean run
+    missing here is lost, a row here that the clean run has not is a duplicate."""
+
+    def measure(outcome: Outcome) -> None:
+        if reference.poll() is None:
+            reference.wait(120)
+        records = [record_counts(url, source, ids) for source, ids in sent.items()]
+        outcome.sent = sum(len(ids) for ids in sent.values())
+        outcome.stored = sum(r.stored for r in records)
+        outcome.lost = sum(r.lost for r in records)
+        outcome.duplicates = sum(r.duplicates for r in records)
+        parts = [f"records {outcome.stored}/{outcome.sent}"]
+        for name, sql in JOB_OUTPUTS.items():
+            expected, found = Counter(rows(clean_url, sql)), Counter(rows(url, sql))
+            missing, extra = sum((expected - found).values()), sum((found - expected).values())
+            outcome.sent += sum(expected.values())
+            outcome.stored += sum(found.values())
+            outcome.lost += missing
+            outcome.duplicates += extra
+            parts.append(f"{name} {sum(found.values())}/{sum(expected.values())}" + (
+                f" ({missing} missing, {extra} extra)" if missing or extra else ""
+            ))  # fmt: skip
+        outcome.counted = ", ".join(parts) + " of the clean run"
+
+    return measure
+
+
 @pytest.mark.parametrize("rep", range(REPEATS))
-def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run(rep, suite, jobs_data, workers):
+def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run(
+    rep, suite, jobs_data, workers, fault_row
+):
     month, first, end = jobs_data["month"], jobs_data["first"], jobs_data["end"]
     url, env = suite.database(f"jobs{rep}")
     clean_url, clean_env = suite.database(f"jobs{rep}_clean")
@@ -257,6 +292,14 @@ def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run
     suite.pg.copy("faults", f"jobs{rep}_clean")
     reference = ops_start(
         clean_env, "clean", "--month", f"{month:%Y-%m}", "--from", first.isoformat(), "--to", end.isoformat()
+    )
+    where = CLOSE_POINTS[rep % len(CLOSE_POINTS)][0]
+    held = 2 + rep % (RECLASSIFY_DAYS - 1)
+    row = fault_row(
+        f"(c) kill -9 workers: close {where}, reclassify day {held}",
+        jobs_measure(url, clean_url, jobs_data["sent"], reference),
+        unit="rec+rows",
+        note="both redelivered",
     )
     log = suite.workdir / f"worker-jobs{rep}.log"
     broker = env["CELERY_BROKER_URL"]
@@ -275,26 +318,16 @@ def test_a_close_and_a_reclassify_killed_with_their_worker_finish_as_a_clean_run
         0.5,
     )
     ops_wait(reference)
-    where = CLOSE_POINTS[rep % len(CLOSE_POINTS)][0]
-    held = 2 + rep % (RECLASSIFY_DAYS - 1)
-    outcome = Outcome(
-        f"(c) kill -9 workers: close {where}, reclassify day {held}",
-        sent=2 * RECORDS,
-        stored=2 * RECORDS,
-        note="both redelivered; journal, findings, class rollup = clean run",
-    )
-    OUTCOMES.append(outcome)
+    row.measure()
 
     assert rows(url, JOURNAL) == rows(clean_url, JOURNAL)
     assert rows(url, JOURNAL), "the close booked nothing"
-    findings = "SELECT kind, period, business_line, figures::text FROM ledger_finding ORDER BY 1, 2, 3, 4"
-    assert rows(url, findings) == rows(clean_url, findings)
+    assert rows(url, FINDINGS) == rows(clean_url, FINDINGS)
     assert scalar(url, "SELECT count(*) FROM ledger_periodevent WHERE action = 'close'") == 1
     assert_ledger_balances(url)
     assert scalar(url, RECLASSIFY_RUN.format("count(*)")) == 1  # resumed, not run again
     assert rows(url, CLASSES) == rows(clean_url, CLASSES)
     assert rows(url, CLASSES), "the reclassify run wrote nothing"
-    outcome.survived = True
     for worker in workers:
         worker.kill()
     workers.clear()
@@ -320,13 +353,50 @@ def deliveries(url: str, prefix: str) -> dict[tuple[str, int], list[tuple[int, s
     return found
 
 
+# Per (alert, channel) of a broadcast: delivered (a `sent` attempt), marked failed (none sent, the
+# last attempt failed), lost (neither), and `sent` attempts beyond the first (duplicates).
+DELIVERY_COUNTS = """
+WITH pairs AS (
+    SELECT a.id AS alert_id, c.id AS channel_id FROM alerts_alert a CROSS JOIN alerts_channel c
+    WHERE a.title LIKE %(alerts)s AND c.name LIKE %(channels)s
+), tried AS (
+    SELECT alert_id, channel_id, count(*) FILTER (WHERE status = 'sent') AS sent,
+           (array_agg(status ORDER BY attempt DESC))[1] AS last
+    FROM alerts_notification GROUP BY alert_id, channel_id
+)
+SELECT count(*), count(*) FILTER (WHERE t.sent > 0), count(*) FILTER (WHERE t.sent = 0 AND t.last = 'failed'),
+       count(*) FILTER (WHERE coalesce(t.sent, 0) = 0 AND coalesce(t.last, '') <> 'failed'),
+       coalesce(sum(t.sent - 1) FILTER (WHERE t.sent > 1), 0)
+FROM pairs p LEFT JOIN tried t USING (alert_id, channel_id)
+"""
+
+
+def deliveries_measure(url: str, prefix: str, hooks: list[Hook]) -> Callable[[Outcome], None]:
+    """A row's measure for the alerts, by SQL: every delivery of the broadcast."""
+
+    def measure(outcome: Outcome) -> None:
+        params = {"alerts": f"{prefix}-%", "channels": f"{prefix}-hook-%"}
+        pairs, delivered, failed, lost, extra = (int(n) for n in rows(url, DELIVERY_COUNTS, params)[0])
+        outcome.sent, outcome.stored, outcome.dropped = pairs, delivered, failed
+        outcome.lost, outcome.duplicates = lost, extra
+        answered = sum(sum(hook.answered(200).values()) for hook in hooks)
+        outcome.counted = f"{delivered} delivered, {failed} marked failed; the receivers answered 200 {answered} times"
+
+    return measure
+
+
 @pytest.mark.parametrize("rep", range(REPEATS))
-def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, suite, workers):
+def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, suite, workers, fault_row):
     attempts = 1 + len(RETRY_DELAYS.split(","))
     log = suite.workdir / "worker-alerts.log"
     flaky, down = Hook(failing=True), Hook(failing=True)
     prefix = f"alert{rep}"
-    killed = bool(rep % 2 or FULL)
+    killed = rep % 2 == 0  # the short form kills the worker; the full form alternates
+    row = fault_row(
+        f"(d) webhook 500s then back{', worker killed' if killed else ''}",
+        deliveries_measure(suite.url, prefix, [flaky, down]),
+        unit="deliveries",
+    )
     try:
         workers.append(Worker(suite.env, log).start())
         ops(suite.env, "broadcast", "--urls", f"{flaky.url},{down.url}", "--count", str(ALERTS), "--prefix", prefix)
@@ -337,7 +407,14 @@ def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, su
             # gets the scheduled retries from Redis; the beat sweep, once they are due, sends the
             # retries whose message was never queued and marks failed what was left `sending`
             # (after 10 minutes in production, at once here).
+            in_flight = scalar(
+                suite.url,
+                "SELECT count(*) FROM alerts_notification n JOIN alerts_alert a ON a.id = n.alert_id "
+                "WHERE a.title LIKE %s AND n.status IN ('queued', 'sending')",
+                [f"{prefix}-%"],
+            )
             workers[-1].kill()
+            row.note = f"worker killed with {in_flight} attempts queued or sending"
             time.sleep(max(float(d) for d in RETRY_DELAYS.split(",")))
             ops(suite.env, "sweep")
             flaky.failing = False  # the receiver comes back
@@ -354,6 +431,7 @@ def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, su
             states = Counter(a[1] for pair in deliveries(suite.url, prefix).values() for a in pair)
             raise AssertionError(f"{exc}; attempts by status: {dict(states)}") from None
     finally:
+        row.measure()
         flaky.close()
         down.close()
     found = deliveries(suite.url, prefix)
@@ -362,15 +440,9 @@ def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, su
     sent = {t: [a for a in found[t, flaky_channel] if a[1] == "sent"] for t in titles}
     delivered = [t for t in titles if sent[t]]
     swept = sum(a[2] == STOPPED for pair in found.values() for a in pair)
-    outcome = Outcome(
-        f"(d) webhook 500s then back{', worker killed' if killed else ''}",
-        sent=2 * ALERTS,
-        stored=len(delivered),
-        duplicates=sum(max(len(s) - 1, 0) for s in sent.values()),
-        note=f"{len(delivered)} delivered once, {2 * ALERTS - len(delivered)} marked failed"
-        + (f" ({swept} left sending by the kill)" if killed else f" after {attempts} attempts"),
-    )
-    OUTCOMES.append(outcome)
+    if killed:
+        row.note += f"; {swept} left sending by the kill"
+    assert (row.sent, row.lost, row.duplicates) == (2 * ALERTS, 0, 0), row
     answered = flaky.answered(200)
     for title in titles:
         flaky_last, down_last = found[title, flaky_channel][-1], found[title, down_channel][-1]
@@ -384,17 +456,26 @@ def test_alerts_to_failing_receivers_are_delivered_once_or_marked_failed(rep, su
         assert down.answered(500) == dict.fromkeys(titles, attempts)
     else:
         assert delivered, "no retry survived the worker"
-    outcome.survived = True
 
 
 # --- (e): the shipper's spool at its quota -----------------------------------------------
 
 
-def test_a_full_spool_dropping_the_oldest_counts_every_record_it_lost(suite, tmp_path: Path):
+def test_a_full_spool_dropping_the_oldest_counts_every_record_it_lost(suite, tmp_path: Path, fault_row):
     key = suite.key()
     count, day = RECORDS, month_start(2) + timedelta(days=20)
     sent = list(records("drop", count, midnight(day), 24))
     registry = CollectorRegistry()
+
+    def counted_dropped() -> int:
+        return int(registry.get_sample_value("costplatform_shipper_dropped_records_total") or 0)
+
+    def measure(outcome: Outcome) -> None:
+        # The oldest went: the first `dropped` records, as the shipper counted them.
+        oldest = frozenset(item["record_id"] for item in sent[: counted_dropped()])
+        records_measure(suite.url, key.id, Sent.of(sent).ids, oldest)(outcome)
+
+    row = fault_row("(e) spool full, drop-oldest, platform down", measure)
     gate = Gate(suite.platform.url)  # the platform unreachable (503) until opened
     try:
         with Pipeline(
@@ -410,23 +491,23 @@ def test_a_full_spool_dropping_the_oldest_counts_every_record_it_lost(suite, tmp
             assert pipeline.flush(timeout=60)
     finally:
         gate.close()
-    dropped = int(registry.get_sample_value("costplatform_shipper_dropped_records_total") or 0)
+    dropped = counted_dropped()
+    row.note = f"{dropped} dropped and counted (the oldest)"
+    row.measure()
     found = stored(suite.url, key.id)
-    outcome = record_outcome("(e) spool full, drop-oldest, platform down", Sent.of(sent), found, dropped)
-    outcome.note = f"{dropped} dropped and counted (the oldest)"
     assert dropped > 0, "the spool never filled"
+    assert (row.lost, row.duplicates) == (0, 0), row
     assert len(found.ids) + dropped == count and found.duplicates == 0
     kept = sent[dropped:]  # the oldest went: exactly the first `dropped` records
     assert_stored_once(found, Sent.of(kept))
     assert_ledger_balances(suite.url, settle(suite, day))
-    outcome.lost = 0
-    outcome.survived = True
 
 
-def test_a_full_spool_that_refuses_pushes_back_and_stores_every_record(suite, tmp_path: Path):
+def test_a_full_spool_that_refuses_pushes_back_and_stores_every_record(suite, tmp_path: Path, fault_row):
     key = suite.key()
     count, day = RECORDS, month_start(2) + timedelta(days=21)
     sent = list(records("refuse", count, midnight(day), 24))
+    row = fault_row("(e) spool full, refuse, platform down", records_measure(suite.url, key.id, Sent.of(sent).ids))
     registry = CollectorRegistry()
     gate = Gate(suite.platform.url)
     refusals = [0]
@@ -451,10 +532,43 @@ def test_a_full_spool_that_refuses_pushes_back_and_stores_every_record(suite, tm
         assert pipeline.flush(timeout=60)
     gate.close()
     dropped = int(registry.get_sample_value("costplatform_shipper_dropped_records_total") or 0)
-    found = stored(suite.url, key.id)
-    outcome = record_outcome("(e) spool full, refuse, platform down", Sent.of(sent), found, dropped)
-    outcome.note = f"producer refused {refusals[0]} times and waited"
+    row.note = f"producer refused {refusals[0]} times and waited; the shipper dropped {dropped}"
+    row.measure()
     assert dropped == 0
-    assert_stored_once(found, Sent.of(sent))
+    assert_stored_once(stored(suite.url, key.id), Sent.of(sent))
     assert_ledger_balances(suite.url, settle(suite, day))
-    outcome.survived = True
+
+
+# --- the table itself: it shows a loss when there is one -------------------------------
+
+
+def test_the_table_counts_a_record_deleted_and_one_stored_twice(suite):
+    """A control, not a fault: records shipped without trouble, then one deleted and another
+    stored a second time (another ts) behind the platform's back, by SQL. Its row, counted the
+    way every fault's is, must read lost 1 and dups 1; it is shown here and kept out of the table."""
+    key = suite.key()
+    day = month_start(2) + timedelta(days=22)
+    stream = Stream(suite.platform.url, key.secret, "control", 50, midnight(day), 24, suite.workdir, RATE, key.id)
+    stream.run().wait()
+    sent = stream.sent()
+    gone, twice = "control-0000007", "control-0000011"
+    with psycopg.connect(suite.url) as conn:
+        conn.execute("DELETE FROM ingest_record WHERE source_id = %s AND record_id = %s", [key.id, gone])
+        columns = [c for (c,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'ingest_record' "
+            "AND column_name <> 'ts' ORDER BY ordinal_position"
+        )]  # fmt: skip
+        names = ", ".join(columns)
+        conn.execute(
+            f"INSERT INTO ingest_record (ts, {names}) SELECT ts + interval '1 second', {names} "
+            "FROM ingest_record WHERE source_id = %s AND record_id = %s",
+            [key.id, twice],
+        )
+    control = Outcome("(control) one record deleted, one stored twice", measure_with=records_measure(
+        suite.url, key.id, sent.ids
+    )).measure()  # fmt: skip
+    table = outcome_table([control])
+    print("\n".join(table))
+    assert (control.sent, control.stored, control.lost, control.duplicates) == (50, 50, 1, 1)
+    assert table[2].split()[8:12] == ["50", "50", "1", "1"], table[2]
+    assert table[-1] == "0 of 1 faults survived; lost: 1; duplicates: 1"

@@ -5,6 +5,10 @@ nested dicts as they are (no contract defaults: a key left out reads as null). B
 through a null parent (`timing.ttft` when there is no `timing`) and "" for a missing dim.
 A record has no `source`: wrap the accessor to supply it, e.g. for a batch from one source
 `lambda path: (lambda r: name) if path == "source" else attribute_accessor(path)`.
+
+`attribute_accessor` reads a record as it will be stored, so a rule decides at ingest what it
+decides over the stored records in SQL (storage.record_columns): a model version sent as ""
+is stored as none sent and reads as null.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 Getter = Callable[[Any], Any]
 MAP_PREFIXES = ("dims",)  # paths whose parent is a dict of names: "dims.team" -> record.dims["team"]
+EMPTY_IS_NULL = ("model_version",)  # stored as "" when none was sent: "" reads as null
 
 
 def _chain(steps: list[Getter]) -> Getter:
@@ -51,6 +56,9 @@ def attribute_accessor(path: str) -> Getter:
     prefix, dot, name = path.partition(".")
     if dot and prefix in MAP_PREFIXES:
         return _in_map(attrgetter(prefix), name)
+    if path in EMPTY_IS_NULL:
+        read = attrgetter(path)
+        return lambda obj: read(obj) or None
     return _chain([attrgetter(part) for part in path.split(".")])
 
 
