@@ -67,6 +67,10 @@ def _send(collector: Collector, records: list[dict[str, Any]]) -> None:
 
 @pytest.fixture
 def platform(collector: Collector) -> Any:
+    return platform_build(collector)
+
+
+def platform_build(collector: Collector) -> Any:
     """October's records priced and booked; returns the cost pool."""
     records = [
         factories.record(

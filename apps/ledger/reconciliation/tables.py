@@ -24,6 +24,10 @@ KIND_LABELS = {
     "tokens": gettext_noop("token mismatch"),
 }
 
+SUPPLIER_KINDS = {
+    Supplier.Kind.HOSTED: gettext_noop("hosted API (priced usage)"),
+    Supplier.Kind.POOL: gettext_noop("GPU pool (pool cost)"),
+}
 # The adjustments' states, as the page shows them ({% trans a.state %}).
 STATE_LABELS = (gettext_noop("proposed"), gettext_noop("posted"), gettext_noop("rejected"))
 
@@ -52,9 +56,9 @@ def _summary_table(found: list[Reconciliation], lines: list[str] | None, label: 
         rows.append(
             {
                 "supplier": r.supplier.name,
-                "kind": _(Supplier.Kind(r.supplier.kind).label),
+                "kind": _(SUPPLIER_KINDS[r.supplier.kind]),
                 "currency": r.supplier.currency,
-                "bill": f"{r.bill.imported_at:%Y-%m-%d %H:%M}" if r.bill else _("no bill imported"),
+                "bill": r.bill.imported_at if r.bill else None,
                 "bill_total": r.bill_total if lines is None else None,
                 "platform_total": r.platform_total if lines is None else None,
                 "open": len(mine),
@@ -66,7 +70,7 @@ def _summary_table(found: list[Reconciliation], lines: list[str] | None, label: 
         Column("supplier", _("Supplier")),
         Column("kind", _("Kind")),
         Column("currency", _("Currency")),
-        Column("bill", _("Bill imported")),
+        Column("bill", _("Bill imported"), "datetime"),
         Column("bill_total", _("Bill"), "money"),
         Column("platform_total", _("Platform"), "money"),
         Column("open", _("Open differences"), "int"),
