@@ -20,12 +20,19 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from django.utils import timezone
 from openpyxl import load_workbook
 
 from apps.accounts.models import UserScope
+from apps.alerts.evaluation import rule_evaluate
 from apps.auditlog.models import AuditEntry
 from apps.ledger.models import Bill, BillAdjustment, Finding, JournalEntry, JournalLine, Supplier
-from apps.ledger.reconciliation.adjustments import AdjustmentError, adjustment_approve, adjustment_propose
+from apps.ledger.reconciliation.adjustments import (
+    AdjustmentError,
+    adjustment_approve,
+    adjustment_propose,
+    adjustment_reject,
+)
 from apps.ledger.reconciliation.imports import BillImportError, bill_import
 from apps.ledger.reconciliation.matching import supplier_reconcile
 from apps.ledger.services.accrual import month_accrue
@@ -33,6 +40,7 @@ from apps.ledger.services.checks import month_findings
 from apps.ledger.services.periods import period_close
 from apps.pricing.services import hours_price, price_set
 from tests import factories
+from tests.alerts.test_messages import text_of
 from tests.conftest import Collector
 from tests.ledger.helpers import NOV, OCT, SEP, balanced
 
@@ -284,6 +292,25 @@ def test_an_adjustment_of_a_month_closed_meanwhile_goes_to_the_first_open_month(
     assert supplier_reconcile(supplier=supplier, month=OCT).reconciled
 
 
+def test_a_rejected_proposal_posts_nothing_and_one_proposal_waits_at_a_time(platform: Any) -> None:
+    supplier, (preparer, approver) = hosted(), users()
+    bill_import(supplier=supplier, month=OCT, content=hosted_bill())
+    proposal = adjustment_propose(supplier=supplier, month=OCT, user=preparer)
+    with pytest.raises(AdjustmentError, match="already has an adjustment waiting"):
+        adjustment_propose(supplier=supplier, month=OCT, user=approver)
+    with pytest.raises(AdjustmentError, match="say why"):
+        adjustment_reject(adjustment_id=proposal.pk, user=approver, note=" ")
+    with pytest.raises(PermissionDenied):
+        adjustment_reject(adjustment_id=proposal.pk, user=preparer, note="mine")
+
+    adjustment_reject(adjustment_id=proposal.pk, user=approver, note="the 5.00 is a known credit")
+
+    assert not JournalEntry.objects.filter(kind="bill").exists()
+    with pytest.raises(AdjustmentError, match="not waiting for approval"):
+        adjustment_approve(adjustment_id=proposal.pk, user=approver)
+    assert adjustment_propose(supplier=supplier, month=OCT, user=approver).state == "proposed"
+
+
 def test_a_scoped_finance_user_cannot_propose(platform: Any) -> None:
     supplier, scoped = hosted(), factories.finance_user("scoped")
     UserScope.objects.create(user=scoped, business_lines=["search"])
@@ -391,12 +418,19 @@ def test_it_raises_a_finding_when_the_unreconciled_amount_passes_the_threshold(p
 
     assert len(found) == 1 and found[0].action == "reconcile_bill"
     assert found[0].figures == {
+        "named": "openai 15.57/15.00 CNY",
         "suppliers": [
             {"supplier": "openai", "currency": "CNY", "unreconciled": "15.57", "threshold": "15.00", "differences": 4}
-        ]
+        ],
     }
     period_close(month=OCT)
     assert Finding.objects.filter(kind="bill_unreconciled", period=OCT).exists()
+    # Delivered to chat in the channel's language.
+    fired = rule_evaluate(rule_id=factories.alert_rule("ledger_finding").id, now=timezone.now())
+    [alert] = [a for a in fired if a.figures["_finding"]["kind"] == "bill_unreconciled"]
+    chinese = text_of(alert, "zh-hans")
+    assert "供应商账单未对平" in chinese and "openai 15.57/15.00 CNY" in chinese
+    assert "Supplier bills of 2026-10 leave unexplained differences" in text_of(alert, "en")
 
 
 # --- the page -----------------------------------------------------------------------------------

@@ -17,7 +17,12 @@ def bill_findings(*, month: date) -> list[Finding]:
     over = [r for r in found if r.bill is not None and r.unreconciled > r.supplier.finding_threshold]
     if not over:
         return []
+    # Unreconciled/threshold per supplier.
+    named = "; ".join(
+        f"{r.supplier.name} {r.unreconciled}/{r.supplier.finding_threshold} {r.supplier.currency}" for r in over
+    )
     figures = {
+        "named": named,  # names and numbers only: it goes into either language's chat message
         "suppliers": [
             {
                 "supplier": r.supplier.name,
@@ -27,12 +32,8 @@ def bill_findings(*, month: date) -> list[Finding]:
                 "differences": len(r.open),
             }
             for r in over
-        ]
+        ],
     }
-    named = "; ".join(
-        f"{r.supplier.name} {r.unreconciled} {r.supplier.currency} (threshold {r.supplier.finding_threshold})"
-        for r in over
-    )
     return [
         Finding(
             kind=Finding.Kind.BILL_UNRECONCILED,
