@@ -507,6 +507,19 @@ def _rows(answer: Any) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(answer.content.decode("utf-8-sig"))))
 
 
+def test_the_page_proposes_an_entry_for_one_difference(platform: Any) -> None:
+    supplier = hosted()
+    bill_import(supplier=supplier, month=OCT, content=hosted_bill())
+    client = _client(factories.finance_user("fin"))
+    form = {"action": "propose", "month": "2026-10", "supplier": supplier.pk}
+    client.post("/finance/reconciliation/act/", form | {"day": "2026-10-08", "model": "gpt-4o", "key": "alpha"})
+
+    proposal = BillAdjustment.objects.get()
+    assert (proposal.amount, [line["day"] for line in proposal.lines]) == (Decimal("7.50"), ["2026-10-08"])
+    answer = client.post("/finance/reconciliation/act/", form, follow=True)
+    assert "already has an adjustment waiting for approval" in answer.content.decode()
+
+
 def test_approving_on_the_page_posts_the_entry(platform: Any) -> None:
     supplier, (preparer, approver) = hosted(), users()
     bill_import(supplier=supplier, month=OCT, content=hosted_bill())
