@@ -229,6 +229,25 @@ def test_tolerances_absorb_small_differences(platform: Any) -> None:
     assert {x[0] for x in figures(supplier)} == {"platform_only", "bill_only"}
 
 
+def test_it_matches_by_accounting_days_in_shanghai(collector: Collector, settings: Any) -> None:
+    settings.ACCOUNTING_TZ = "Asia/Shanghai"
+    dims = {"business_line": "support", "project": "alpha"}
+    # 17:05 UTC on the 3rd is 01:05 on the 4th in Shanghai.
+    _send(collector, [factories.record(ts=_ts(3, 17), model="gpt-4o", dims=dims, prompt_hash=None)])
+    prices = {"input": Decimal("2000"), "cached_input": Decimal("500"), "output": Decimal("8000")}
+    price_set(model_pattern="gpt-4o*", prices=prices, effective_from=datetime(2026, 9, 1, tzinfo=UTC))
+    hours_price(start=datetime(2026, 9, 30, tzinfo=UTC), end=datetime(2026, 11, 1, tzinfo=UTC))
+    supplier = hosted()
+    row = ["gpt-4o", "alpha", PROMPT, COMPLETION, "3.07", "CNY"]
+    header = ["Date", "Model", "Project", "Input tokens", "Output tokens", "Cost", "Currency"]
+
+    bill_import(supplier=supplier, month=OCT, content=_csv(header, [["2026-10-04", *row]]))
+    assert supplier_reconcile(supplier=supplier, month=OCT).differences == []
+
+    bill_import(supplier=supplier, month=OCT, content=_csv(header, [["2026-10-03", *row]]))
+    assert {(x[0], x[1]) for x in figures(supplier)} == {("bill_only", d(3)), ("platform_only", d(4))}
+
+
 def test_a_gpu_pool_bill_matches_the_pool_cost(platform: Any) -> None:
     supplier = gpu(platform)
     rows = [["01.10.2026", "8x H100", "480,00"], ["02.10.2026", "8x H100", "1.500,00"], ["03.10.2026", "", "12,5"]]
