@@ -37,7 +37,7 @@ from apps.ledger.reconciliation.imports import BillImportError, bill_import
 from apps.ledger.reconciliation.matching import supplier_reconcile
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.checks import month_findings
-from apps.ledger.services.periods import period_close
+from apps.ledger.services.periods import month_totals, period_close
 from apps.pricing.services import hours_price, price_set
 from tests import factories
 from tests.alerts.test_messages import text_of
@@ -309,6 +309,8 @@ def test_an_adjustment_of_a_month_closed_meanwhile_goes_to_the_first_open_month(
 
     assert entry is not None and (entry.period_id, entry.adjusts) == (NOV, OCT)
     assert supplier_reconcile(supplier=supplier, month=OCT).reconciled
+    # The month's booked usage still equals its priced total: a bill's difference is not usage.
+    assert all(total.booked == total.priced for total in month_totals(month=OCT))
 
 
 def test_a_rejected_proposal_posts_nothing_and_one_proposal_waits_at_a_time(platform: Any) -> None:
