@@ -559,3 +559,9 @@ def test_approving_on_the_page_posts_the_entry(platform: Any) -> None:
     assert proposal.state == "posted"
     page = _client(approver).get(PAGE).content.decode()
     assert page.count("explained by an adjustment") == 4
+    # The FOCUS export carries the posted lines as corrections.
+    focus = _client(approver).get("/api/v1/exports/focus?period=2026-10")
+    body = b"".join(focus.streaming_content).decode("utf-8-sig") if focus.streaming else focus.content.decode()  # type: ignore[attr-defined]
+    bill_rows = [r for r in csv.DictReader(io.StringIO(body)) if r["x_Account"] == "6401.09"]
+    assert len(bill_rows) == 4 and {r["ChargeClass"] for r in bill_rows} == {"Correction"}
+    assert sum(Decimal(r["BilledCost"]) for r in bill_rows) == Decimal("9.43")
