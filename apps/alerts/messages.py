@@ -148,12 +148,14 @@ FINDING_KINDS = {
         "elastic_over_revenue": "elastic spend over revenue",
         "revenue_missing": "revenue missing",
         "structural_zero": "no structural spend",
+        "bill_unreconciled": "supplier bill not reconciled",
     },
     "zh-hans": {
         "effective_share_low": "有效 Token 占比偏低",
         "elastic_over_revenue": "弹性支出超出收入",
         "revenue_missing": "缺少收入数据",
         "structural_zero": "无结构性支出",
+        "bill_unreconciled": "供应商账单未对平",
     },
 }
 FINDINGS = {
@@ -166,6 +168,8 @@ FINDINGS = {
         "revenue {revenue} {currency}: start a degradation-strategy audit.",
         "structural_zero": "{who} booked no structural token expense in {months}: nobody seems to maintain its "
         "prompt templates and output schemas (tech debt).",
+        "bill_unreconciled": "Supplier bills of {period} leave unexplained differences over their threshold: "
+        "{named}. Review them on the reconciliation page and post adjusting entries.",
     },
     "zh-hans": {
         "effective_share_low": "{period} {who} 的有效 Token 仅占 {share}:请通知产品负责人检查提示词和输出格式。",
@@ -174,6 +178,8 @@ FINDINGS = {
         "elastic_over_revenue": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},占其收入 "
         "{revenue} {currency} 的 {ratio}:请启动降级策略审计。",
         "structural_zero": "{who} 在 {months} 没有任何结构性 Token 支出:提示词模板和输出格式似乎无人维护(技术债)。",
+        "bill_unreconciled": "{period} 的供应商账单有超出阈值的未解释差异:{named}。"
+        "请在账单对账页面核对并过账调整分录。",
     },
 }
 SEVERITY = {

@@ -27,6 +27,8 @@ AUDITED = (
     "ledger.Revenue",
     "ledger.CostCentre",
     "ledger.CloseRequest",
+    "ledger.Supplier",
+    "ledger.BillAdjustment",
     "audits.ModelDowngrade",
     "accounts.CollectorKey",
     "accounts.UserScope",

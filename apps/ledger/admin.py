@@ -192,3 +192,7 @@ class CloseRequestAdmin(ReadOnlyAdmin):
 
     list_display = ["month", "state", "prepared_by", "submitted_at", "decided_by", "decided_at"]
     list_filter = ["state", "month"]
+
+
+# Suppliers, bills and bill adjustments (apps/ledger/reconciliation/).
+from apps.ledger.reconciliation import admin as _reconciliation_admin  # noqa: E402, F401

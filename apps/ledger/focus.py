@@ -141,7 +141,7 @@ def _charge_period(window: MonthWindow, day: date) -> dict[str, str]:
 
 def _line_row(line: JournalLine) -> dict[str, str]:
     amount = _cost(line.debit - line.credit)
-    correction = line.entry.kind == JournalEntry.Kind.ADJUSTMENT
+    correction = line.entry.kind in (JournalEntry.Kind.ADJUSTMENT, JournalEntry.Kind.BILL)  # bill: a supplier bill
     if line.model is not None:
         resource, resource_type, unit = str(line.model), "Model", "Tokens"
         consumed, pricing = Decimal(line.tokens), Decimal(line.tokens) / TOKENS_PER_PRICING_UNIT

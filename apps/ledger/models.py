@@ -44,6 +44,7 @@ class Account(models.Model):
         SHADOW = "shadow"
         IDLE = "idle"
         PAYABLE = "payable"
+        BILL_DIFFERENCE = "bill_diff"
 
     code = models.CharField(max_length=20, unique=True)
     name = models.CharField(max_length=200)
@@ -227,6 +228,9 @@ class JournalEntry(models.Model):
     class Kind(models.TextChoices):
         ACCRUAL = "accrual"
         ADJUSTMENT = "adjustment"
+        # A supplier bill's difference, posted on approval (apps/ledger/reconciliation/): accrual
+        # never moves or replaces these, and several may share a day.
+        BILL = "bill", "bill adjustment"
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
     period = models.ForeignKey(Period, to_field="month", db_column="period", on_delete=models.PROTECT, related_name="+")
@@ -240,11 +244,15 @@ class JournalEntry(models.Model):
     class Meta:
         ordering = ["period", "day", "kind", "currency"]
         constraints = [
-            models.UniqueConstraint(fields=["kind", "period", "day", "currency"], name="ledger_entry_key"),
+            models.UniqueConstraint(
+                fields=["kind", "period", "day", "currency"], condition=~Q(kind="bill"), name="ledger_entry_key"
+            ),
             # Lines reference (entry, period), so a line's period is its entry's.
             models.UniqueConstraint(fields=["id", "period"], name="ledger_entry_id_period"),
             models.CheckConstraint(
-                condition=Q(kind="accrual", adjusts__isnull=True) | Q(kind="adjustment", adjusts__isnull=False),
+                condition=Q(kind="accrual", adjusts__isnull=True)
+                | Q(kind="adjustment", adjusts__isnull=False)
+                | Q(kind="bill"),
                 name="ledger_entry_adjusts",
             ),
         ]
@@ -361,12 +369,14 @@ class Finding(models.Model):
         ELASTIC_OVER_REVENUE = "elastic_over_revenue"
         REVENUE_MISSING = "revenue_missing"
         STRUCTURAL_ZERO = "structural_zero"
+        BILL_UNRECONCILED = "bill_unreconciled"
 
     class Action(models.TextChoices):
         NOTIFY_PRODUCT_OWNER = "notify_product_owner"
         DEGRADATION_AUDIT = "degradation_audit"
         ENTER_REVENUE = "enter_revenue"
         TECH_DEBT_WARNING = "tech_debt_warning"
+        RECONCILE_BILL = "reconcile_bill"
 
     kind = models.CharField(max_length=24, choices=Kind.choices)
     action = models.CharField(max_length=24, choices=Action.choices)
@@ -439,3 +449,7 @@ class CloseRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} close ({self.state})"
+
+
+# Bill reconciliation's models, loaded with the ledger's (their app is the ledger).
+from apps.ledger.reconciliation.models import Bill, BillAdjustment, BillLine, BillRowError, Supplier  # noqa: E402, F401

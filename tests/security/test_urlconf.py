@@ -77,6 +77,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "finance/plans/": page(MONEY),
     "finance/plans/<str:month>/": page(MONEY, methods=("GET", "POST")),  # the user's lines only
     "finance/plans/<str:month>/copy/": page(MONEY, methods=("POST",)),
+    "finance/reconciliation/": page(MONEY),  # the differences of the user's lines only
+    "finance/reconciliation/act/": page(MONEY, scope="company", methods=("POST",)),  # bills and adjustments
     "finance/pack/<str:month>.xlsx": page(MONEY),  # a closed month's workbook, of the user's lines
     "finance/journal/": page(MONEY),
     "audits/": page(LEDGER),

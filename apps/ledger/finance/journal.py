@@ -49,7 +49,7 @@ def journal_table(
     sums = lines.aggregate(n=Count("id"), debits=Sum("debit"), credits=Sum("credit"))
     page = list(lines[offset : offset + JOURNAL_PAGE + 1])
     names = names_load()
-    kinds = {"accrual": _("accrual"), "adjustment": _("adjustment")}
+    kinds = {"accrual": _("accrual"), "adjustment": _("adjustment"), "bill": _("bill adjustment")}
     rows: list[dict[str, Any]] = []
     table = Table(
         "journal",

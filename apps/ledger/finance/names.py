@@ -20,6 +20,7 @@ SEEDED_NAMES = (
     gettext_noop("Shadow / overhead compute"),
     gettext_noop("Idle capacity"),
     gettext_noop("Accrued compute payable"),
+    gettext_noop("Supplier bill differences"),  # made on the first bill adjustment (apps/ledger/reconciliation/)
 )
 
 

@@ -300,7 +300,10 @@ def day_post(
     with transaction.atomic(), connection.cursor() as cursor:
         month_lock(cursor, month_of(day))
         home, kind = _home(cursor, day)
-        entries = list(JournalEntry.objects.filter(day=day).select_related("period"))
+        # Bill adjustments (apps/ledger/reconciliation/) explain a supplier's bill, not priced rows.
+        entries = list(
+            JournalEntry.objects.filter(day=day).exclude(kind=JournalEntry.Kind.BILL).select_related("period")
+        )
         fixed = _fixed_parts(day, mapping)
         for currency in sorted(set(rounded) | set(fixed) | {e.currency for e in entries}):
             want = _subtract(rounded.get(currency, {}), fixed.get(currency, {}))
@@ -324,6 +327,7 @@ def _fixed_parts(day: date, mapping: Mapping) -> dict[str, dict[LineKey, Part]]:
     rows = (
         JournalLine.objects.filter(day=day, period__status=Period.Status.CLOSED)
         .exclude(account_id=mapping.payable_account_id)
+        .exclude(entry__kind=JournalEntry.Kind.BILL)
         .values_list("currency", "account_id", "cost_centre", "model_id", "pool_id", "debit", "credit", "tokens")
     )
     for currency, account, cc, model, pool, debit, credit, tokens in rows:

@@ -5,7 +5,9 @@
 - elastic spend > LEDGER_ELASTIC_REVENUE_MAX (3 %) of the month's revenue -> degradation
   audit (no revenue entered while there is elastic spend -> a finding asking for it);
 - structural spend = 0 for LEDGER_STRUCTURAL_ZERO_MONTHS (2) months running, for a business
-  line with token expense in each of them -> tech-debt warning.
+  line with token expense in each of them -> tech-debt warning;
+- a supplier's bill leaving more unexplained money than its threshold -> reconcile the bill
+  (apps/ledger/reconciliation/findings.py).
 
 The token share reads the class rollup (all classified tokens, priced or not); spend reads the
 journal lines of the month's usage days.
@@ -23,6 +25,7 @@ from django.db.models import F, Sum
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.ledger import conf
 from apps.ledger.models import Account, Finding, JournalLine, Revenue
+from apps.ledger.reconciliation.findings import bill_findings
 from apps.ledger.services.accrual import analytic_cursor, month_window
 
 
@@ -52,7 +55,12 @@ def month_checks(*, month: date) -> list[Finding]:
 def month_findings(*, month: date) -> list[Finding]:
     """What the checks find for `month` now, unsaved (the close checklist previews them)."""
     month = month_of(month)
-    return [*_effective_share(month), *_elastic_vs_revenue(month), *_structural_zero(month)]
+    return [
+        *_effective_share(month),
+        *_elastic_vs_revenue(month),
+        *_structural_zero(month),
+        *bill_findings(month=month),
+    ]
 
 
 def _instants(month: date) -> tuple[datetime, datetime]:

@@ -224,6 +224,7 @@ FINDING_NAMES = {
     Finding.Kind.ELASTIC_OVER_REVENUE: gettext_noop("elastic spend over revenue"),
     Finding.Kind.REVENUE_MISSING: gettext_noop("revenue missing"),
     Finding.Kind.STRUCTURAL_ZERO: gettext_noop("no structural spend"),
+    Finding.Kind.BILL_UNRECONCILED: gettext_noop("supplier bill not reconciled"),
 }
 
 

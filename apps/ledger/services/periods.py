@@ -28,7 +28,7 @@ from django.utils import timezone
 from apps.accounts.roles import user_has_role
 from apps.common.buckets import BucketError, month_of, next_month, zone_name
 from apps.common.buckets import parse_month as _parse_month
-from apps.ledger.models import Account, AccrualDay, Finding, JournalLine, Period, PeriodEvent
+from apps.ledger.models import Account, AccrualDay, Finding, JournalEntry, JournalLine, Period, PeriodEvent
 from apps.ledger.rounding import round_half_up
 from apps.ledger.services.accrual import MonthResult, month_accrue, month_lock, month_window
 from apps.ledger.services.checks import month_checks
@@ -59,7 +59,7 @@ class CurrencyTotal:
     currency: str
     debits: Decimal
     credits: Decimal
-    booked: Decimal  # net expense of the month's usage days, in every period (adjustments included)
+    booked: Decimal  # net expense of the month's usage days, in every period (adjustments included, bill ones not)
     priced: Decimal  # the month's exact priced total, rounded once to the minor unit
 
 
@@ -139,6 +139,7 @@ def month_totals(*, month: date) -> list[CurrencyTotal]:
     booked = (
         JournalLine.objects.filter(day__gte=month, day__lt=next_month(month))
         .exclude(account_id=payable)
+        .exclude(entry__kind=JournalEntry.Kind.BILL)  # a supplier bill's difference is not priced usage
         .values("currency")
         .annotate(debits=Sum("debit"), credits=Sum("credit"))
     )
