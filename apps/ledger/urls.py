@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from apps.ledger.pages import close, finance, plans, sheets
+from apps.ledger.pages import close, finance, holds, plans, sheets
 
-urlpatterns = [*finance.urlpatterns, *close.urlpatterns, *plans.urlpatterns, *sheets.urlpatterns]
+urlpatterns = [*finance.urlpatterns, *close.urlpatterns, *plans.urlpatterns, *sheets.urlpatterns, *holds.urlpatterns]
