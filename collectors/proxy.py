@@ -4,6 +4,7 @@ instrumented (a hosted API, a vLLM nobody may restart, another engine).
     python -m collectors.proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000
         [--upstream-key KEY --attribution-map MAP.toml] --spool DIR --platform-url URL --key KEY
         [--tokenizer PATH] [--hash-key-file F] [--model-version V] [--dim business_line=search ...]
+        [--budget-poll S [--budget-fail open|closed] [--budget-stale S]]
 
 Only the metered endpoints (POST /v1/chat/completions, /v1/completions, /v1/embeddings,
 /v1/responses) and GET /v1/models(/<id>) are forwarded; any other path is answered 404 with an
@@ -37,6 +38,10 @@ bounded queue) and handed to wire.shipper.Pipeline:
               with the completion tokens seen so far (streamed deltas, or with --tokenizer the
               streamed text's tokens) and, with --tokenizer, the prompt counted locally.
   timing      e2e, and ttft for streams (first content delta)
+
+With --budget-poll the proxy holds hard budgets (wire/budgets.py, docs/budgets.md): a new
+request of a line (or team) whose hard budget is spent is answered 429 here, never forwarded,
+and recorded as rejected.
 """
 
 from __future__ import annotations
