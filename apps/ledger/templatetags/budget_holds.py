@@ -18,12 +18,8 @@ register = template.Library()
 
 @register.inclusion_tag("ledger/_budget_holds.html", takes_context=True)
 def budget_holds(context: template.Context) -> dict[str, Any]:
-    request = context["request"]
-    return {
-        **holds_context(request, now=datetime.now(UTC)),
-        "request": request,
-        "csrf_token": context.get("csrf_token"),
-    }
+    passed = {name: context.get(name) for name in ("request", "csrf_token", "messages")}
+    return {**holds_context(context["request"], now=datetime.now(UTC)), **passed}
 
 
 @register.filter
