@@ -13,6 +13,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -67,7 +68,8 @@ class BudgetStateView(APIView):
     """The month's budgets with what they used and whether each holds (hard, spent, no
     override). `holds` is what the edge acts on; the rest names the figures in its refusal."""
 
-    authentication_classes = [CollectorKeyAuthentication]
+    # A person's login is authenticated only to be refused (403), as on every other API.
+    authentication_classes = [CollectorKeyAuthentication, SessionAuthentication, BasicAuthentication]
     permission_classes = [IsCollector]
 
     class Output(serializers.Serializer):
