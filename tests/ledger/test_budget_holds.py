@@ -197,3 +197,17 @@ def test_metrics_show_each_budget_its_use_and_whether_it_holds(db: None, client:
     used = (("business_line", "search"), ("kind", "hard"), ("team", ""), ("unit", "tokens"))
     assert samples[("costplatform_budget_used", used)] == 150
     assert samples[("costplatform_budget_limit", used)] == 100
+
+
+def test_copying_last_months_budgets_keeps_a_hard_budget_hard(db: None) -> None:
+    from apps.common.buckets import next_month
+    from apps.ledger.services.planning import plans_copy_previous
+
+    month = month_of(datetime.now(UTC))
+    budget_set(business_line="search", month=month, tokens=100, hard=True)
+    budget_set(business_line="ads", month=month, tokens=100)
+
+    plans_copy_previous(month=next_month(month))
+
+    copied = {b.business_line: b.hard for b in Budget.objects.filter(month=next_month(month))}
+    assert copied == {"search": True, "ads": False}

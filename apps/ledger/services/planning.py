@@ -186,7 +186,7 @@ def _row_save(month: date, row: PlanRow, stored: PlanRow | None, user: Any) -> i
     return changed
 
 
-def _budget_replace(month: date, row: PlanRow, user: Any) -> None:
+def _budget_replace(month: date, row: PlanRow, user: Any, *, hard: bool | None = None) -> None:
     """The line's budget as the row has it; a row with neither amount nor tokens removes it."""
     if row.budget_amount is None and row.budget_tokens is None:
         Budget.objects.filter(business_line=row.business_line, team="", month=month).delete()
@@ -198,6 +198,7 @@ def _budget_replace(month: date, row: PlanRow, user: Any) -> None:
         currency=row.budget_currency,
         tokens=row.budget_tokens,
         user=user,
+        hard=hard,
     )
 
 
@@ -232,7 +233,10 @@ def plans_copy_previous(*, month: date, user: Any = None, business_lines: list[s
         for budget in Budget.objects.filter(month=before, team="").exclude(business_line__in=have):
             if business_lines is None or budget.business_line in business_lines:
                 _budget_replace(
-                    month, PlanRow(budget.business_line, budget.amount, budget.currency, budget.tokens), user
+                    month,
+                    PlanRow(budget.business_line, budget.amount, budget.currency, budget.tokens),
+                    user,
+                    hard=budget.hard,
                 )
                 copied += 1
         have_revenue = set(Revenue.objects.filter(month=month).values_list("business_line", "currency"))
