@@ -39,9 +39,9 @@ PER_REQUEST = PROMPT_TOKENS + len(WORDS)  # what the upstream reports for each a
 POLL = 0.2
 
 
-def chat(rig: Rig, token: str) -> tuple[int, Any, dict[str, Any]]:
+def chat(rig: Rig, token: str, **claims: str) -> tuple[int, Any, dict[str, Any]]:
     body = {"model": "qwen2.5-7b-instruct", "messages": MESSAGES}
-    status, headers, raw = rig.post("/v1/chat/completions", body, Authorization=f"Bearer {token}")
+    status, headers, raw = rig.post("/v1/chat/completions", body, Authorization=f"Bearer {token}", **claims)
     return status, headers, json.loads(raw)
 
 
@@ -130,9 +130,10 @@ def test_a_line_is_served_until_its_hard_budget_is_spent_then_refused_and_served
         settled(pipeline)
     upstream_calls = rig.upstream.counter
     again, _, _ = chat(rig, REFUNDS)
+    evading, _, _ = chat(rig, REFUNDS, **{"X-Costplatform-Business-Line": "billing"})  # not the caller's to claim
 
     assert served == 5  # 4 answers leave it unspent; the 5th spends it; the 6th is refused
-    assert (status, again) == (429, 429)
+    assert (status, again, evading) == (429, 429, 429)
     error = body["error"]
     assert (error["type"], error["code"]) == ("budget_exceeded", "budget_exceeded")
     assert error["budget"]["business_line"] == "refunds" and error["budget"]["team"] is None
@@ -142,7 +143,7 @@ def test_a_line_is_served_until_its_hard_budget_is_spent_then_refused_and_served
     assert f"{5 * PER_REQUEST:,} of {limit:,} tokens" in error["message"] and "refunds" in error["message"]
     assert 0 < int(headers["Retry-After"]) <= 31 * 86400
     assert rig.upstream.counter == upstream_calls  # the refused request never went upstream
-    assert refused_total("refunds") == before + 2
+    assert refused_total("refunds") == before + 3
     assert chat(rig, BILLING)[0] == 200  # another line is served
 
     budget_override_grant(
