@@ -4,6 +4,7 @@ instrumented (a hosted API, a vLLM nobody may restart, another engine).
     python -m collectors.proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000
         [--upstream-key KEY --attribution-map MAP.toml] --spool DIR --platform-url URL --key KEY
         [--tokenizer PATH] [--hash-key-file F] [--model-version V] [--dim business_line=search ...]
+        [--budget-poll S [--budget-fail open|closed] [--budget-stale S]]
 
 Only the metered endpoints (POST /v1/chat/completions, /v1/completions, /v1/embeddings,
 /v1/responses) and GET /v1/models(/<id>) are forwarded; any other path is answered 404 with an
@@ -37,6 +38,10 @@ bounded queue) and handed to wire.shipper.Pipeline:
               with the completion tokens seen so far (streamed deltas, or with --tokenizer the
               streamed text's tokens) and, with --tokenizer, the prompt counted locally.
   timing      e2e, and ttft for streams (first content delta)
+
+With --budget-poll the proxy holds hard budgets (wire/budgets.py, docs/budgets.md): a new
+request of a line (or team) whose hard budget is spent is answered 429 here, never forwarded,
+and recorded as rejected.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ from collectors.httpserve import (
     ServerThread,
     add_attribution_argument,
     add_common_arguments,
+    collector_key,
     pipeline_from_args,
     policy_from_args,
     run_app,
@@ -76,6 +82,7 @@ from collectors.httpserve import (
 from collectors.jsonscan import JsonScan
 from wire import attribution
 from wire import record as rec
+from wire.budgets import FAIL_MODES, BudgetGate, Refusal, polling_gate
 
 log = logging.getLogger("collectors.proxy")
 
@@ -129,6 +136,7 @@ class Settings:
     max_connections: int = 1000
     policy: attribution.Policy = field(default_factory=lambda: attribution.Policy(None))
     max_queued_records: int = MAX_QUEUED_RECORDS
+    budgets: BudgetGate | None = None  # hard budgets held here (wire/budgets.py); None: not held
 
 
 @dataclass
@@ -547,6 +555,9 @@ class Proxy:
             )
         raw = await request.read()
         exchange, payload = self._exchange(request, raw, caller, amap)
+        refusal = self.settings.budgets.check(exchange.dims) if exchange and self.settings.budgets else None
+        if exchange is not None and refusal is not None:
+            return self._refused(exchange, refusal)
         headers = forward_headers(request.headers, self.settings.upstream_key)
         if exchange is not None or "Accept-Encoding" not in headers:
             # The proxy reads the usage out of the answer; and aiohttp would otherwise ask for
@@ -569,6 +580,16 @@ class Proxy:
             if exchange is not None:
                 exchange.finished = exchange.finished or time.monotonic()
                 self._record_later(exchange)
+
+    def _refused(self, exchange: Exchange, refusal: Refusal) -> web.Response:
+        """A new request of a spent hard budget: answered here, never sent upstream, recorded
+        as rejected with no tokens (only its model is kept of the body)."""
+        model = exchange.body.get("model")
+        exchange.body = {"model": model} if model else {}
+        exchange.status_code, exchange.finished = refusal.status, time.monotonic()
+        self._record_later(exchange)
+        headers = {**refusal.headers, RECORD_ID_HEADER: exchange.record_id}
+        return web.Response(status=refusal.status, body=refusal.body, content_type="application/json", headers=headers)
 
     def _failed(self, exchange: Exchange | None, outcome: str, status: int, message: str) -> web.Response:
         log.warning("%s", message)
@@ -715,6 +736,18 @@ def load_hash_key(path: Path | None, spool: Path) -> bytes:
     return hash_key(spool)
 
 
+def budget_gate(args: argparse.Namespace, key: str) -> BudgetGate | None:
+    if not args.budget_poll:
+        return None
+    return polling_gate(
+        args.platform_url,
+        key,
+        interval=args.budget_poll,
+        fail_closed=args.budget_fail == "closed",
+        stale=args.budget_stale,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m collectors.proxy", description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, listen="127.0.0.1:8080")
@@ -726,7 +759,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default %(default)s)")
     parser.add_argument("--read-timeout", type=float, default=600.0, help="longest upstream silence, seconds")
     add_attribution_argument(parser, required=False, tokens="client tokens; required with --upstream-key")
+    parser.add_argument(
+        "--budget-poll",
+        type=float,
+        default=0.0,
+        help="hold hard budgets: read the platform's budget state every this many seconds and refuse new "
+        "requests of a line (or team) whose hard budget is spent with a 429 (docs/budgets.md); 0 = off (default)",
+    )
+    parser.add_argument(
+        "--budget-fail",
+        choices=FAIL_MODES,
+        default="open",
+        help="when the budget state is unknown (platform unreachable): open serves (default), closed refuses (503)",
+    )
+    parser.add_argument(
+        "--budget-stale", type=float, help="seconds a budget state stays usable (default: 4 polls, at least 30)"
+    )
     args = parser.parse_args(argv)
+    if args.budget_poll < 0:
+        parser.error("--budget-poll: seconds, 0 or more")
     upstream_key = args.upstream_key or os.environ.get("COSTPLATFORM_UPSTREAM_KEY")
     if upstream_key and not args.attribution_map:
         parser.error("--upstream-key needs --attribution-map: the clients' tokens that may spend it")
@@ -742,6 +793,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout,
         policy=policy,
+        budgets=budget_gate(args, collector_key(parser, args)),
     )
     run_app(Proxy(settings, pipeline).app(), args.listen, pipeline)
 

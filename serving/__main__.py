@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from serving import config as cfg
-from wire import attribution, keys
+from wire import attribution, budgets, keys
 
 MIDDLEWARE = "serving.middleware.CostplatformMiddleware"
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
@@ -49,6 +49,22 @@ def parser() -> argparse.ArgumentParser:
         help="isolate the prefix cache by this dim (e.g. business_line): requests with different values never "
         "share cached blocks. Off by default: it lowers the cache hit rate across the dim's values.",
     )
+    p.add_argument(
+        "--budget-poll",
+        type=float,
+        help="hold hard budgets: read the platform's budget state every this many seconds and refuse new "
+        "requests of a line (or team) whose hard budget is spent with a 429 (docs/budgets.md). Default: off",
+    )
+    p.add_argument(
+        "--budget-fail",
+        choices=budgets.FAIL_MODES,
+        help="when the budget state is unknown (platform unreachable): open serves (default), closed refuses (503)",
+    )
+    p.add_argument(
+        "--budget-stale",
+        type=float,
+        help="seconds a budget state stays usable without a fresh answer (default: 4 polls, at least 30)",
+    )
     p.add_argument("--no-segments", action="store_true", help="do not tokenize messages for system/tool counts")
     p.add_argument(
         "--no-middleware",
@@ -80,6 +96,9 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
         (cfg.ENV_MODEL_VERSION, args.model_version),
         (f"{keys.ENV_HASH_KEY}_FILE", args.hash_key_file),
         (cfg.ENV_CACHE_SALT, args.cache_salt_dim),
+        (budgets.ENV_POLL, None if args.budget_poll is None else str(args.budget_poll)),
+        (budgets.ENV_FAIL, args.budget_fail),
+        (budgets.ENV_STALE, None if args.budget_stale is None else str(args.budget_stale)),
     ):
         if value:
             env[name] = value

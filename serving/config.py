@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wire import budgets
 from wire.attribution import ENV_MAP
 from wire.keys import ENV_COLLECTOR_KEY, hash_key, secret
 
@@ -56,6 +57,9 @@ class ServingConfig:
     segments: bool = True
     stats_wait: float = 2.0
     attribution_map: Path | None = None  # none: the safe defaults (business_line, team from `dims` only)
+    budget_poll: float = 0.0  # seconds between polls of the budget state; 0: hard budgets not held here
+    budget_fail_closed: bool = False
+    budget_stale: float | None = None
 
     @classmethod
     def from_env(cls) -> ServingConfig | None:
@@ -64,6 +68,10 @@ class ServingConfig:
         if not url or not key:
             return None
         spool = Path(os.environ.get(ENV_SPOOL) or Path.home() / ".cache" / "costplatform" / "spool")
+        poll, fail, stale = (os.environ.get(n) for n in (budgets.ENV_POLL, budgets.ENV_FAIL, budgets.ENV_STALE))
+        problem = budgets.config_error(poll, fail)
+        if problem:
+            raise ValueError(problem)
         return cls(
             platform_url=url.rstrip("/"),
             collector_key=key,
@@ -77,4 +85,7 @@ class ServingConfig:
             segments=os.environ.get(ENV_SEGMENTS, "1") not in ("0", "false", "no", "off"),
             stats_wait=float(os.environ.get(ENV_STATS_WAIT) or 2.0),
             attribution_map=Path(os.environ[ENV_ATTRIBUTION_MAP]) if os.environ.get(ENV_ATTRIBUTION_MAP) else None,
+            budget_poll=float(poll or 0),
+            budget_fail_closed=fail == "closed",
+            budget_stale=float(stale) if stale else None,
         )

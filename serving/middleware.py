@@ -22,6 +22,7 @@ from typing import Any
 
 from serving import hooks, runtime
 from serving.runtime import Seen
+from wire.budgets import Refusal
 from wire.record import claimed_dims, clean_dims, endpoint_of
 
 log = logging.getLogger("costplatform.serving")
@@ -105,6 +106,10 @@ class CostplatformMiddleware:
             raw_headers.append((b"x-request-id", request_id.encode()))
         claims = claimed_dims(headers, body if isinstance(body, dict) else None)
         decision = rt.policy.decide(claims, headers.get("authorization"))
+        refusal = rt.budgets.check(decision.dims) if rt.budgets is not None else None
+        if refusal is not None:
+            await _refuse(rt, refusal, endpoint, request_id, arrival, headers, body, decision.record_dims(), send)
+            return
         if rt.config.cache_salt_dim and isinstance(body, dict):
             salt = trusted_salt(rt.config.hash_key, decision.dims.get(rt.config.cache_salt_dim), body.get("cache_salt"))
             if salt is not None:
@@ -156,6 +161,39 @@ class CostplatformMiddleware:
             # A request that never reached the engine (refused by validation) has no counts to wait for.
             engine_ran = seen.status is None or seen.status < 400 or seen.disconnected
             rt.finish_later(seen, waiter, wait=rt.config.stats_wait if engine_ran else 0.05)
+
+
+async def _refuse(
+    rt: runtime.Runtime,
+    refusal: Refusal,
+    endpoint: str,
+    request_id: str,
+    arrival: float,
+    headers: dict[str, str],
+    body: Any,
+    dims: dict[str, str],
+    send: Any,
+) -> None:
+    """Answer a request refused by a hard budget, without the engine, and record it as
+    rejected (no tokens: the engine never saw it). Only its model is kept of the body, so
+    nothing is tokenized or hashed for a request that was not served."""
+    response_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refusal.body)).encode())]
+    response_headers += [(k.lower().encode(), v.encode()) for k, v in refusal.headers.items()]
+    await send({"type": "http.response.start", "status": refusal.status, "headers": response_headers})
+    await send({"type": "http.response.body", "body": refusal.body})
+    model = body.get("model") if isinstance(body, dict) else None
+    seen = Seen(
+        request_id=request_id,
+        engine_id=ENGINE_ID_PREFIX[endpoint] + request_id,
+        arrival=arrival,
+        endpoint=endpoint,
+        headers=headers,
+        body={"model": model} if model else {},
+        status=refusal.status,
+        end=time.time(),
+        dims=clean_dims(dims),
+    )
+    rt.emitter.submit(seen, [])
 
 
 def _replay(body: bytes, receive: Any, *, seen: Seen | None = None, more: bool = False) -> Any:

@@ -24,6 +24,7 @@ from prometheus_client import Counter
 
 from serving.config import ServingConfig
 from wire.attribution import Policy
+from wire.budgets import BudgetGate, polling_gate
 
 log = logging.getLogger("costplatform.serving")
 
@@ -388,6 +389,7 @@ class Runtime:
         self.join = Join(lambda counts: self.emitter.submit(None, [counts]))
         self.middleware_active = False
         self.served_model: str | None = None
+        self.budgets = budget_gate(config)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def finish_later(self, seen: Seen, waiter: Waiter, *, wait: float) -> None:
@@ -407,6 +409,19 @@ class Runtime:
         finally:
             self.join.release(waiter.key)
             self.emitter.submit(seen, list(waiter.counts))
+
+
+def budget_gate(config: ServingConfig) -> BudgetGate | None:
+    """The hard-budget gate of this server (started), or None when budgets are not held here."""
+    if not config.budget_poll:
+        return None
+    return polling_gate(
+        config.platform_url,
+        config.collector_key,
+        interval=config.budget_poll,
+        fail_closed=config.budget_fail_closed,
+        stale=config.budget_stale,
+    )
 
 
 _runtime: Runtime | None = None

@@ -24,6 +24,7 @@ AUDITED = (
     "ledger.ElasticWindow",
     "ledger.Period",
     "ledger.Budget",
+    "ledger.BudgetOverride",
     "ledger.Revenue",
     "ledger.CostCentre",
     "ledger.CloseRequest",

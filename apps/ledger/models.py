@@ -310,9 +310,19 @@ class DirtyDay(models.Model):
 
 
 class Budget(models.Model):
-    """A business line's budget for a month, in money and/or tokens."""
+    """A business line's budget for a month, in money and/or tokens; optionally of one team of
+    the line. A soft budget alerts (apps/alerts); a hard one is also held at the edge: the
+    serving middleware and the proxy refuse the line's (or team's) new requests once it is
+    spent, unless an override is active (apps/ledger/holds.py, docs/budgets.md)."""
 
     business_line = models.CharField(max_length=256)
+    # Database defaults too: rows written in SQL (and code that predates these) stay line budgets, soft.
+    team = models.CharField(
+        max_length=256, blank=True, default="", db_default="", help_text="Empty: the whole business line."
+    )
+    hard = models.BooleanField(
+        default=False, db_default=False, help_text="Hard: the edge refuses new requests once spent. Soft: alerts only."
+    )
     month = models.DateField(validators=[validate_month])
     currency = models.CharField(max_length=3, choices=Currency.choices, blank=True)
     amount = models.DecimalField(max_digits=20, decimal_places=2, null=True, blank=True)
@@ -323,7 +333,7 @@ class Budget(models.Model):
     class Meta:
         ordering = ["-month", "business_line"]
         constraints = [
-            models.UniqueConstraint(fields=["business_line", "month"], name="ledger_budget_key"),
+            models.UniqueConstraint(fields=["business_line", "team", "month"], name="ledger_budget_key"),
             models.CheckConstraint(
                 condition=Q(amount__isnull=False) | Q(tokens__isnull=False), name="ledger_budget_some"
             ),
@@ -334,6 +344,10 @@ class Budget(models.Model):
             models.CheckConstraint(condition=Q(tokens__gte=0) | Q(tokens__isnull=True), name="ledger_budget_tokens"),
             models.CheckConstraint(condition=Q(month__day=1), name="ledger_budget_month"),
         ]
+
+    def __str__(self) -> str:
+        scope = f"{self.business_line}/{self.team}" if self.team else self.business_line
+        return f"{scope} {self.month:%Y-%m}"
 
     def clean(self) -> None:
         validate_month_open(self, "budget")
@@ -449,6 +463,24 @@ class CloseRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} close ({self.state})"
+
+
+class BudgetOverride(models.Model):
+    """Finance lets a budget's line (or team) be served past its spent hard budget until a
+    time, with a reason. Audit-logged; the edge learns it with the budget state."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="overrides")
+    until = models.DateTimeField()
+    reason = models.TextField()
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    granted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-until", "-id"]
+        constraints = [models.CheckConstraint(condition=~Q(reason=""), name="ledger_budgetoverride_reason")]
+
+    def __str__(self) -> str:
+        return f"{self.budget} until {self.until:%Y-%m-%d %H:%M}"
 
 
 # Bill reconciliation's models, loaded with the ledger's (their app is the ledger).

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from apps.ledger.pages import budgets, close, finance, plans, reconciliation, sheets
+from apps.ledger.pages import budgets, close, finance, holds, plans, reconciliation, sheets
 
 urlpatterns = [
     *finance.urlpatterns,
@@ -8,5 +8,6 @@ urlpatterns = [
     *plans.urlpatterns,
     *sheets.urlpatterns,
     *budgets.urlpatterns,
+    *holds.urlpatterns,
     *reconciliation.urlpatterns,
 ]

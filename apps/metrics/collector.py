@@ -15,6 +15,8 @@ from django.conf import settings
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from apps.ledger.budget_state import budget_states
+from apps.metrics.budgets import budget_families
 from apps.metrics.selectors import Snapshot, platform_snapshot
 
 WINDOWS = (("1h", "the current clock hour so far"), ("24h", "the 24 hour buckets ending with the current one"))
@@ -155,6 +157,7 @@ class PlatformCollector(Collector):
             now=now, top_lines=settings.METRICS_TOP_BUSINESS_LINES, top_models=settings.METRICS_TOP_MODELS
         )
         out = families(shot, now=now.timestamp())
+        out += budget_families(budget_states(now=now))
         out.append(
             GaugeMetricFamily(
                 "costplatform_metrics_read_seconds",

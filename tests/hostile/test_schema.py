@@ -1,7 +1,8 @@
 """schemathesis against the OpenAPI schema the platform serves: every operation, generated
-requests (valid and invalid), authenticated as an admin (basic auth) and, for ingest, with a
-collector key. No answer may be a 5xx, and every answer must be one the schema declares (status
-code, content type, headers, body). HOSTILE_EXAMPLES sets the examples per operation (`make fuzz`)."""
+requests (valid and invalid), authenticated as an admin (basic auth) and, for ingest and the
+budget state, with a collector key. No answer may be a 5xx, and every answer must be one the
+schema declares (status code, content type, headers, body). HOSTILE_EXAMPLES sets the
+examples per operation (`make fuzz`)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def credentials(in_process: None, django_user_model: Any, settings: Any) -> dict
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 def test_every_operation_answers_as_its_schema_says(case: Any, credentials: dict[str, str]) -> None:
-    who = "collector" if case.operation.method.upper() == "POST" and case.path == "/api/v1/records" else "person"
+    ingest = case.operation.method.upper() == "POST" and case.path == "/api/v1/records"
+    who = "collector" if ingest or case.path == "/api/v1/budgets/state" else "person"
     case.call_and_validate(headers={"Authorization": credentials[who]}, checks=CHECKS)
     name = f"{case.operation.method.upper()} {case.operation.path}"
     CASES[name] = CASES.get(name, 0) + 1

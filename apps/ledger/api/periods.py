@@ -186,6 +186,10 @@ class BudgetsView(APIView):
         amount = serializers.DecimalField(max_digits=20, decimal_places=2, min_value=0, required=False, allow_null=True)
         currency = serializers.ChoiceField(choices=Currency.choices, required=False, allow_blank=True, default="")
         tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        team = serializers.CharField(max_length=256, required=False, allow_blank=True, default="")
+        hard = serializers.BooleanField(
+            required=False, allow_null=True, default=None, help_text="Hard: held at the edge. Omitted: unchanged."
+        )
 
     class Output(MoneyAware):
         class Meta:
@@ -197,6 +201,8 @@ class BudgetsView(APIView):
         amount = money(allow_null=True)
         currency = serializers.CharField()
         tokens = serializers.IntegerField(allow_null=True)
+        team = serializers.CharField()
+        hard = serializers.BooleanField()
         updated_at = serializers.DateTimeField()
 
     @extend_schema(

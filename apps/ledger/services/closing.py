@@ -255,7 +255,7 @@ def _findings(month: date, business_lines: list[str] | None) -> CheckItem:
 
 
 def _budgets_unspent(month: date, business_lines: list[str] | None) -> CheckItem:
-    budgets = Budget.objects.filter(month=month)
+    budgets = Budget.objects.filter(month=month, team="")
     if business_lines is not None:
         budgets = budgets.filter(business_line__in=business_lines)
     booked = set(

@@ -1,0 +1,154 @@
+"""Where each budget of the accounting month stands: what its line (or team) has used so far,
+read from the hourly rollups, and whether a hard budget now holds (spent, no active override).
+
+The edge (wire/budgets.py, polling GET /api/v1/budgets/state) refuses new requests of a budget
+that holds; /metrics and the budgets page show the same figures. Money comes from pricing's
+HourlyCost in the budget's currency (so it lags by the pricing run), tokens from ingest's
+HourlyUsage (written with the records, so it lags only by the edge's shipping).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+
+from apps.common.buckets import month_end, month_of, month_start
+from apps.ingest.models import Status
+from apps.ledger.models import Budget, BudgetOverride
+
+# Tokens a budget counts: every prompt token (cached ones included) and every generated one.
+TOKENS = "(u.prompt + u.completion)"
+# A line's usage keyed by (business line, team); team "" sums the whole line.
+Usage = dict[tuple[str, str], Any]
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    id: int
+    business_line: str
+    team: str
+    month: date
+    hard: bool
+    currency: str
+    amount: Decimal | None
+    tokens: int | None
+    used_amount: Decimal
+    used_tokens: int
+    refused: int  # requests of the line (or team) rejected this month (refusals by the edge among them)
+    resets_at: datetime
+    override_until: datetime | None = None
+    override_reason: str = ""
+
+    @property
+    def spent(self) -> bool:
+        """Whether money or tokens reached the limit (either one spends the budget)."""
+        over_money = self.amount is not None and self.used_amount >= self.amount
+        return over_money or (self.tokens is not None and self.used_tokens >= self.tokens)
+
+    @property
+    def overridden(self) -> bool:
+        return self.override_until is not None
+
+    @property
+    def holds(self) -> bool:
+        """Whether the edge refuses the budget's new requests now."""
+        return self.hard and self.spent and not self.overridden
+
+    @property
+    def scope(self) -> str:
+        return f"{self.business_line}/{self.team}" if self.team else self.business_line
+
+
+def budget_states(*, now: datetime, business_lines: list[str] | None = None) -> list[BudgetState]:
+    """The budgets of the accounting month holding `now`, with their use; only the lines in
+    `business_lines` unless it is None."""
+    month = month_of(now)
+    budgets = list(Budget.objects.filter(month=month).order_by("business_line", "team"))
+    if business_lines is not None:
+        budgets = [b for b in budgets if b.business_line in business_lines]
+    if not budgets:
+        return []
+    lines = sorted({b.business_line for b in budgets})
+    start, end = month_start(month), month_end(month)
+    money, tokens, refused = _money(lines, start, end), _tokens(lines, start, end), _refused(lines, start, end)
+    overrides = _active_overrides([b.id for b in budgets], now)
+    states = []
+    for b in budgets:
+        override = overrides.get(b.id)
+        states.append(
+            BudgetState(
+                id=b.id,
+                business_line=b.business_line,
+                team=b.team,
+                month=month,
+                hard=b.hard,
+                currency=b.currency,
+                amount=b.amount,
+                tokens=b.tokens,
+                used_amount=money.get((b.business_line, b.team, b.currency), Decimal(0)),
+                used_tokens=int(tokens.get((b.business_line, b.team), 0)),
+                refused=int(refused.get((b.business_line, b.team), 0)),
+                resets_at=end,
+                override_until=override.until if override else None,
+                override_reason=override.reason if override else "",
+            )
+        )
+    return states
+
+
+def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _by_scope(rows: list[tuple[Any, ...]], width: int) -> dict[tuple[Any, ...], Any]:
+    """Sum rows of (line, team, *key, value) both per team and for the whole line (team "")."""
+    out: dict[tuple[Any, ...], Any] = defaultdict(int)
+    for row in rows:
+        line, team, key, value = row[0], row[1] or "", tuple(row[2:width]), row[width]
+        out[(line, "", *key)] += value
+        if team:
+            out[(line, team, *key)] += value
+    return out
+
+
+_FROM_DIMS = (
+    "JOIN ingest_dimset d ON d.id = {t}.dims_id WHERE {t}.hour >= %s AND {t}.hour < %s AND d.business_line = ANY(%s)"
+)
+
+
+def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
+    sql = (
+        "SELECT d.business_line, d.dims->>'team', c.currency, sum(c.cost) FROM pricing_hourlycost c "
+        + _FROM_DIMS.format(t="c")
+        + " GROUP BY 1, 2, 3"
+    )
+    return _by_scope(_rows(sql, [start, end, lines]), 3)
+
+
+def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
+    sql = f"SELECT d.business_line, d.dims->>'team', sum({TOKENS}) FROM ingest_hourlyusage u " + _FROM_DIMS.format(
+        t="u"
+    )
+    return _by_scope(_rows(sql + " GROUP BY 1, 2", [start, end, lines]), 2)
+
+
+def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
+    sql = "SELECT d.business_line, d.dims->>'team', sum(u.records) FROM ingest_hourlyusage u " + _FROM_DIMS.format(
+        t="u"
+    )
+    return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2", [start, end, lines, Status.REJECTED]), 2)
+
+
+def _active_overrides(budget_ids: list[int], now: datetime) -> dict[int, BudgetOverride]:
+    """Per budget, its override running longest among those active at `now`."""
+    out: dict[int, BudgetOverride] = {}
+    for override in BudgetOverride.objects.filter(budget_id__in=budget_ids, until__gt=now).order_by("until"):
+        out[override.budget_id] = override
+    return out

@@ -1,0 +1,91 @@
+"""Hard budgets on the budgets page: where each budget of the month stands now (the partial
+templates/ledger/_budget_holds.html, rendered by the `budget_holds` tag) and finance's
+temporary override of a spent hard budget (POST budgets/<id>/override/, audit-logged)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import path, reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
+
+from apps.accounts.scopes import business_lines_of, sees_money
+from apps.common.buckets import accounting_zone, month_of
+from apps.ledger.budget_state import BudgetState, budget_states
+from apps.ledger.models import Budget
+from apps.ledger.services.overrides import OverrideError, budget_override_grant
+
+OVERRIDE_PERMISSION = "ledger.add_budgetoverride"
+
+
+class OverrideForm(forms.Form):
+    until = forms.DateTimeField(
+        label=gettext_lazy("Served until"),
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"],
+        help_text=gettext_lazy("In the accounting time zone; at the latest the month's end."),
+    )
+    reason = forms.CharField(label=gettext_lazy("Reason"), max_length=2000)
+
+
+def holds_context(request: HttpRequest, *, now: datetime) -> dict[str, Any]:
+    """The partial's context: the month's budgets the reader may see, as they stand now."""
+    states = budget_states(now=now, business_lines=business_lines_of(request.user))
+    return {
+        "states": states,
+        "hold_month": f"{month_of(now):%Y-%m}",
+        "money": sees_money(request.user),
+        "may_override": request.user.has_perm(OVERRIDE_PERMISSION),
+        "zone": accounting_zone().key,
+    }
+
+
+def state_label(state: BudgetState) -> str:
+    if state.overridden:
+        return _("overridden")
+    if state.holds:
+        return _("refusing")
+    return _("spent") if state.spent else _("within")
+
+
+@require_POST
+@login_required
+def budget_override(request: HttpRequest, budget_id: int) -> HttpResponse:
+    """Grant an override from the budgets page: finance (and admin), within the reader's lines."""
+    if not request.user.has_perm(OVERRIDE_PERMISSION):
+        raise PermissionDenied("overriding a budget needs the finance or admin role")
+    budget = get_object_or_404(Budget, pk=budget_id)
+    lines = business_lines_of(request.user)
+    if lines is not None and budget.business_line not in lines:
+        raise PermissionDenied("this budget's business line is outside your scope")
+    form = OverrideForm(request.POST)
+    back = reverse("budgets") + "#budget-holds"
+    if not form.is_valid():
+        messages.error(request, _("Override not granted: %(errors)s") % {"errors": _form_errors(form)})
+        return redirect(back)
+    until = form.cleaned_data["until"].replace(tzinfo=None).replace(tzinfo=accounting_zone()).astimezone(UTC)
+    try:
+        budget_override_grant(
+            budget=budget, until=until, reason=form.cleaned_data["reason"], user=request.user, now=datetime.now(UTC)
+        )
+    except OverrideError as exc:
+        messages.error(request, _("Override not granted: %(errors)s") % {"errors": exc})
+        return redirect(back)
+    messages.success(request, _("%(budget)s is served until %(until)s.") % {"budget": budget, "until": until})
+    return redirect(back)
+
+
+def _form_errors(form: forms.Form) -> str:
+    return "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+
+
+urlpatterns = [path("budgets/<int:budget_id>/override/", budget_override, name="budget-override")]

@@ -1,0 +1,247 @@
+"""Hard budgets through the proxy: a real platform (live server, PostgreSQL) the proxy ships its
+records to and polls for budget state, a loopback upstream (tests/collectors/openai_upstream.py).
+A line is served until its hard budget is spent, then refused with the 429 body while another
+line is served; a finance override serves it again; with the platform down the gate fails open
+or closed as set."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from collectors.httpserve import ServerThread
+from collectors.proxy import Settings, proxy_thread
+from tests.collectors.openai_upstream import PROMPT_TOKENS, WORDS, Upstream
+from tests.collectors.test_proxy import HASH_KEY, MESSAGES, Records, Rig
+from tests.processes import free_port
+from wire.attribution import Policy
+from wire.budgets import BudgetGate, http_fetch
+from wire.shipper import Pipeline
+
+REFUNDS, BILLING = "refunds-key", "billing-key"
+BUDGET_MAP = f"""
+[callers.refunds-app]
+tokens = ["{REFUNDS}"]
+dims = {{ business_line = "refunds", team = "cs-bot" }}
+
+[callers.billing-app]
+tokens = ["{BILLING}"]
+dims = {{ business_line = "billing" }}
+"""
+PER_REQUEST = PROMPT_TOKENS + len(WORDS)  # what the upstream reports for each answer
+POLL = 0.2
+
+
+def chat(rig: Rig, token: str, **claims: str) -> tuple[int, Any, dict[str, Any]]:
+    body = {"model": "qwen2.5-7b-instruct", "messages": MESSAGES}
+    status, headers, raw = rig.post("/v1/chat/completions", body, Authorization=f"Bearer {token}", **claims)
+    return status, headers, json.loads(raw)
+
+
+def refused_total(line: str, reason: str = "spent") -> float:
+    labels = {"business_line": line, "reason": reason}
+    return REGISTRY.get_sample_value("costplatform_serving_budget_refused_total", labels) or 0.0
+
+
+@pytest.fixture
+def upstream() -> Iterator[tuple[Upstream, str]]:
+    fake = Upstream()
+    with ServerThread(fake.app()) as server:
+        yield fake, server.url
+
+
+@pytest.fixture
+def budget_map(tmp_path: Path) -> Path:
+    path = tmp_path / "attribution.toml"
+    path.write_text(BUDGET_MAP)
+    return path
+
+
+def proxied(upstream: tuple[Upstream, str], budget_map: Path, sink: Any, gate: BudgetGate) -> Iterator[Rig]:
+    fake, url = upstream
+    settings = Settings(upstream=url, upstream_key="sk-up", hash_key=HASH_KEY, policy=Policy(budget_map), budgets=gate)
+    with proxy_thread(settings, sink) as proxy_url:
+        rig = Rig(fake, url, sink)
+        rig.url = proxy_url
+        yield rig
+
+
+@pytest.fixture
+def platform_rig(
+    live_server: Any, truncate_records: None, upstream: tuple[Upstream, str], budget_map: Path, tmp_path: Path
+) -> Iterator[tuple[Rig, Pipeline, str]]:
+    from tests.factories import collector_key
+
+    key = collector_key().secret
+    gate = BudgetGate(http_fetch(live_server.url, key, timeout=5), interval=POLL).start()
+    pipeline = Pipeline(
+        tmp_path / "spool", url=live_server.url, key=key, registry=CollectorRegistry(), flush_interval=0.05
+    )
+    with pipeline:
+        try:
+            for rig in proxied(upstream, budget_map, pipeline, gate):
+                yield rig, pipeline, key
+        finally:
+            gate.stop()
+
+
+def settled(pipeline: Pipeline, gate_wait: float = 3 * POLL) -> None:
+    """The records so far are stored on the platform and the gate has read the state since."""
+    assert pipeline.flush(10)
+    time.sleep(gate_wait)
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_line_is_served_until_its_hard_budget_is_spent_then_refused_and_served_again_after_an_override(
+    platform_rig: tuple[Rig, Pipeline, str],
+) -> None:
+    from apps.common.buckets import month_of
+    from apps.ledger.models import Budget
+    from apps.ledger.services.overrides import budget_override_grant
+    from apps.ledger.services.planning import budget_set
+    from tests.factories import finance_user
+
+    rig, pipeline, _ = platform_rig
+    limit = 4 * PER_REQUEST + 1  # the 5th answer spends it
+    budget_set(business_line="refunds", month=month_of(datetime.now(UTC)), tokens=limit, hard=True)
+    budget_set(business_line="billing", month=month_of(datetime.now(UTC)), tokens=limit, hard=True)
+    before = refused_total("refunds")
+
+    served = 0
+    while True:
+        status, headers, body = chat(rig, REFUNDS)
+        if status != 200:
+            break
+        served += 1
+        assert served <= 10, "never refused"
+        settled(pipeline)
+    upstream_calls = rig.upstream.counter
+    again, _, _ = chat(rig, REFUNDS)
+    evading, _, _ = chat(rig, REFUNDS, **{"X-Costplatform-Business-Line": "billing"})  # not the caller's to claim
+
+    assert served == 5  # 4 answers leave it unspent; the 5th spends it; the 6th is refused
+    assert (status, again, evading) == (429, 429, 429)
+    error = body["error"]
+    assert (error["type"], error["code"]) == ("budget_exceeded", "budget_exceeded")
+    assert error["budget"]["business_line"] == "refunds" and error["budget"]["team"] is None
+    assert (error["budget"]["used_tokens"], error["budget"]["limit_tokens"]) == (5 * PER_REQUEST, limit)
+    resets = datetime.fromisoformat(error["budget"]["resets_at"])
+    assert resets > datetime.now(UTC) and resets.day == 1
+    assert f"{5 * PER_REQUEST:,} of {limit:,} tokens" in error["message"] and "refunds" in error["message"]
+    assert 0 < int(headers["Retry-After"]) <= 31 * 86400
+    assert rig.upstream.counter == upstream_calls  # the refused request never went upstream
+    assert refused_total("refunds") == before + 3
+    assert chat(rig, BILLING)[0] == 200  # another line is served
+
+    budget_override_grant(
+        budget=Budget.objects.get(business_line="refunds"),
+        until=datetime.now(UTC) + timedelta(minutes=30),
+        reason="quarter-end campaign",
+        user=finance_user(),
+        now=datetime.now(UTC),
+    )
+    time.sleep(3 * POLL)
+    assert chat(rig, REFUNDS)[0] == 200
+
+
+def test_its_refusals_are_recorded_as_rejected_with_no_tokens(platform_rig: tuple[Rig, Pipeline, str]) -> None:
+    from apps.common.buckets import month_of
+    from apps.ingest.models import Record
+    from apps.ledger.services.planning import budget_set
+
+    rig, pipeline, _ = platform_rig
+    budget_set(business_line="refunds", month=month_of(datetime.now(UTC)), tokens=1, hard=True)
+    assert chat(rig, REFUNDS)[0] == 200
+    settled(pipeline)
+
+    status, headers, _ = chat(rig, REFUNDS)
+    assert pipeline.flush(10)
+
+    assert status == 429
+    stored = Record.objects.select_related("dims").get(record_id=headers["X-Costplatform-Record-Id"])
+    assert (stored.status, stored.prompt, stored.completion) == (4, 0, 0)  # rejected
+    assert stored.dims.dims["business_line"] == "refunds"
+
+
+# --- the platform down --------------------------------------------------------------------------
+
+
+def down_gate(*, fail_closed: bool) -> BudgetGate:
+    """A gate whose platform is not there (nothing listens on its port)."""
+    return BudgetGate(http_fetch(f"http://127.0.0.1:{free_port()}", "cpk_x", timeout=1), interval=POLL,
+                      fail_closed=fail_closed).start()  # fmt: skip
+
+
+@pytest.mark.parametrize("fail_closed", [False, True], ids=["open", "closed"])
+def test_with_the_platform_down_the_gate_fails_as_set(
+    upstream: tuple[Upstream, str], budget_map: Path, fail_closed: bool
+) -> None:
+    gate = down_gate(fail_closed=fail_closed)
+    before = refused_total("refunds", "unknown")
+    try:
+        for rig in proxied(upstream, budget_map, Records(), gate):
+            time.sleep(3 * POLL)  # a few polls fail
+            status, _, body = chat(rig, REFUNDS)
+            calls = rig.upstream.counter
+    finally:
+        gate.stop()
+
+    if fail_closed:
+        assert status == 503 and body["error"]["type"] == "budget_state_unavailable"
+        assert calls == 0 and refused_total("refunds", "unknown") == before + 1
+    else:
+        assert status == 200 and calls == 1 and refused_total("refunds", "unknown") == before
+
+
+def test_a_known_state_outlives_a_platform_outage_until_it_is_stale() -> None:
+    answers: list[Any] = [
+        {"budgets": [{"id": 1, "business_line": "refunds", "team": "", "hard": True, "holds": True, "currency": "",
+                      "amount": None, "used_amount": "0.00", "tokens": 10, "used_tokens": 12,
+                      "resets_at": "2099-01-01T00:00:00+00:00"}]},
+        OSError("platform down"),
+    ]  # fmt: skip
+
+    def fetch() -> Any:
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    gate = BudgetGate(fetch, interval=60, fail_closed=True, stale=0.5)
+    assert gate.poll() and not gate.poll()  # read once, then the platform is gone
+
+    held = gate.check({"business_line": "refunds"})
+    served = gate.check({"business_line": "billing"})
+    time.sleep(0.6)
+    stale = gate.check({"business_line": "billing"})
+
+    assert held is not None and held.status == 429 and served is None
+    assert stale is not None and stale.status == 503
+
+
+def test_a_team_budget_refuses_its_team_only() -> None:
+    budget = {"id": 1, "business_line": "refunds", "team": "cs-bot", "hard": True, "holds": True, "currency": "CNY",
+              "amount": "10.00", "used_amount": "10.40", "tokens": None, "used_tokens": 0,
+              "resets_at": "2099-01-01T00:00:00+08:00"}  # fmt: skip
+    gate = BudgetGate(lambda: {"budgets": [budget]}, interval=60)
+    assert gate.poll()
+
+    refusal = gate.check({"business_line": "refunds", "team": "cs-bot"})
+
+    assert refusal is not None and gate.check({"business_line": "refunds", "team": "cs-web"}) is None
+    error = json.loads(refusal.body)["error"]
+    assert "10.40 of 10.00 CNY" in error["message"] and "team 'cs-bot'" in error["message"]
+    assert (error["budget"]["used_amount"], error["budget"]["limit_amount"]) == ("10.40", "10.00")

@@ -1,0 +1,232 @@
+"""Hard budgets at the edge: a poller that caches the platform's budget state and a gate that
+refuses new requests of a business line (or team) whose hard budget is spent.
+
+One implementation for the serving middleware and the proxy. `BudgetGate` polls
+GET <platform>/api/v1/budgets/state with the edge's collector key every `interval` seconds on
+a thread of its own; `check(dims)` answers from the cache, never from the network, so a
+request waits on nothing. A refusal is an OpenAI-style error (HTTP 429, type and code
+`budget_exceeded`) naming the budget, what was used, the limit and when it resets, with
+Retry-After in seconds. Requests already running are never touched: they finish.
+
+When the state is unknown (no answer yet, or none for `stale` seconds) the gate fails open
+(serves) or, with `fail_closed`, refuses every request with a 503 `budget_state_unavailable`.
+Refusals are counted in costplatform_serving_budget_refused_total{business_line,reason}.
+Standard library and prometheus_client only: no Django, no vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+log = logging.getLogger("costplatform.budgets")
+
+ENDPOINT = "/api/v1/budgets/state"
+ENV_POLL = "COSTPLATFORM_BUDGET_POLL"  # seconds between polls; unset or 0: budgets are not held
+ENV_FAIL = "COSTPLATFORM_BUDGET_FAIL"  # open (default) or closed
+ENV_STALE = "COSTPLATFORM_BUDGET_STALE"  # seconds a state stays usable without a fresh answer
+FAIL_MODES = ("open", "closed")
+MIN_STALE = 30.0
+
+REFUSED = Counter(
+    "costplatform_serving_budget_refused",
+    "New requests refused at the edge: reason spent (a hard budget is spent) or unknown (no budget state, fail-closed)",
+    ["business_line", "reason"],
+)
+POLLS = Counter("costplatform_serving_budget_polls", "Polls of the platform's budget state", ["result"])
+STATE_AGE = Gauge(
+    "costplatform_serving_budget_state_age_seconds", "Seconds since the budget state was last read (-1: never)"
+)
+
+
+def config_error(poll: str | None, fail: str | None) -> str | None:
+    """Why the budget settings are unusable, or None."""
+    try:
+        if poll and float(poll) < 0:
+            return f"{ENV_POLL}={poll!r}: seconds, 0 or more"
+    except ValueError:
+        return f"{ENV_POLL}={poll!r}: not a number of seconds"
+    if fail and fail not in FAIL_MODES:
+        return f"{ENV_FAIL}={fail!r}: one of {', '.join(FAIL_MODES)}"
+    return None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One budget of the platform's answer (apps/ledger/api/budget_state.py)."""
+
+    id: int
+    business_line: str
+    team: str
+    hard: bool
+    holds: bool
+    currency: str
+    amount: str | None
+    used_amount: str
+    tokens: int | None
+    used_tokens: int
+    resets_at: str
+    override_until: str | None = None
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Budget:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+    def covers(self, dims: Mapping[str, str]) -> bool:
+        """Whether a request with these (trusted) dims is charged to this budget."""
+        if dims.get("business_line", "") != self.business_line:
+            return False
+        return not self.team or dims.get("team", "") == self.team
+
+    @property
+    def scope(self) -> str:
+        return f"business line {self.business_line!r}" + (f", team {self.team!r}" if self.team else "")
+
+    def usage_text(self) -> str:
+        parts = []
+        if self.tokens is not None:
+            parts.append(f"{self.used_tokens:,} of {self.tokens:,} tokens")
+        if self.amount is not None:
+            parts.append(f"{self.used_amount} of {self.amount} {self.currency}")
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The answer to a refused request: status, OpenAI-style JSON body and headers."""
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+    business_line: str
+    reason: str
+
+
+def _error(message: str, kind: str, **extra: Any) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": kind, **extra}}).encode()
+
+
+def spent_refusal(budget: Budget, now: datetime) -> Refusal:
+    """429 naming the budget, what it used, its limit and when it resets."""
+    message = (
+        f"The hard budget of {budget.scope} is spent: used {budget.usage_text()}. "
+        f"New requests are refused until it resets at {budget.resets_at} (or finance grants an override)."
+    )
+    detail = {
+        "id": budget.id,
+        "business_line": budget.business_line,
+        "team": budget.team or None,
+        "used_tokens": budget.used_tokens,
+        "limit_tokens": budget.tokens,
+        "used_amount": budget.used_amount if budget.amount is not None else None,
+        "limit_amount": budget.amount,
+        "currency": budget.currency or None,
+        "resets_at": budget.resets_at,
+    }
+    retry = max(int((datetime.fromisoformat(budget.resets_at) - now).total_seconds()), 1)
+    body = _error(message, "budget_exceeded", budget=detail)
+    return Refusal(429, body, {"Retry-After": str(retry)}, budget.business_line, "spent")
+
+
+def unknown_refusal(business_line: str, age: float | None) -> Refusal:
+    since = "has not been read yet" if age is None else f"was last read {age:.0f} s ago"
+    message = f"Budget state unknown (the platform's budget state {since}) and budgets are held fail-closed."
+    body = _error(message, "budget_state_unavailable")
+    return Refusal(503, body, {"Retry-After": "5"}, business_line, "unknown")
+
+
+Fetch = Callable[[], Mapping[str, Any]]
+
+
+def http_fetch(url: str, key: str, timeout: float) -> Fetch:
+    """GET the state endpoint with the collector key."""
+    endpoint = url.rstrip("/") + ENDPOINT
+
+    def fetch() -> Mapping[str, Any]:
+        request = urllib.request.Request(endpoint, headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            doc = json.loads(response.read())
+        if not isinstance(doc, dict) or not isinstance(doc.get("budgets"), list):
+            raise ValueError("not a budget state answer")
+        return doc
+
+    return fetch
+
+
+class BudgetGate:
+    """The cached budget state of one edge and the check each new request passes."""
+
+    def __init__(self, fetch: Fetch, *, interval: float, fail_closed: bool = False, stale: float | None = None) -> None:
+        self.fetch = fetch
+        self.interval = interval
+        self.fail_closed = fail_closed
+        self.stale = stale if stale is not None else max(MIN_STALE, 4 * interval)
+        self._holding: tuple[Budget, ...] = ()
+        self._read_at: float | None = None  # time.monotonic() of the last good answer
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        STATE_AGE.set_function(lambda: -1.0 if self._read_at is None else time.monotonic() - self._read_at)
+
+    def start(self) -> BudgetGate:
+        self._thread = threading.Thread(target=self._run, name="costplatform-budgets", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self.interval)
+
+    def poll(self) -> bool:
+        """Read the state once; a failure keeps the last state (until it is stale)."""
+        try:
+            doc = self.fetch()
+            holding = tuple(Budget.of(b) for b in doc["budgets"] if b.get("holds"))
+        except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError) as exc:
+            POLLS.labels("error").inc()
+            log.warning("budget state not read: %s", exc)
+            return False
+        self._holding, self._read_at = holding, time.monotonic()
+        POLLS.labels("ok").inc()
+        return True
+
+    def age(self) -> float | None:
+        return None if self._read_at is None else time.monotonic() - self._read_at
+
+    def check(self, dims: Mapping[str, str]) -> Refusal | None:
+        """The refusal for a new request with these trusted dims, or None to serve it."""
+        line = dims.get("business_line", "")
+        age = self.age()
+        if age is None or age > self.stale:
+            if not self.fail_closed:
+                return None
+            refusal = unknown_refusal(line, age)
+        else:
+            budget = next((b for b in self._holding if b.covers(dims)), None)
+            if budget is None:
+                return None
+            refusal = spent_refusal(budget, datetime.now(UTC))
+        REFUSED.labels(line, refusal.reason).inc()
+        return refusal
+
+
+def polling_gate(url: str, key: str, *, interval: float, fail_closed: bool, stale: float | None = None) -> BudgetGate:
+    """A started gate polling the platform at `url` with the collector `key`."""
+    fetch = http_fetch(url, key, timeout=min(10.0, max(interval, 1.0)))
+    return BudgetGate(fetch, interval=interval, fail_closed=fail_closed, stale=stale).start()
