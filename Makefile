@@ -92,7 +92,17 @@ bench-reclassify: install services  ## BENCH_ARGS="--records 1000000" for a quic
 bench-shipper: install  ## records/s into the durable spool; see docs/collectors.md
 	$(PY) bench/shipper.py $(BENCH_ARGS)
 
-bench-proxy: install  ## latency the proxy adds, p50/p99; see docs/collectors.md
+# LiteLLM, the peer bench-proxy measures beside the proxy, lives in a venv of its own: its
+# dependency pins would disturb the product's. BENCH_ARGS=--no-litellm skips it.
+LITELLM_VENV := .venv-litellm
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
+
+$(LITELLM_STAMP): bench/litellm-constraints.txt
+	test -x $(LITELLM_VENV)/bin/python || $(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet -c bench/litellm-constraints.txt 'litellm[proxy]'
+	touch $(LITELLM_STAMP)
+
+bench-proxy: install $(if $(findstring --no-litellm,$(BENCH_ARGS)),,$(LITELLM_STAMP))  ## latency the proxy adds, p50/p99 and CPU, beside LiteLLM's proxy; see docs/collectors.md
 	$(PY) bench/proxy.py $(BENCH_ARGS)
 
 bench-serving: install  ## the same load against vLLM with and without the instrumentation (7-10 min); see docs/serving.md
@@ -132,4 +142,4 @@ backup-drill: install  ## dump DATABASE_URL, restore it into <name>_drill, compa
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m devtools.backup drill
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LITELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
