@@ -474,9 +474,9 @@ def record_components(*, record: Record) -> Components:
 
 
 def _component_cost(prices: dict[str, Decimal], component: int, tokens: int) -> Decimal | None:
-    from apps.classification.engine import COMPONENT_KIND
+    from apps.pricing.book import component_price
 
-    price = prices.get(COMPONENT_KIND[component])
+    price = component_price(prices, component)
     return None if price is None else price * tokens / Decimal(1_000_000)
 
 

@@ -69,7 +69,7 @@ _TOKEN_LIST = ", ".join(TOKEN_FIELDS)
 _TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
 _ROLLUP_KEY = "hour, source_id, model_id, dims_id, endpoint, status"
 
-# The staging table holds the rows plus the class.reason id of each of their 7 token components.
+# The staging table holds the rows plus the class.reason id of each of their 8 token components.
 _REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
 _STAGE = "ingest_record_stage_v2"
 _STAGE_SQL = f"""
@@ -335,7 +335,7 @@ def _rows(
                 model_ids[(r.model, r.model_version or "")],
                 dims_ids[dims_key],
                 t.prompt, t.prompt_cached, t.completion, t.system, t.tool,
-                t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed,
+                t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed, t.reasoning,
                 queued, ttft, prefill, decode, e2e,
                 endpoints.get(endpoint) if endpoint else None,
                 statuses[o.status],

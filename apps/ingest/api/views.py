@@ -65,6 +65,7 @@ class TokensOut(serializers.Serializer):
     draft = serializers.IntegerField()
     draft_accepted = serializers.IntegerField()
     recomputed = serializers.IntegerField()
+    reasoning = serializers.IntegerField()
 
 
 class RecordOut(serializers.Serializer):
