@@ -199,7 +199,9 @@ def observe_choices(exchange: Exchange, doc: Mapping[str, Any], now: float) -> N
             continue
         delta = choice.get("delta")
         part = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-        tools = isinstance(delta, dict) and (delta.get("tool_calls") or delta.get("reasoning_content"))
+        tools = isinstance(delta, dict) and (
+            delta.get("tool_calls") or delta.get("reasoning") or delta.get("reasoning_content")
+        )
         if part or tools:
             exchange.deltas += 1
             exchange.first_token = exchange.first_token or now

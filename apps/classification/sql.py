@@ -119,7 +119,7 @@ def _builtin_reasons(disabled: frozenset[str]) -> list[str]:
         + " ".join(f"WHEN {code} THEN {WASTE_BY_STATUS[label]}" for label, code in STATUS_CODES.items() if code != OK)
         + " END"
     )
-    chain: list[tuple[str, tuple[object, object, object]]] = []
+    chain: list[tuple[str, tuple[object, ...]]] = []
     if "failed" not in disabled:
         chain.append((f"x.status <> {OK}", (failed,) * 4))
     if "duplicate" not in disabled:
