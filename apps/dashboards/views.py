@@ -441,4 +441,5 @@ RECORD_TOKENS = (
     "draft",
     "draft_accepted",
     "recomputed",
+    "reasoning",
 )
