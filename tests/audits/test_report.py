@@ -194,7 +194,7 @@ def test_it_sends_the_summary_in_the_channels_language(report: AuditReport, sett
     chinese, english = str(got["/zh-hans"]), str(got["/en"])
     assert got["/zh-hans"]["title"] == "词元审计 2026-11: search"
     assert "**1 项发现**\uff0c预计可节省 **100,000 词元**" in chinese  # full-width comma and colon
-    assert "- 重复计算\uff1abusiness_line=search (100,000 词元)" in chinese
+    assert "- 重复计算\uff1a业务线 = search (100,000 词元)" in chinese
     assert "findings" not in chinese and "Duplicate computation: 55 repeated prompts" not in chinese
     assert got["/en"]["title"] == "Token audit 2026-11: search"
     assert "**1 findings**, estimated savings **100,000 tokens**" in english
