@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 # (name, kind, language, business lines): one channel of each chat kind.
-CHANNELS = (
+CHANNELS: tuple[tuple[str, str, str, list[str]], ...] = (
     ("客服值班 (钉钉)", "dingtalk", "zh-hans", ["customer-service"]),
     ("搜索团队 (飞书)", "feishu", "zh-hans", ["search"]),
     ("市场营销 (企业微信)", "wecom", "zh-hans", ["marketing"]),

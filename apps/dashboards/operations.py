@@ -21,6 +21,7 @@ from apps.accounts.scopes import COMPANY_WIDE, business_lines_of, edits_rules, s
 from apps.classification.models import RuleSet
 from apps.classification.services import ruleset_draft_create, ruleset_try
 from apps.common.buckets import BucketError, month_of, parse_month
+from apps.dashboards.reasons import builtin_chain
 from apps.dashboards.views import reader_required
 from apps.ingest.models import Rejection
 from apps.ledger.selectors import budget_vs_actual
@@ -34,7 +35,7 @@ OPERATORS = ("admin", "engineer")
 @reader_required
 def rules(request: HttpRequest) -> HttpResponse:
     sets = RuleSet.objects.prefetch_related("rules").order_by("-version")[:20]
-    context = {"rulesets": sets, "can_edit": edits_rules(request.user)}
+    context = {"rulesets": sets, "can_edit": edits_rules(request.user), "chain": builtin_chain()}
     return render(request, "dashboards/rules.html", context)
 
 
