@@ -89,7 +89,7 @@ def test_it_shows_engineers_tokens_but_no_money(as_role: Role, report: AuditRepo
     response = as_role("engineer").get(PAGE)
 
     html = response.content.decode()
-    assert response.status_code == 200 and "Zombie workload: load-test" in html and "1900000" in html
+    assert response.status_code == 200 and "Zombie workload: load-test" in html and "1,900,000" in html
     assert "CNY" not in html and "5.43" not in html and "5.04" not in html
 
 
@@ -243,8 +243,8 @@ def test_it_shows_a_scoped_user_only_the_findings_of_its_business_lines(report: 
 
     html = browser.get(PAGE).content.decode()
     assert "Duplicate computation: 55 repeated prompts" in html and "Zombie workload" not in html
-    assert "0.40 CNY" in html and "5.43" not in html and "1900000" not in html
+    assert "0.40 CNY" in html and "5.43" not in html and "1,900,000" not in html
     rows = read_csv(browser.get(PAGE + "?download=csv"))
     assert [r["kind"] for r in rows] == ["duplicate"]
     listed = browser.get("/audits/").content.decode()
-    assert "100000" in listed and "9000000" not in listed and "1900000" not in listed
+    assert "100,000" in listed and "9,000,000" not in listed and "1,900,000" not in listed

@@ -150,7 +150,7 @@ def test_the_audit_report_names_its_dims(
     client.post("/i18n/setlang/", {"language": language, "next": "/"})
     page = client.get(f"/audits/{month_of(T0):%Y-%m}/").content.decode()
 
-    assert shown in page
+    assert shown in page and "<td>1,000</td>" in page  # counts with separators, as elsewhere
     assert "business_line=" not in page and "conversation_id" not in page
 
 

@@ -1,4 +1,4 @@
-"""Times as every page shows them: in the reader's display zone (chosen on the page, kept in the
+"""Times and counts as every page shows them: in the reader's display zone (chosen on the page, kept in the
 session; the accounting zone until then), without microseconds, with the zone named once. A
 template builtin (settings.TEMPLATES), so no page formats an instant its own way."""
 
@@ -10,7 +10,7 @@ from django import template
 from django.utils import timezone
 
 from apps.common.buckets import display_zone_choices
-from apps.common.formats import when_text
+from apps.common.formats import int_text, when_text
 
 register = template.Library()
 
@@ -19,6 +19,12 @@ register = template.Library()
 def when(value: date | datetime | None, precision: str = "") -> str:
     """An instant in the display zone: YYYY-MM-DD HH:MM, or HH:MM:SS with `when:"s"`; a day as is."""
     return when_text(value, timezone.get_current_timezone(), seconds=precision == "s")
+
+
+@register.filter
+def number(value: int | None) -> str:
+    """A count with thousands separators (apps.common.formats), on every page alike."""
+    return int_text(value)
 
 
 @register.simple_tag

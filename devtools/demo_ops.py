@@ -1,6 +1,8 @@
-"""The demo's audit and alerts: the closed month audited, the built-in alert rules evaluated over
-the demo's traffic, and what fired (the audit's summaries too) delivered to one chat channel of
-each kind, so the alerts history and the channels page show real messages.
+"""The operations side of the demo: the closed month audited, the built-in alert rules evaluated
+over the demo's traffic, and what fired (the audit's summaries too) delivered to one chat channel
+of each kind, so the alerts history and the channels page show real messages; and a second
+collector, an old SDK that counts cached tokens outside the prompt, whose records are refused,
+so the collectors page shows a key in use and its rejections.
 
 The messages go to a receiver on loopback that lives only while the demo is built (the demo
 reaches no chat provider); the demo's channels are then disabled with a note saying so, so the
@@ -14,7 +16,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +33,7 @@ RECEIVER_GONE = (
     "set the real webhook URL and enable it (admin action Enable)"
 )
 DEMO_ACKNOWLEDGER = "demo-oncall"
+LEGACY_KEY = "legacy-sdk"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -132,4 +135,32 @@ def demo_alerts(*, audited: date, now: datetime) -> list[str]:
         f"audit {audited:%Y-%m}: {report.findings.count()} findings, {report.savings_tokens:,} tokens to save",
         f"alerts: {len(fired)} fired now, {summaries} audit summaries; {len(received)} messages delivered to "
         f"{len(channels)} demo channels (one of each chat kind), which are left disabled",
+    ]
+
+
+def legacy_collector(*, now: datetime) -> list[str]:
+    """A collector key `legacy-sdk`, used through the key check the API runs (so it shows as
+    seen), whose batch mixes one good record with three the contract refuses: cached prompt
+    tokens beyond the prompt (the exclusive convention), a negative count, no timestamp. Once."""
+    from apps.accounts.models import CollectorKey
+    from apps.accounts.services import collector_key_authenticate, collector_key_create
+    from apps.ingest.services import batch_ingest
+
+    if CollectorKey.objects.filter(name=LEGACY_KEY).exists():
+        return [f"collector {LEGACY_KEY}: kept as it was"]
+    key = collector_key_authenticate(secret=collector_key_create(name=LEGACY_KEY).secret)
+    assert key is not None  # just made
+    at = (now - timedelta(minutes=20)).isoformat()
+    base = {"ts": at, "model": "qwen2.5-7b-instruct", "dims": {"business_line": "search", "feature": "autocomplete"}}
+    records = [
+        {**base, "record_id": "legacy-1", "tokens": {"prompt": 300, "completion": 20}, "outcome": {"status": "ok"}},
+        {**base, "record_id": "legacy-2", "tokens": {"prompt": 120, "prompt_cached": 480, "completion": 20},
+         "outcome": {"status": "ok"}},
+        {**base, "record_id": "legacy-3", "tokens": {"prompt": 300, "completion": -5}, "outcome": {"status": "ok"}},
+        {"record_id": "legacy-4", "model": "qwen2.5-7b-instruct", "tokens": {"prompt": 300, "completion": 20},
+         "outcome": {"status": "ok"}},
+    ]  # fmt: skip
+    result = batch_ingest(key=key, body=json.dumps({"records": records}).encode(), ndjson=False)
+    return [
+        f"collector {LEGACY_KEY}: {result.accepted} record stored, {len(result.rejected)} refused (see /collectors/)"
     ]
