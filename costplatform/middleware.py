@@ -32,9 +32,12 @@ def refuse_nul_in_query(get_response: Callable[[HttpRequest], HttpResponse]) -> 
 
 def display_zone(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
     """Pages show times in the reader's chosen zone (the accounting zone until they choose):
-    Django's date filter and the `when` filter read the zone activated here."""
+    Django's date filter and the `when` filter read the zone activated here. The API is left
+    alone: its instants stay as the contract writes them (DRF would render them in this zone)."""
 
     def middleware(request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return get_response(request)
         timezone.activate(zone_of(request.session.get(DISPLAY_ZONE)))
         try:
             return get_response(request)

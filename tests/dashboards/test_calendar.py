@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -182,3 +182,16 @@ def test_the_dims_are_dropdowns_of_the_values_the_reader_may_see(
     assert _options(page, "feature") == shown_features
     assert '<option value="faq" selected>' in chosen
     assert 'type="text" name="dims.' not in page
+
+
+@time_machine.travel(NOW, tick=False)
+def test_the_api_writes_its_instants_in_utc_whatever_the_reader_chose(
+    edge: None, as_user: Callable[..., Client]
+) -> None:
+    client = as_user("engineer")
+    client.post("/display-zone/", {"zone": "Asia/Tokyo", "next": "/"})
+
+    listed = client.get("/api/v1/records", {"from": "2026-11-30T00:00:00Z"}).json()["results"]
+
+    assert len(listed) == 2
+    assert {datetime.fromisoformat(r["ts"]).utcoffset() for r in listed} == {timedelta(0)}
