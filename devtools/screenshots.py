@@ -55,6 +55,8 @@ PAGES: tuple[tuple[str, str, str, bool], ...] = (
     ("/prices/", "prices", "main h1", True),
     ("/collectors/", "collectors", "#keys", True),
 )
+# Pages also taken as their first screen alone (`<name>-screen`): the README's picture.
+FIRST_SCREENS = ("overview",)
 # Parts of a page shot alone: (page name, selector of the parts, attribute naming each one).
 PARTS = (("alert-channels", "#previews .preview", "data-kind", "alert-card"),)
 
@@ -187,6 +189,9 @@ def _shoot(browser: Any, url: str, username: str, password: str, out: Path, mont
             suffix = "" if language == "en-US" else "-zh-hans"
             page.screenshot(path=str(out / f"{name}{suffix}.png"), full_page=True)
             taken += [name + suffix, *_parts(page, name, out, suffix)]
+            if name in FIRST_SCREENS:
+                page.screenshot(path=str(out / f"{name}-screen{suffix}.png"))
+                taken.append(f"{name}-screen{suffix}")
         context.close()
     return taken
 

@@ -19,6 +19,7 @@ from django.urls import reverse
 from apps.dashboards import selectors
 from apps.dashboards.filters import filters_from
 from apps.ingest.models import Record
+from apps.ingest.selectors import dim_values
 from tests.factories import record
 
 pytestmark = pytest.mark.django_db
@@ -195,3 +196,13 @@ def test_the_api_writes_its_instants_in_utc_whatever_the_reader_chose(
 
     assert len(listed) == 2
     assert {datetime.fromisoformat(r["ts"]).utcoffset() for r in listed} == {timedelta(0)}
+
+
+@time_machine.travel(NOW, tick=False)
+def test_a_dim_with_more_values_than_a_list_holds_is_typed(edge: None) -> None:
+    assert dim_values(names=["feature", "business_line"], lines=None) == {
+        "feature": ["faq", "rank"],
+        "business_line": ["search", "support"],
+    }
+    assert dim_values(names=["feature"], lines=None, limit=1) == {"feature": None}
+    assert dim_values(names=["feature"], lines=["search"]) == {"feature": ["rank"]}
