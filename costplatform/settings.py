@@ -59,6 +59,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "costplatform.middleware.refuse_nul_in_query",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "costplatform.middleware.display_zone",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -85,6 +86,8 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # Times in the reader's display zone on every page: `when`, `display_zone`.
+            "builtins": ["apps.common.templatetags.display"],
         },
     },
 ]

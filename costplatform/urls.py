@@ -27,6 +27,7 @@ urlpatterns = [
     path("", include("apps.alerts.urls")),
     path("", include("apps.dashboards.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("display-zone/", views.display_zone_set, name="display_zone"),
     path("api/v1/", include("apps.ingest.api.urls")),
     path("api/v1/", include("apps.classification.api.urls")),
     path("api/v1/", include("apps.ledger.api.urls")),

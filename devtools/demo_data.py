@@ -605,7 +605,8 @@ def is_closed(month: date) -> bool:
 
 def demo_build(*, records: int, seed: int, progress: Callable[[str], None], now: datetime | None = None) -> list[Built]:
     """The previous month of the accounting zone loaded and closed with an approval (unless it
-    is closed already: then it is left as it is), and the current month so far, open."""
+    is closed already: then it is left as it is), and the current month so far, open; then the
+    closed month's audit and the alerts of now, delivered (devtools/demo_ops.py)."""
     current = month_of(now or datetime.now(UTC))
     built = [Built(month=m, loaded=None, status="") for m in (previous_month(current), current)]
     notes = cost_centres_ensure()
@@ -626,4 +627,9 @@ def demo_build(*, records: int, seed: int, progress: Callable[[str], None], now:
         else:
             item.status = "open (in progress)"
     built[0].notes = notes + built[0].notes
+    if is_closed(built[0].month):  # audited once closed; what fires now goes to the chat channels
+        from devtools.demo_ops import demo_alerts, legacy_collector
+
+        built[1].notes += demo_alerts(audited=built[0].month, now=now or datetime.now(UTC))
+        built[1].notes += legacy_collector(now=now or datetime.now(UTC))
     return built

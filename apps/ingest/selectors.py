@@ -159,3 +159,32 @@ def rejections_list(*, source_id: int | None, limit: int, after: int | None) -> 
     if len(rows) > limit:
         return rows[:limit], rows[limit - 1].id
     return rows, None
+
+
+# Known values of a dim offered as a list; a dim with more (a user id) is typed instead.
+DIM_VALUES_LISTED = 200
+
+_DIM_VALUES_SQL = """
+SELECT key, value FROM (
+    SELECT e.key, e.value, row_number() OVER (PARTITION BY e.key ORDER BY e.value) AS n
+    FROM (SELECT DISTINCT e.key, e.value
+          FROM ingest_dimset d CROSS JOIN LATERAL jsonb_each_text(d.dims) AS e(key, value)
+          WHERE d.rollup_id IS NULL AND e.key = ANY(%s) AND e.value <> '' {lines}) AS e
+) AS listed
+WHERE n <= %s
+ORDER BY key, value
+"""
+
+
+def dim_values(
+    *, names: list[str], lines: list[str] | None, limit: int = DIM_VALUES_LISTED
+) -> dict[str, list[str] | None]:
+    """The values each dim of `names` is known to take in the dim sets of the rollups, sorted,
+    only in the business lines `lines` (None: all); None for a dim with more than `limit`."""
+    where, params = ("", []) if lines is None else ("AND d.business_line = ANY(%s)", [lines])
+    with connection.cursor() as cursor:
+        cursor.execute(_DIM_VALUES_SQL.format(lines=where), [names, *params, limit + 1])
+        found: dict[str, list[str]] = {name: [] for name in names}
+        for key, value in cursor.fetchall():
+            found[key].append(value)
+    return {name: values if len(values) <= limit else None for name, values in found.items()}
