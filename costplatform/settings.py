@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from costplatform.env import database_from_url, env, envbool, envint, envlist
+from costplatform.env import database_from_url, env, envbool, envint, envlist, replica_database
 from costplatform.schedules import BEAT_SCHEDULE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -65,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "apps.auditlog.context.audit_context_middleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # GETs of the pages it names read from the replica when one is configured (below).
+    "costplatform.middleware.ReplicaPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last: turns a lockout found during authentication into the 429 answer.
     "axes.middleware.AxesMiddleware",
@@ -84,6 +86,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.template.context_processors.i18n",
                 "django.contrib.messages.context_processors.messages",
+                "costplatform.context_processors.data_age",
             ],
         },
     },
@@ -100,6 +103,16 @@ if not DATABASE_URL:
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 if DATABASE_OWNER_URL:
     DATABASES["owner"] = database_from_url(DATABASE_OWNER_URL) | {"TEST": {"MIRROR": "default"}}
+# A hot standby for page and report reads (costplatform/routers.py, docs/scaling.md): used while
+# its replay lag is at most REPLICA_MAX_LAG_SECONDS, measured at most every REPLICA_CHECK_SECONDS
+# a process; a page read from it says how old its figures are from REPLICA_NOTICE_SECONDS on.
+DATABASE_REPLICA_URL = env("DATABASE_REPLICA_URL")
+REPLICA_MAX_LAG_SECONDS = float(env("COSTPLATFORM_REPLICA_MAX_LAG_SECONDS", "30"))
+REPLICA_CHECK_SECONDS = float(env("COSTPLATFORM_REPLICA_CHECK_SECONDS", "3"))
+REPLICA_NOTICE_SECONDS = float(env("COSTPLATFORM_REPLICA_NOTICE_SECONDS", "5"))
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = replica_database(DATABASE_REPLICA_URL)
+    DATABASE_ROUTERS = ["costplatform.routers.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MIGRATION_MODULES = {

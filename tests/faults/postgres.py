@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -52,6 +53,22 @@ class PrivatePostgres:
         return subprocess.run(
             [*self._as_owner, str(self.bin / tool), *args], capture_output=True, text=True, check=check
         )
+
+    def standby(self) -> PrivatePostgres:
+        """A hot standby of this cluster on a port of its own: pg_basebackup -R (the WAL streamed
+        during the copy, the replication settings written), then started, streaming from here."""
+        standby = PrivatePostgres()
+        standby._pg(
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-D", str(standby.data),
+            "-R", "-X", "stream", "-c", "fast", "--no-sync",
+        )  # fmt: skip
+        return standby.start()
+
+    def query(self, database: str, sql: str) -> Any:
+        """The first column of the first row of `sql`."""
+        with psycopg.connect(self.url(database), autocommit=True) as conn:
+            row = conn.execute(sql.encode()).fetchone()
+        return row[0] if row else None
 
     def init(self) -> PrivatePostgres:
         self._pg("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
