@@ -273,6 +273,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
+# Named queues, one per stage (costplatform/queues.py): each task to its stage's queue, workers -Q.
+if envbool("COSTPLATFORM_TASK_QUEUES", False):
+    from costplatform.queues import TASK_ROUTES as CELERY_TASK_ROUTES  # noqa: F401
 # Beat keeps its schedule in the database: every entry above is editable in the admin (Periodic tasks).
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
