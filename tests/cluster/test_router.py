@@ -74,7 +74,12 @@ def test_the_replica_state_is_measured_once_an_interval_and_a_failure_counts_as_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     health, measured = routers.ReplicaHealth(), []
-    monkeypatch.setattr(health, "_measure", lambda: measured.append(1) or 2.0)
+
+    def measure() -> float:
+        measured.append(1)
+        return 2.0
+
+    monkeypatch.setattr(health, "_measure", measure)
     with override_settings(REPLICA_CHECK_SECONDS=60):
         assert [health.lag(), health.lag()] == [2.0, 2.0]
         assert len(measured) == 1
