@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install install-base screenshots run demo-data test test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install install-base screenshots run demo-data test test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-wal bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -97,6 +97,10 @@ bench: install services
 bench-ledger: install services  ## close and trial balance over a month of 10M records; see docs/ledger.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_ledger} \
 	  $(PY) bench/ledger.py $(BENCH_ARGS)
+
+bench-wal: install services  ## WAL bytes and seconds a record costs the primary at ingest, pricing and accrual; BENCH_ARGS="--records 100000"; see docs/scaling.md
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_wal} \
+	  $(PY) bench/wal.py $(BENCH_ARGS)
 
 bench-reclassify: install services  ## BENCH_ARGS="--records 1000000" for a quick run; see docs/benchmarks.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_reclassify} \

@@ -103,6 +103,10 @@ if not DATABASE_URL:
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 if DATABASE_OWNER_URL:
     DATABASES["owner"] = database_from_url(DATABASE_OWNER_URL) | {"TEST": {"MIRROR": "default"}}
+# Behind a pooler in transaction mode (PgBouncer, docs/scaling.md) a server-side cursor held over
+# several transactions (QuerySet.iterator() outside one) would meet another server connection.
+if envbool("COSTPLATFORM_DB_TRANSACTION_POOLING", False):
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 # A hot standby for page and report reads (costplatform/routers.py, docs/scaling.md): used while
 # its replay lag is at most REPLICA_MAX_LAG_SECONDS, measured at most every REPLICA_CHECK_SECONDS
 # a process; a page read from it says how old its figures are from REPLICA_NOTICE_SECONDS on.

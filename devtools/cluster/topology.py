@@ -180,6 +180,7 @@ class Cluster:
             DATABASE_URL=self.pgbouncer.url(DATABASE),
             CELERY_BROKER_URL=f"amqp://guest:guest@{RABBITMQ}/{self.vhost}",
             COSTPLATFORM_TASK_QUEUES="true",
+            COSTPLATFORM_DB_TRANSACTION_POOLING="true",
             SECRET_KEY="cluster-only-secret",
             DJANGO_SETTINGS_MODULE="costplatform.settings",
             COSTPLATFORM_OUTBOUND_ALLOW="127.0.0.1/32",
