@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonR
 from django.urls import Resolver404, resolve
 
 from apps.common.replica import replica_reads
-from costplatform.routers import REPLICA, health
+from costplatform.routers import health
 
 NUL_REFUSED = "The query string holds a NUL character (%00), which no parameter can."
 
@@ -88,7 +88,7 @@ class ReplicaPages:
 
 
 def _replica_view(request: HttpRequest) -> bool:
-    if REPLICA not in settings.DATABASES or request.method not in _READ_METHODS:
+    if not settings.DATABASE_REPLICA_URL or request.method not in _READ_METHODS:
         return False
     try:
         return resolve(request.path_info).view_name in REPLICA_VIEWS

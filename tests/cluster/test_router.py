@@ -87,3 +87,41 @@ def test_the_replica_state_is_measured_once_an_interval_and_a_failure_counts_as_
         assert health.lag() is None and len(measured) == 1
     with override_settings(REPLICA_CHECK_SECONDS=0):
         assert health.lag() == 2.0 and len(measured) == 2
+
+
+@pytest.fixture
+def dead_replica(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A `replica` database on a loopback port nobody listens on, that the router believes up
+    (as in the seconds between a replica's stop and the next measurement)."""
+    from django.db import connections
+    from django.db.utils import load_backend
+
+    from tests.processes import free_port
+
+    primary = connections["default"].settings_dict
+    entry = {**primary, "HOST": "127.0.0.1", "PORT": str(free_port()), "OPTIONS": {**primary["OPTIONS"]}}
+    entry["OPTIONS"]["connect_timeout"] = "2"
+    # A connection of this thread only, outside the aliases the test case guards.
+    connections._connections.replica = load_backend(entry["ENGINE"]).DatabaseWrapper(entry, "replica")
+    monkeypatch.setattr(routers.health, "lag", lambda: 0.0)
+    failed: list[bool] = []
+    monkeypatch.setattr(routers.health, "failed", lambda: failed.append(True))
+    try:
+        with override_settings(**ROUTED, DATABASE_REPLICA_URL="postgresql://127.0.0.1/nowhere"):
+            yield
+    finally:
+        connections["replica"].close()
+        delattr(connections._connections, "replica")
+    assert failed == [True], "the failure was not reported to the replica's health"
+
+
+def test_a_page_whose_replica_fails_mid_way_is_read_again_from_the_primary(dead_replica: None) -> None:
+    from django.test import Client
+
+    from tests import factories
+
+    reader = Client()
+    reader.force_login(factories.finance_user("reader", role="viewer"))
+    answer = reader.get("/api/v1/usage", {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"})
+    assert answer.status_code == 200, answer.content[:500]
+    assert answer.json()["rows"] == []
