@@ -2,7 +2,8 @@
 streams records to nginx, a web node is killed, the standby stopped (pages keep answering from the
 primary), both restarted; a worker is killed mid-task (a reclassify run held at a day's lock) and
 the other worker finishes it. Then, by SQL on the primary: every record once, token sums and
-rollups equal to what was sent, the run done once; the standby caught up and serving pages again.
+rollups equal to what was sent, the run done once, every alert delivered once or marked failed
+(a worker killed as they were sent); the standby caught up and serving pages again.
 
 `make test` runs the short form; `make cluster` (CLUSTER_FULL=1) streams more records."""
 
@@ -24,8 +25,9 @@ from apps.classification.services import RUN_KIND as RECLASSIFY_KIND
 from costplatform.celery import app
 from devtools.cluster.topology import DATABASE, PASSWORD, USER, Cluster
 from tests.cluster.conftest import TABLE
-from tests.faults.harness import Stream, assert_stored_once, lock_waiters, scalar, stored, wait_until
+from tests.faults.harness import Hook, Stream, assert_stored_once, lock_waiters, ops, scalar, stored, wait_until
 from tests.faults.stream import record_at
+from tests.faults.test_faults import deliveries
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +36,17 @@ RECORDS = 20_000 if FULL else 2_000
 RATE = 1_000.0 if FULL else 200.0
 START = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
 MAX_LAG = 10
+ALERTS = 30 if FULL else 6
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     cluster = Cluster(
-        extra_env={"COSTPLATFORM_REPLICA_CHECK_SECONDS": "0.5", "COSTPLATFORM_REPLICA_MAX_LAG_SECONDS": str(MAX_LAG)}
+        extra_env={
+            "COSTPLATFORM_REPLICA_CHECK_SECONDS": "0.5",
+            "COSTPLATFORM_REPLICA_MAX_LAG_SECONDS": str(MAX_LAG),
+            "COSTPLATFORM_ALERTS_RETRY_DELAYS": "1,1",  # 3 attempts, a second apart
+        }
     )
     try:
         yield cluster.up()
@@ -141,6 +148,43 @@ def _kill_a_worker_mid_task(cluster: Cluster) -> str:
     return running.name
 
 
+def _alerts_across_a_killed_worker(cluster: Cluster) -> str:
+    """Alerts to a receiver that answers and to one that answers 500, a worker killed right after
+    they are sent (maybe mid-send, maybe holding retries), the stale-send sweep run: each alert
+    delivered once or marked failed, the failing receiver's all failed. A line for the table."""
+    url, prefix = _direct(cluster), "cluster-alert"
+    good, down = Hook(failing=False), Hook(failing=True)
+    victim = cluster.workers[1]
+    try:
+        ops(cluster.env, "broadcast", "--urls", f"{good.url},{down.url}", "--count", str(ALERTS), "--prefix", prefix)
+        wait_until(lambda: down.log, 60, "the first sends", 0.05)
+        victim.kill()
+        time.sleep(2)
+        ops(cluster.env, "sweep")  # what beat does for a send its worker died in
+
+        def final() -> bool:
+            found = deliveries(url, prefix)
+            return len(found) == 2 * ALERTS and all(p[-1][1] in {"sent", "failed"} for p in found.values())
+
+        wait_until(final, 120, "every delivery to be sent or failed", 0.5)
+        victim.start()
+    finally:
+        good.close()
+        down.close()
+    found = deliveries(url, prefix)
+    good_channel, down_channel = sorted({channel for _, channel in found})  # made in this order
+    answered, delivered = good.answered(200), 0
+    for title in (f"{prefix}-{n}" for n in range(ALERTS)):
+        attempts = found[title, good_channel]
+        sent = [a for a in attempts if a[1] == "sent"]
+        assert (attempts[-1][1], len(sent), answered[title]) in {("sent", 1, 1), ("failed", 0, 0)}, title
+        delivered += len(sent)
+        assert found[title, down_channel][-1][1] == "failed", title
+        assert not [a for a in found[title, down_channel] if a[1] == "sent"], title
+    failed = ALERTS - delivered
+    return f"alerts: {delivered} of {ALERTS} delivered once, {failed} marked failed; to the 500 receiver all failed"
+
+
 def test_the_cluster_keeps_every_record_once_through_node_faults(cluster: Cluster, tmp_path: Path) -> None:
     url = _direct(cluster)
     assert cluster.standby is not None
@@ -162,6 +206,8 @@ def test_the_cluster_keeps_every_record_once_through_node_faults(cluster: Cluste
     cluster.standby.start()
     stream.wait(timeout=300)
     faults.append(f"{_kill_a_worker_mid_task(cluster)} killed mid-task")
+    alerts = _alerts_across_a_killed_worker(cluster)
+    faults.append(f"{cluster.workers[1].name} killed while sending alerts")
 
     found = stored(url, key_id)
     assert_stored_once(found, stream.sent())
@@ -182,6 +228,7 @@ def test_the_cluster_keeps_every_record_once_through_node_faults(cluster: Cluste
             f"records sent {len(stream.sent().ids)}, stored {len(found.ids)}, "
             f"lost {len(stream.sent().ids - found.ids.keys())}, duplicates {found.duplicates}",
             "token sums and hourly rollups equal to what was sent: yes; reclassify run done once: yes",
+            alerts,
             f"pages answered while the standby was down: {answered} of 3",
             f"replica lag after the faults: {lag_bytes} bytes, last commit replayed {lag_seconds:.1f} s ago",
             f"pages served by the replica again: {'yes' if by_replica else 'NO'}",
