@@ -56,7 +56,8 @@ REPLICA_VIEWS = frozenset(
         "ledger-journal",
         "ledger-line-usage",
         "ledger-budget-vs-actual",
-        "exports-focus",
+        # Not the FOCUS export: it streams, and its rows are read after the view has returned,
+        # outside replica_reads(); half of one export from each copy could disagree.
     }
 )
 _READ_METHODS = frozenset({"GET", "HEAD"})
