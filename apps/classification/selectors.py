@@ -7,10 +7,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
-
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.common.buckets import zone_name
+from apps.common.replica import read_connection
 from apps.common.rollups import rollup_where
 
 # group_by names and their SQL over: c (a class or cost rollup row), r (reason), m (model), k (source).
@@ -56,7 +55,7 @@ def _grouped(
         f"SELECT {', '.join(select)}, {measure} FROM {table} c {_JOINS} WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}"
     )
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from apps.common.replica import read_connection
 from apps.common.rollups import rollup_where
 from apps.ingest.models import TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
 
@@ -143,7 +143,7 @@ def usage_series(
         f"JOIN ingest_dimset d ON d.id = u.dims_id WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))} ORDER BY 1, {len(select) + 1} DESC"
     )
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params + where_params)
         names = [col.name for col in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -182,7 +182,7 @@ def dim_values(
     """The values each dim of `names` is known to take in the dim sets of the rollups, sorted,
     only in the business lines `lines` (None: all); None for a dim with more than `limit`."""
     where, params = ("", []) if lines is None else ("AND d.business_line = ANY(%s)", [lines])
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_DIM_VALUES_SQL.format(lines=where), [names, *params, limit + 1])
         found: dict[str, list[str]] = {name: [] for name in names}
         for key, value in cursor.fetchall():

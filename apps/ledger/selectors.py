@@ -10,10 +10,10 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
 from apps.common.buckets import month_of, next_month
+from apps.common.replica import read_connection
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
@@ -163,7 +163,7 @@ def line_usage(*, line: JournalLine) -> dict[str, Any]:
     if line.model_id is None and line.pool_id is not None:
         return {"line": line.pk, "rows": _idle_rows(line, start, end), "stale": False}
     mapping = mapping_load()
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             _USAGE_SQL.format(rule=mapping.usage_sql),
             [

@@ -19,12 +19,12 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from django.db import connection
 from django.db.models import F, Sum
 from django.utils.translation import gettext as _
 
 from apps.common.buckets import day_end, day_start, month_days
 from apps.common.formats import int_text, money_text
+from apps.common.replica import read_connection
 from apps.common.tables import Column, Table
 from apps.dashboards.filters import Filters
 from apps.dashboards.selectors import breakdown
@@ -86,7 +86,7 @@ def _priced(month: date, currency: str, business_lines: list[str] | None) -> dic
     unassigned = conf.get("LEDGER_UNASSIGNED")
     params = [unassigned, *mapping.usage_params, window.zone.key, window.start, window.end, currency]
     params += [business_lines, unassigned, business_lines]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_WASTE_SQL.format(rule=mapping.usage_sql), params)
         found = cursor.fetchall()
     centres: dict[str, _Centre] = defaultdict(_Centre)
