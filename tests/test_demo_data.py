@@ -18,7 +18,6 @@ from django.test import Client
 from openpyxl import load_workbook
 
 from apps.auditlog.models import AuditEntry
-from apps.classification.selectors import class_usage
 from apps.ingest.models import Record
 from apps.ledger.models import (
     Budget,
@@ -34,6 +33,7 @@ from apps.ledger.models import (
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.closing import close_checklist, close_history
 from apps.pricing.models import PoolIdleHour
+from apps.pricing.selectors import class_usage
 
 START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
 

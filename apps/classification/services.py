@@ -30,7 +30,6 @@ from apps.common.buckets import utc_day_start
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
-from apps.pricing.services import hours_mark_dirty
 
 ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the active one."
 
@@ -320,7 +319,6 @@ def dirty_days_mark(*, days: Iterable[date]) -> None:
 # --- reclassification -------------------------------------------------------------------------
 
 DAY = timedelta(days=1)
-HOUR = timedelta(hours=1)
 # Advisory lock key: (namespace, day ordinal) serialises the reclassification of a day.
 _DAY_LOCK = 0x434C4459
 NOT_A_DRAFT = "A draft cannot classify stored records: it may still change. Activate it first."
@@ -343,8 +341,8 @@ def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str
 
 def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     """Replace a day's class rollup (every rule set's rows) by the day's records classified with
-    `ruleset`, in one transaction and one INSERT ... SELECT; mark the day's hours for pricing and
-    clear the day's DirtyDay row. Returns the number of rollup rows written.
+    `ruleset`, in one transaction and one INSERT ... SELECT, and clear the day's DirtyDay row
+    (pricing's trigger on the rollup notes the hours whose rows changed). Returns the number of rollup rows written.
 
     Ingest adds to the same rows in its own transactions; the SHARE ROW EXCLUSIVE lock on the
     rollup waits for those in flight (their records are then visible to the recompute) and holds
@@ -369,7 +367,6 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         cursor.execute("DELETE FROM classification_hourlyclass WHERE hour >= %s AND hour < %s", [start, start + DAY])
         cursor.execute(sql, params)
         written = cursor.rowcount
-        hours_mark_dirty(hours=[start + i * HOUR for i in range(24)])
         DirtyDay.objects.filter(day=day).delete()
     return written
 

@@ -141,9 +141,10 @@ class PricedHours:
 
 
 def hours_mark_dirty(*, hours: Iterable[datetime]) -> None:
-    """Note hours whose classified tokens changed; `price_dirty_hours` prices them within a
-    minute. Call it inside the transaction that writes HourlyClass: it only appends rows, so
-    concurrent callers never wait on each other."""
+    """Note hours to price again for a reason of pricing's own (a price changed from a past
+    hour); `dirty_hours_price` prices them within a minute. Hours whose classified tokens
+    changed need no call: the trigger on the class rollup marks them (migrations/pricing/0003).
+    It only appends rows, so concurrent callers never wait on each other."""
     distinct = sorted({hour_floor(h) for h in hours})
     if distinct:
         DirtyHour.objects.bulk_create(DirtyHour(hour=h) for h in distinct)
@@ -197,11 +198,8 @@ def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_befo
     result = PricedHours(hours=len(hours), pending_pool_hours=len({h for h, _ in plan.pending}))
     result.book_rows = _book_rows_insert(cursor, hours, plan)
     result.pool_rows, result.pool_hours = _pool_rows_insert(cursor, hours, plan, book, ready_before)
+    # The ledger learns of the changed cost rows by its own trigger on them (ledger_dirtyday).
     result.unpriced_rows = _unpriced_insert(cursor, plan)
-    # The ledger rebooks these days (with adjusting entries where their month is closed).
-    from apps.ledger.services.accrual import ledger_days_mark_dirty
-
-    ledger_days_mark_dirty(hours=hours)
     return result
 
 

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from apps.ingest.contract import RecordV1
 from apps.ingest.models import HourlyUsage, Record
-from apps.ingest.services import records_store
+from apps.pipeline.records import records_store
 from tests.factories import collector_key, record
 
 

@@ -539,9 +539,9 @@ def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
     today = day_of(now or timezone.now())
     months = {month_of(today - timedelta(days=i)) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)}
     dirty = list(DirtyDay.objects.values_list("id", "day"))
-    # A dirty day is a date in the zone of when it was marked; a neighbour month of another
-    # zone may hold its hours, so the months of the day before and after are looked at too
-    # (their unchanged days are skipped by fingerprint).
+    # A dirty day is a UTC date (the trigger on pricing's rollups) or a date in the zone of when
+    # it was marked (books_zone_sync); a neighbour month may hold its hours, so the months of the
+    # day before and after are looked at too (their unchanged days are skipped by fingerprint).
     months |= {month_of(d + i * DAY) for _, d in dirty for i in (-1, 0, 1)}
     lookback = month_of(today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
     months |= set(Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback).values_list("month", flat=True))
@@ -549,14 +549,6 @@ def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
     if dirty:
         DirtyDay.objects.filter(id__lte=max(i for i, _ in dirty)).delete()
     return results
-
-
-def ledger_days_mark_dirty(*, hours: Iterable[datetime] = (), days: Iterable[date] = ()) -> None:
-    """Note days whose priced rows changed, for the next `accrue_recent`. Pricing calls this in
-    the transaction that rewrites hours (it only appends rows: writers never wait)."""
-    distinct = {day_of(h) for h in hours} | set(days)
-    if distinct:
-        DirtyDay.objects.bulk_create(DirtyDay(day=d) for d in sorted(distinct))
 
 
 def books_zone_sync() -> list[date]:
