@@ -29,6 +29,7 @@ from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_
 from apps.common.buckets import utc_day_start
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
+from apps.ingest.models import DimSet, Record, ServedModel
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
 
 ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the active one."
@@ -258,14 +259,14 @@ def _days_made_dirty(present: list[Candidate], stored: list[Candidate], window: 
 # found, a plan that does not depend on estimates. JIT is off: the row estimates of a growing
 # partition put the statement's cost above the JIT threshold, and compiling it took 430 ms of a
 # 25 ms query at 15 million records.
-_STORED_CANDIDATES = """
+_STORED_CANDIDATES = f"""
 SELECT r.prompt_hash,
-       (SELECT m.name FROM ingest_servedmodel m WHERE m.id = r.model_id),
-       (SELECT d.business_line FROM ingest_dimset d WHERE d.id = r.dims_id),
+       (SELECT m.name FROM {ServedModel._meta.db_table} m WHERE m.id = r.model_id),
+       (SELECT d.business_line FROM {DimSet._meta.db_table} d WHERE d.id = r.dims_id),
        r.ts
 FROM unnest(%s::bytea[]) AS h(hash)
 CROSS JOIN LATERAL (
-    SELECT prompt_hash, model_id, dims_id, ts FROM ingest_record
+    SELECT prompt_hash, model_id, dims_id, ts FROM {Record._meta.db_table}
     WHERE prompt_hash = h.hash AND status = 0 AND source_id = %s AND ts >= %s AND ts <= %s
     OFFSET 0
 ) r
@@ -358,7 +359,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
         # The records before the rollup: ingest holds them in that order when it makes a partition.
-        cursor.execute("LOCK TABLE ingest_record IN ACCESS SHARE MODE")
+        cursor.execute(f"LOCK TABLE {Record._meta.db_table} IN ACCESS SHARE MODE")
         cursor.execute("LOCK TABLE classification_hourlyclass IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
         # The statement's cost makes PostgreSQL compile and optimise it with LLVM, which takes

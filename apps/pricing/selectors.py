@@ -13,9 +13,12 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
+from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
+from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import zone_name
 from apps.common.rollups import rollup_where
+from apps.ingest.models import DimSet, ServedModel
 from apps.pricing.book import PoolTerms, PriceBook, VersionTerms
 from apps.pricing.models import MINOR_UNITS, CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion, UnpricedHour
 
@@ -181,8 +184,8 @@ CLASS_GROUPS = {
     "source": "k.name",
 }
 _JOINS = (
-    "JOIN classification_reason r ON r.id = c.reason_id JOIN ingest_servedmodel m ON m.id = c.model_id "
-    "JOIN accounts_collectorkey k ON k.id = c.source_id JOIN ingest_dimset d ON d.id = c.dims_id"
+    f"JOIN {Reason._meta.db_table} r ON r.id = c.reason_id JOIN {ServedModel._meta.db_table} m ON m.id = c.model_id "
+    f"JOIN {CollectorKey._meta.db_table} k ON k.id = c.source_id JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id"
 )
 
 
@@ -247,9 +250,9 @@ def class_usage(
 
     width = 1 + len(group_by)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for found in grouped("classification_hourlyclass", "sum(c.tokens)::bigint"):
+    for found in grouped(HourlyClass._meta.db_table, "sum(c.tokens)::bigint"):
         rows[found[:width]] = {"tokens": int(found[width]), "cost": defaultdict(Decimal), "priced_tokens": 0}
-    for found in grouped("pricing_hourlycost", "sum(c.tokens)::bigint, sum(c.cost)", ("currency",)):
+    for found in grouped(HourlyCost._meta.db_table, "sum(c.tokens)::bigint, sum(c.cost)", ("currency",)):
         currency, priced, cost = found[width:]
         row = rows.setdefault(found[:width], {"tokens": 0, "cost": defaultdict(Decimal), "priced_tokens": 0})
         row["cost"][currency] += cost

@@ -25,16 +25,19 @@ from django.db import connection
 from django.db.models import F, Sum
 from django.utils.translation import gettext as _
 
+from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import day_end, day_start, month_days
 from apps.common.formats import int_text, money_text
 from apps.common.rollups import rollup_where
 from apps.common.tables import Column, Table
+from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.finance.links import journal_href, month_waste_href
 from apps.ledger.finance.names import Names
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, JournalLine
 from apps.ledger.services.accrual import PRICED_HOURS_FROM, month_window
+from apps.pricing.models import HourlyCost
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
@@ -117,10 +120,10 @@ def _journal(month: date, currency: str, business_lines: list[str] | None, centr
         centres[row["cost_centre"]].journal_tokens += row["tokens"]
 
 
-_PAGE_SQL = """
-SELECT d.business_line, {measure} FROM {table} c
-JOIN ingest_dimset d ON d.id = c.dims_id JOIN classification_reason r ON r.id = c.reason_id
-WHERE {where} AND r.name LIKE 'waste.%%'{currency}
+_PAGE_SQL = f"""
+SELECT d.business_line, {{measure}} FROM {{table}} c
+JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
+WHERE {{where}} AND r.name LIKE 'waste.%%'{{currency}}
 GROUP BY 1
 """
 
@@ -142,9 +145,9 @@ def _page(month: date, currency: str, business_lines: list[str] | None) -> dict[
     """What /waste/?from=<first day>&to=<last day>&class=waste shows per business line: its
     tokens, and their cost in `currency`."""
     unassigned = conf.get("LEDGER_UNASSIGNED")
-    costs = dict(_page_read("pricing_hourlycost", "sum(c.cost)", month, business_lines, currency))
+    costs = dict(_page_read(HourlyCost._meta.db_table, "sum(c.cost)", month, business_lines, currency))
     shown: dict[str, tuple[int, Decimal]] = {}
-    for line, tokens in _page_read("classification_hourlyclass", "sum(c.tokens)::bigint", month, business_lines):
+    for line, tokens in _page_read(HourlyClass._meta.db_table, "sum(c.tokens)::bigint", month, business_lines):
         before_tokens, before_cost = shown.get(line or unassigned, (0, ZERO))
         shown[line or unassigned] = (before_tokens + int(tokens), before_cost + costs.get(line, ZERO))
     return shown

@@ -40,6 +40,7 @@ from zoneinfo import ZoneInfo
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.classification.models import Reason
 from apps.common.buckets import (
     accounting_zone,
     day_end,
@@ -57,7 +58,7 @@ from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
 from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, Period
 from apps.ledger.rounding import day_amount, largest_remainder
-from apps.pricing.models import MINOR_UNITS
+from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
 
 DAY = timedelta(days=1)
 _MONTH_LOCK = 0x4C454447  # advisory lock namespace: (namespace, month ordinal) serialises a month's accrual
@@ -160,10 +161,10 @@ class DayTarget:
 
 # The priced hours (c) with their dimensions (d), reason (r) and the elastic window (w.window_id)
 # each falls in: what booking reads and what a line's drill-down shows, joined one way.
-PRICED_HOURS_FROM = """
-FROM pricing_hourlycost c
-JOIN ingest_dimset d ON d.id = c.dims_id
-JOIN classification_reason r ON r.id = c.reason_id
+PRICED_HOURS_FROM = f"""
+FROM {HourlyCost._meta.db_table} c
+JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
+JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
 LEFT JOIN LATERAL (
     SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
     WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
@@ -184,8 +185,8 @@ GROUP BY 1, 2, 3, 4, 5
 """
 )
 
-_IDLE_SQL = """
-SELECT currency, pool_id, SUM(idle), count(*) FROM pricing_poolidlehour
+_IDLE_SQL = f"""
+SELECT currency, pool_id, SUM(idle), count(*) FROM {PoolIdleHour._meta.db_table}
 WHERE hour >= %s AND hour < %s GROUP BY 1, 2 HAVING SUM(idle) <> 0
 """
 
@@ -439,7 +440,7 @@ def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
     days = month_days(window.month)
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
     with analytic_cursor() as cursor:
-        for i, table in enumerate(("pricing_hourlycost", "pricing_poolidlehour")):
+        for i, table in enumerate((HourlyCost._meta.db_table, PoolIdleHour._meta.db_table)):
             # The local date, held to the month's days: the edge hours a closed neighbour's
             # zone gives this month belong to its first or last day (see MonthWindow.bounds).
             cursor.execute(
