@@ -32,7 +32,7 @@ def marked() -> set:
 
 @pytest.fixture
 def priced_day() -> None:
-    """One hour of DAY1 classified (1,000,000 input tokens) and priced at 2 per million."""
+    """One hour of DAY1 classified (1,000,000 input tokens, no business line) and priced at 2 per million."""
     factories.price_version(effective_from=at(SEP), prices={QWEN: ("2", "0.5", "6")})
     factories.hourly_class(hour=at(DAY1, 5), tokens=1_000_000)
     day_price(day=DAY1, book=price_book_load())
@@ -53,7 +53,7 @@ def test_pricing_a_day_marks_it_for_the_ledger_through_the_trigger(priced_day: N
 def test_a_reprice_of_a_closed_month_is_booked_as_an_adjustment_by_the_beat_job(priced_day: None) -> None:
     period_close(month=SEP, now=AFTER_SEP)
     closed = journal()
-    assert spend() == {("6401.01", "customer-service"): Decimal("2.00")}
+    assert spend() == {("6401.01", "unassigned"): Decimal("2.00")}
     DirtyDay.objects.all().delete()
     price_set(model_pattern=QWEN, prices={"input": Decimal("3")}, effective_from=at(SEP))
 
@@ -65,8 +65,8 @@ def test_a_reprice_of_a_closed_month_is_booked_as_an_adjustment_by_the_beat_job(
     assert journal()[: len(closed)] == closed  # the closed month is untouched
     adjustment = JournalEntry.objects.get(kind="adjustment")
     assert (adjustment.period_id, adjustment.adjusts, adjustment.day) == (OCT, SEP, DAY1)
-    assert spend(period_id=OCT) == {("6401.01", "customer-service"): Decimal("1.00")}
-    assert spend() == {("6401.01", "customer-service"): Decimal("3.00")}
+    assert spend(period_id=OCT) == {("6401.01", "unassigned"): Decimal("1.00")}
+    assert spend() == {("6401.01", "unassigned"): Decimal("3.00")}
     assert Period.objects.get(month=SEP).status == "closed"
     assert marked() == set()
     assert balanced()
