@@ -124,6 +124,11 @@ class RecordsView(APIView):
     def get_permissions(self) -> list[BasePermission]:
         return [IsCollector()] if self.request.method == "POST" else [IsPerson(), IsReader()]
 
+    def _ingest(self) -> Callable[..., IngestResult]:
+        if self.ingest is None:
+            raise ImproperlyConfigured("RecordsView needs ingest=...: mount it as apps.pipeline.urls does")
+        return self.ingest
+
     @extend_schema(
         operation_id="records_ingest",
         summary="Send token records",
@@ -145,11 +150,6 @@ class RecordsView(APIView):
         request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
         responses={200: IngestOut},
     )
-    def _ingest(self) -> Callable[..., IngestResult]:
-        if self.ingest is None:
-            raise ImproperlyConfigured("RecordsView needs ingest=...: mount it as apps.pipeline.urls does")
-        return self.ingest
-
     def post(self, request: Request) -> Response:
         _rate_take(request.auth, REQUESTS, 1)
         media = request.content_type.split(";")[0].strip().lower()
