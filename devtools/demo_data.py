@@ -400,7 +400,7 @@ def ingest(records: list[Record], *, progress: Callable[[str], None]) -> tuple[i
     """Through the ingest service, in batches of BATCH, as a collector key `demo-data`."""
     from apps.accounts.models import CollectorKey
     from apps.accounts.services import collector_key_create
-    from apps.ingest.services import batch_ingest
+    from apps.pipeline.records import batch_ingest
 
     # The month generated is in the past: its key is a backfill key (also one made before keys
     # had limits, which is marked here).
@@ -461,8 +461,8 @@ def plan_budgets(plan: Plan) -> list[str]:
     """Budgets of every business line against what the month costs (a month in progress: as
     its days so far project) and revenue of marketing, whose campaign spend passes 3 % of it,
     and of payments."""
-    from apps.classification.selectors import class_usage
     from apps.ledger.services.planning import budget_set, revenue_set
+    from apps.pricing.selectors import class_usage
 
     rows = class_usage(
         # One row per line: the plan's records lie before its end, an hour boundary.
@@ -513,7 +513,7 @@ def load(plan: Plan, *, progress: Callable[[str], None]) -> Loaded:
 
 def summary(plan: Plan) -> list[str]:
     """What the month holds now, by business line and class, as lines to print."""
-    from apps.classification.selectors import class_usage
+    from apps.pricing.selectors import class_usage
 
     # The plan's records lie before its end (an hour boundary): one row per line and class.
     rows = class_usage(start=plan.start, end=plan.end, granularity="month", group_by=["business_line", "class"])

@@ -22,7 +22,6 @@ from apps.accounts.models import CollectorKey
 from apps.alerts.models import AlertAction, Channel, Notification
 from apps.auditlog.models import AuditEntry
 from apps.audits.models import AuditReport
-from apps.classification.selectors import class_usage
 from apps.ingest.models import Record, Rejection
 from apps.ledger.models import (
     Budget,
@@ -38,6 +37,7 @@ from apps.ledger.models import (
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.closing import close_checklist, close_history
 from apps.pricing.models import PoolIdleHour
+from apps.pricing.selectors import class_usage
 from devtools.demo_ops import CHANNELS, LEGACY_KEY, RECEIVER_GONE
 
 START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)

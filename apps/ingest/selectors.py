@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from apps.accounts.models import CollectorKey
 from apps.common.replica import read_connection
 from apps.common.rollups import rollup_where
 from apps.ingest.models import TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
@@ -139,7 +140,8 @@ def usage_series(
     where, where_params = rollup_where(alias="u", start=start, end=end, dims=dims, business_lines=business_lines)
     sql = (
         f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
-        "JOIN ingest_servedmodel m ON m.id = u.model_id JOIN accounts_collectorkey k ON k.id = u.source_id "
+        f"JOIN {ServedModel._meta.db_table} m ON m.id = u.model_id "
+        f"JOIN {CollectorKey._meta.db_table} k ON k.id = u.source_id "
         f"JOIN ingest_dimset d ON d.id = u.dims_id WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))} ORDER BY 1, {len(select) + 1} DESC"
     )

@@ -12,6 +12,8 @@ from urllib.parse import urlencode
 
 from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
+from apps.accounts.models import CollectorKey
+from apps.classification.models import HourlyClass
 from apps.common.buckets import month_of, next_month
 from apps.common.replica import read_connection
 from apps.ledger import conf
@@ -134,16 +136,16 @@ def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
 
 
 _USAGE_SQL = (
-    """
+    f"""
 SELECT * FROM (
     SELECT c.id, c.hour, k.name, d.dims, d.business_line, r.name, c.component, c.tokens, c.cost, c.currency,
-           c.price_version_id, c.pool_id, {rule} AS rule_id, w.window_id,
-           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM classification_hourlyclass h
+           c.price_version_id, c.pool_id, {{rule}} AS rule_id, w.window_id,
+           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM {HourlyClass._meta.db_table} h
             WHERE h.hour = c.hour AND h.source_id = c.source_id AND h.model_id = c.model_id
               AND h.dims_id = c.dims_id AND h.reason_id = c.reason_id AND h.component = c.component) AS rulesets
 """
     + PRICED_HOURS_FROM
-    + """    JOIN accounts_collectorkey k ON k.id = c.source_id
+    + f"""    JOIN {CollectorKey._meta.db_table} k ON k.id = c.source_id
     WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND c.model_id = %s
       AND COALESCE(NULLIF(d.business_line, ''), %s) = %s
 ) usage ORDER BY hour, id
