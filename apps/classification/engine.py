@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
+
 COMPONENTS = (
     "cached_prompt",
     "uncached_prompt",
@@ -80,9 +82,6 @@ BUILTIN_RULES = (
     "spec_rejected",  # draft - draft_accepted to shadow.spec_rejected
     "recompute",  # recomputed to shadow.recompute
 )
-# Collectors mark the records they emit for reconciliation gaps with this dim.
-RECONCILIATION_DIM = "costplatform.kind"
-RECONCILIATION_VALUE = "reconciliation"
 DUPLICATE_WINDOW_SECONDS = 300
 
 Reasons = tuple[int, int, int, int, int, int, int, int]

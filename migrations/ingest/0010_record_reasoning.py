@@ -11,7 +11,7 @@ DROP = "ALTER TABLE ingest_record DROP COLUMN reasoning;"
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ingest", "0008_partition_functions")]
+    dependencies = [("ingest", "0009_partition_create_after_wait")]
 
     operations = [
         migrations.RunSQL(

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pricing', '0002_reprice_runs_to_jobrun'),
+        ('pricing', '0003_stale_hours_trigger'),
     ]
 
     operations = [
