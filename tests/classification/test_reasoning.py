@@ -41,7 +41,7 @@ def by_reason() -> dict[str, int]:
     return {row["reason__name"]: row["n"] for row in rows if row["n"]}
 
 
-def test_reasoning_is_stored_and_classed_effective_reasoning_beside_the_answer(collector):
+def test_reasoning_is_stored_and_classed_effective_reasoning_beside_the_answer(collector, reader):
     result = collector.send([thinking(500, 420)]).json()
 
     assert result["accepted"] == 1
@@ -49,6 +49,8 @@ def test_reasoning_is_stored_and_classed_effective_reasoning_beside_the_answer(c
     assert HourlyUsage.objects.get().reasoning == 420
     assert by_reason() == {"effective.input": 1000, "effective.output": 80, "effective.reasoning": 420}
     assert classes()[("effective.reasoning", "7")] == 420  # the eighth component
+    [listed] = reader.get("/api/v1/records").json()["results"]
+    assert (listed["tokens"]["completion"], listed["tokens"]["reasoning"]) == (500, 420)
 
 
 def test_a_record_without_reasoning_stays_valid_and_means_none(collector):
