@@ -85,12 +85,12 @@ def close_checklist(
     now = now or timezone.now()
     return [
         _unpriced(month),
-        _missing_rates(month),
         _unattributed(month),
         _not_accrued(month, now),
         _dirty(month),
         _findings(month, business_lines),
         _budgets_unspent(month, business_lines),
+        _missing_rates(month),
     ]
 
 
