@@ -22,7 +22,10 @@ from django.db.models import Sum
 from django.test import Client
 
 from apps.auditlog.models import AuditEntry
-from apps.ledger.models import DirtyDay, ExchangeRate, JournalLine, MissingRate
+from apps.ledger.models import DirtyDay, ExchangeRate, JournalLine, MissingRate, Supplier
+from apps.ledger.reconciliation.adjustments import AdjustmentError, adjustment_approve, adjustment_propose
+from apps.ledger.reconciliation.imports import bill_import
+from apps.ledger.reconciliation.matching import supplier_reconcile
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.accrual import month_accrue, recent_accrue
 from apps.ledger.services.closing import close_checklist
@@ -254,3 +257,57 @@ def test_the_rates_page_lists_rates_and_missing_days(usd_usage: None, as_role: A
     assert "2026-10-05" in page and "3.07 USD" in page  # the day waiting for a rate
     assert "PBOC central parity" in page
     assert as_role("engineer").get("/finance/rates/").status_code == 403
+
+
+def _usd_supplier() -> Supplier:
+    return Supplier.objects.create(
+        name="openai-usd",
+        kind=Supplier.Kind.HOSTED,
+        currency="USD",
+        model_patterns=["gpt-4o*"],
+        col_day="Date",
+        col_model="Model",
+        col_input_tokens="Input tokens",
+        col_output_tokens="Output tokens",
+        col_amount="Cost",
+    )
+
+
+def _usd_bill(extra: str) -> bytes:
+    """The provider's USD bill of what was sent, the 4th billed `extra` more."""
+    rows = ["Date,Model,Input tokens,Output tokens,Cost"]
+    for day, n in SENT.items():
+        amount = (PER_RECORD * n + (Decimal(extra) if day == 4 else 0)).quantize(Decimal("0.001"))
+        rows.append(f"2026-10-{day:02d},gpt-4o,{1200 * n},{180 * n},{amount}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+def test_a_usd_bill_is_reconciled_in_usd_and_its_adjustment_posted_in_cny_at_the_days_rate(usd_usage: None) -> None:
+    month_accrue(month=OCT)
+    supplier = _usd_supplier()
+    bill_import(supplier=supplier, month=OCT, content=_usd_bill("5.00"))
+    (difference,) = supplier_reconcile(supplier=supplier, month=OCT).open
+    assert (difference.day, difference.currency, difference.amount_diff) == (d(4), "USD", Decimal("5.00"))
+    preparer, approver = factories.finance_user("prep"), factories.finance_user("appr")
+    proposal = adjustment_propose(supplier=supplier, month=OCT, user=preparer)
+
+    posted = adjustment_approve(adjustment_id=proposal.pk, user=approver)
+
+    assert posted.entry is not None and posted.entry.currency == "CNY"
+    (expense,) = posted.entry.lines.filter(account__kind="expense")
+    assert (expense.debit, expense.original_amount, expense.original_currency) == (Decimal("36.00"), 5, "USD")
+    assert (expense.rate, expense.rate_source) == (Decimal("7.2"), "PBOC central parity")
+    assert balanced()
+    assert [b["currency"] for b in trial_balance(month=OCT)["currencies"]] == ["CNY"]
+
+
+def test_a_usd_bill_adjustment_on_a_day_without_a_rate_is_refused(usd_usage: None) -> None:
+    ExchangeRate.objects.filter(day=d(4)).delete()
+    month_accrue(month=OCT)
+    supplier = _usd_supplier()
+    bill_import(supplier=supplier, month=OCT, content=_usd_bill("5.00"))
+    proposal = adjustment_propose(supplier=supplier, month=OCT, user=factories.finance_user("prep"))
+
+    with pytest.raises(AdjustmentError, match="no USD/CNY rate for 2026-10-04"):
+        adjustment_approve(adjustment_id=proposal.pk, user=factories.finance_user("appr"))
+    assert not JournalLine.objects.filter(entry__kind="bill").exists()
