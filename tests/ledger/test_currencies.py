@@ -51,6 +51,10 @@ def d(day: int) -> date:
 
 @pytest.fixture
 def usd_usage(collector: Collector) -> None:
+    usd_usage_build(collector)
+
+
+def usd_usage_build(collector: Collector) -> None:
     """October's gpt-4o records through ingest, classification and a USD price book."""
     records = [
         factories.record(
