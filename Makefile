@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install install-base screenshots run demo-data test fuzz lint bench bench-reclassify bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install install-base screenshots run demo-data test test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-wal bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -63,9 +63,22 @@ browser:
 	  || (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei libreoffice-calc-nogui poppler-utils)
 
 # The slowest tests are listed at the end, to keep an eye on the suite's time.
-test: install services browser
+test: install services browser cluster-packages
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+
+# The cluster's engines: nginx and PgBouncer from Debian (PostgreSQL and RabbitMQ come with `make services`).
+cluster-packages:
+	@command -v nginx >/dev/null && command -v pgbouncer >/dev/null \
+	  || (apt-get update -qq && apt-get install -y -qq nginx pgbouncer)
+
+test-pooled: install services cluster-packages  ## the ingest path's tests (and the day-run lock's) through PgBouncer in transaction pooling mode; see docs/scaling.md
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  $(PY) -m devtools.cluster.pgbouncer -- $(PY) -m pytest tests/ingest tests/common/test_dayrun.py tests/pricing/test_reprice.py -q $(PYTEST_ARGS)
+
+cluster: install services cluster-packages  ## nginx + 2 gunicorn nodes, PgBouncer, a hot standby, 2 Celery workers on RabbitMQ queues, beat; the cluster fault test in full and its table; see docs/scaling.md
+	CLUSTER_FULL=1 DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  timeout 1200 $(PY) -m pytest tests/cluster -q -s $(PYTEST_ARGS)
 
 security: install services  ## the security suite alone (also in make test): routes, rate limits, secrets, deploy settings, audit log; see docs/security.md
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
@@ -85,6 +98,10 @@ bench-ledger: install services  ## close and trial balance over a month of 10M r
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_ledger} \
 	  $(PY) bench/ledger.py $(BENCH_ARGS)
 
+bench-wal: install services  ## WAL bytes and seconds a record costs the primary at ingest, pricing and accrual; BENCH_ARGS="--records 100000"; see docs/scaling.md
+	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_wal} \
+	  $(PY) bench/wal.py $(BENCH_ARGS)
+
 bench-reclassify: install services  ## BENCH_ARGS="--records 1000000" for a quick run; see docs/benchmarks.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench_reclassify} \
 	  $(PY) bench/reclassify.py $(BENCH_ARGS)
@@ -92,7 +109,17 @@ bench-reclassify: install services  ## BENCH_ARGS="--records 1000000" for a quic
 bench-shipper: install  ## records/s into the durable spool; see docs/collectors.md
 	$(PY) bench/shipper.py $(BENCH_ARGS)
 
-bench-proxy: install  ## latency the proxy adds, p50/p99; see docs/collectors.md
+# LiteLLM, the peer bench-proxy measures beside the proxy, lives in a venv of its own: its
+# dependency pins would disturb the product's. BENCH_ARGS=--no-litellm skips it.
+LITELLM_VENV := .venv-litellm
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
+
+$(LITELLM_STAMP): bench/litellm-constraints.txt
+	test -x $(LITELLM_VENV)/bin/python || $(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet -c bench/litellm-constraints.txt 'litellm[proxy]'
+	touch $(LITELLM_STAMP)
+
+bench-proxy: install $(if $(findstring --no-litellm,$(BENCH_ARGS)),,$(LITELLM_STAMP))  ## latency the proxy adds, p50/p99 and CPU, beside LiteLLM's proxy; see docs/collectors.md
 	$(PY) bench/proxy.py $(BENCH_ARGS)
 
 bench-serving: install  ## the same load against vLLM with and without the instrumentation (7-10 min); see docs/serving.md
@@ -132,4 +159,4 @@ backup-drill: install  ## dump DATABASE_URL, restore it into <name>_drill, compa
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m devtools.backup drill
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LITELLM_VENV) .pytest_cache .mypy_cache .ruff_cache

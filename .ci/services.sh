@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure PostgreSQL and Redis answer on localhost; start them where installed but stopped.
+# Make sure PostgreSQL, Redis and RabbitMQ answer on localhost; start them where installed but stopped.
 set -uo pipefail
 
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
@@ -24,4 +24,15 @@ if ! redis_up; then
   for _ in $(seq 30); do redis_up && break; sleep 1; done
   redis_up || { echo "Redis is not reachable on 127.0.0.1:6379 (set CELERY_BROKER_URL)"; exit 1; }
 fi
-echo "PostgreSQL and Redis are up"
+rabbit_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+
+# RabbitMQ carries the cluster test's named queues (tests/cluster, make cluster).
+if ! rabbit_up; then
+  echo "RabbitMQ is not answering on 127.0.0.1:5672; starting it"
+  if command -v rabbitmq-server >/dev/null; then
+    rabbitmq-server -detached || true
+  fi
+  for _ in $(seq 60); do rabbit_up && break; sleep 1; done
+  rabbit_up || { echo "RabbitMQ is not reachable on 127.0.0.1:5672"; exit 1; }
+fi
+echo "PostgreSQL, Redis and RabbitMQ are up"

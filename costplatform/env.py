@@ -52,3 +52,11 @@ def database_from_url(url: str) -> dict[str, object]:
         "CONN_MAX_AGE": 60,
         "CONN_HEALTH_CHECKS": True,
     }
+
+
+def replica_database(url: str) -> dict[str, object]:
+    """The `replica` DATABASES entry (costplatform/routers.py): a short connect timeout, so that a
+    dead replica costs little, and in tests a mirror of the primary's test database."""
+    entry = database_from_url(url)
+    entry["OPTIONS"] = {"connect_timeout": "2"} | entry["OPTIONS"]  # type: ignore[operator]
+    return entry | {"TEST": {"MIRROR": "default"}}

@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from costplatform.env import database_from_url, env, envbool, envint, envlist
+from costplatform.env import database_from_url, env, envbool, envint, envlist, replica_database
 from costplatform.schedules import BEAT_SCHEDULE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -59,12 +59,15 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "costplatform.middleware.refuse_nul_in_query",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "costplatform.middleware.display_zone",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "apps.auditlog.context.audit_context_middleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # GETs of the pages it names read from the replica when one is configured (below).
+    "costplatform.middleware.ReplicaPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last: turns a lockout found during authentication into the 429 answer.
     "axes.middleware.AxesMiddleware",
@@ -84,7 +87,10 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.template.context_processors.i18n",
                 "django.contrib.messages.context_processors.messages",
+                "costplatform.context_processors.data_age",
             ],
+            # Times in the reader's display zone on every page: `when`, `display_zone`.
+            "builtins": ["apps.common.templatetags.display"],
         },
     },
 ]
@@ -100,6 +106,20 @@ if not DATABASE_URL:
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 if DATABASE_OWNER_URL:
     DATABASES["owner"] = database_from_url(DATABASE_OWNER_URL) | {"TEST": {"MIRROR": "default"}}
+# Behind a pooler in transaction mode (PgBouncer, docs/scaling.md) a server-side cursor held over
+# several transactions (QuerySet.iterator() outside one) would meet another server connection.
+if envbool("COSTPLATFORM_DB_TRANSACTION_POOLING", False):
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+# A hot standby for page and report reads (costplatform/routers.py, docs/scaling.md): used while
+# its replay lag is at most REPLICA_MAX_LAG_SECONDS, measured at most every REPLICA_CHECK_SECONDS
+# a process; a page read from it says how old its figures are from REPLICA_NOTICE_SECONDS on.
+DATABASE_REPLICA_URL = env("DATABASE_REPLICA_URL")
+REPLICA_MAX_LAG_SECONDS = float(env("COSTPLATFORM_REPLICA_MAX_LAG_SECONDS", "30"))
+REPLICA_CHECK_SECONDS = float(env("COSTPLATFORM_REPLICA_CHECK_SECONDS", "3"))
+REPLICA_NOTICE_SECONDS = float(env("COSTPLATFORM_REPLICA_NOTICE_SECONDS", "5"))
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = replica_database(DATABASE_REPLICA_URL)
+    DATABASE_ROUTERS = ["costplatform.routers.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MIGRATION_MODULES = {
@@ -263,6 +283,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
+# Named queues, one per stage (costplatform/queues.py): each task to its stage's queue, workers -Q.
+if envbool("COSTPLATFORM_TASK_QUEUES", False):
+    from costplatform.queues import TASK_ROUTES as CELERY_TASK_ROUTES  # noqa: F401
 # Beat keeps its schedule in the database: every entry above is editable in the admin (Periodic tasks).
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 

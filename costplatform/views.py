@@ -1,16 +1,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
+from django.views.decorators.http import require_POST
 from django.views.defaults import page_not_found
 
 from apps.accounts.models import CollectorKey
@@ -19,6 +22,7 @@ from apps.alerts.checks import site_url_is_local
 from apps.alerts.models import Channel
 from apps.common.buckets import month_of, previous_month
 from apps.pricing.selectors import unpriced_models_recent
+from costplatform.middleware import DISPLAY_ZONE
 
 
 @login_required
@@ -92,6 +96,24 @@ def setup_checklist() -> list[SetupItem]:
             "",
         ),
     ]
+
+
+UNKNOWN_DISPLAY_ZONE = "{name!r} is not an IANA time zone (such as Asia/Shanghai or UTC)"
+
+
+@require_POST
+def display_zone_set(request: HttpRequest) -> HttpResponse:
+    """The zone the reader wants times shown in, kept in the session (as Django's set_language
+    keeps the language); back to `next` on this site."""
+    name = request.POST.get("zone", "")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return HttpResponseBadRequest(UNKNOWN_DISPLAY_ZONE.format(name=name))
+    request.session[DISPLAY_ZONE] = name
+    back = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure())
+    return HttpResponseRedirect(back if safe and back else "/")
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

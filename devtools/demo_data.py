@@ -400,7 +400,7 @@ def ingest(records: list[Record], *, progress: Callable[[str], None]) -> tuple[i
     """Through the ingest service, in batches of BATCH, as a collector key `demo-data`."""
     from apps.accounts.models import CollectorKey
     from apps.accounts.services import collector_key_create
-    from apps.ingest.services import batch_ingest
+    from apps.pipeline.records import batch_ingest
 
     # The month generated is in the past: its key is a backfill key (also one made before keys
     # had limits, which is marked here).
@@ -461,8 +461,8 @@ def plan_budgets(plan: Plan) -> list[str]:
     """Budgets of every business line against what the month costs (a month in progress: as
     its days so far project) and revenue of marketing, whose campaign spend passes 3 % of it,
     and of payments."""
-    from apps.classification.selectors import class_usage
     from apps.ledger.services.planning import budget_set, revenue_set
+    from apps.pricing.selectors import class_usage
 
     rows = class_usage(
         # One row per line: the plan's records lie before its end, an hour boundary.
@@ -513,7 +513,7 @@ def load(plan: Plan, *, progress: Callable[[str], None]) -> Loaded:
 
 def summary(plan: Plan) -> list[str]:
     """What the month holds now, by business line and class, as lines to print."""
-    from apps.classification.selectors import class_usage
+    from apps.pricing.selectors import class_usage
 
     # The plan's records lie before its end (an hour boundary): one row per line and class.
     rows = class_usage(start=plan.start, end=plan.end, granularity="month", group_by=["business_line", "class"])
@@ -605,7 +605,8 @@ def is_closed(month: date) -> bool:
 
 def demo_build(*, records: int, seed: int, progress: Callable[[str], None], now: datetime | None = None) -> list[Built]:
     """The previous month of the accounting zone loaded and closed with an approval (unless it
-    is closed already: then it is left as it is), and the current month so far, open."""
+    is closed already: then it is left as it is), and the current month so far, open; then the
+    closed month's audit and the alerts of now, delivered (devtools/demo_ops.py)."""
     current = month_of(now or datetime.now(UTC))
     built = [Built(month=m, loaded=None, status="") for m in (previous_month(current), current)]
     notes = cost_centres_ensure()
@@ -626,4 +627,9 @@ def demo_build(*, records: int, seed: int, progress: Callable[[str], None], now:
         else:
             item.status = "open (in progress)"
     built[0].notes = notes + built[0].notes
+    if is_closed(built[0].month):  # audited once closed; what fires now goes to the chat channels
+        from devtools.demo_ops import demo_alerts, legacy_collector
+
+        built[1].notes += demo_alerts(audited=built[0].month, now=now or datetime.now(UTC))
+        built[1].notes += legacy_collector(now=now or datetime.now(UTC))
     return built

@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.accounts import admin_auditlog  # noqa: F401 (registers the audit log's admin page)
 from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.accounts.models import CollectorKey, UserScope
 from apps.accounts.services import collector_key_revoke

@@ -5,7 +5,10 @@ from typing import Any
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
+
+from apps.common.labels import dims_text
 
 
 class FindingKind(models.TextChoices):
@@ -100,4 +103,18 @@ class AuditFinding(models.Model):
 
     @property
     def dims_label(self) -> str:
+        """The dims as keys (the CSV: what a filter or a script names)."""
         return ", ".join(f"{k}={v}" for k, v in sorted(self.dims.items())) or "(no dims)"
+
+    @property
+    def title_shown(self) -> str:
+        """The stored title is English prose built by the finder; other languages get the kind's
+        label and the dims it concerns, which say the same in fewer words (page and chat)."""
+        if (get_language() or "en").startswith("en"):
+            return self.title
+        return _("%(kind)s: %(where)s") % {"kind": KIND_LABELS[self.kind], "where": self.dims_shown}
+
+    @property
+    def dims_shown(self) -> str:
+        """The dims as a reader names them, in the active language (the report page, chat)."""
+        return dims_text(self.dims)

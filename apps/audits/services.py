@@ -163,14 +163,6 @@ def summary_markdown(
         return _summary_lines(report, findings, whole=whole, top=top)
 
 
-def _finding_title(finding: AuditFinding) -> str:
-    """The stored title is English prose built by the finder; other languages get the kind's
-    label and the dims it concerns, which say the same in fewer words."""
-    if translation.get_language() == "en":
-        return finding.title
-    return _("%(kind)s: %(where)s") % {"kind": KIND_LABELS[finding.kind], "where": finding.dims_label}
-
-
 def _summary_lines(report: AuditReport, findings: list[AuditFinding], *, whole: bool, top: int) -> str:
     from apps.alerts.messages import markup
 
@@ -188,7 +180,7 @@ def _summary_lines(report: AuditReport, findings: list[AuditFinding], *, whole: 
     for finding in findings[:top]:
         money = f", {finding.savings:,.2f} {report.currency}" if with_money and finding.savings is not None else ""
         tokens = _("%(tokens)s tokens") % {"tokens": f"{finding.savings_tokens:,}"}
-        lines.append(f"- {markup(_finding_title(finding))} ({tokens}{money})")
+        lines.append(f"- {markup(finding.title_shown)} ({tokens}{money})")
     if len(findings) > top:
         lines.append("- " + _("... and %(count)s more in the report") % {"count": len(findings) - top})
     if not findings:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
+
 COMPONENTS = ("cached_prompt", "uncached_prompt", "structural", "output", "padding", "spec_rejected", "recomputed")
 CACHED, UNCACHED, STRUCTURAL, OUTPUT, PADDING, SPEC_REJECTED, RECOMPUTED = range(len(COMPONENTS))
 # Names a rule may use for several components at once.
@@ -64,9 +66,6 @@ BUILTIN_RULES = (
     "spec_rejected",  # draft - draft_accepted to shadow.spec_rejected
     "recompute",  # recomputed to shadow.recompute
 )
-# Collectors mark the records they emit for reconciliation gaps with this dim.
-RECONCILIATION_DIM = "costplatform.kind"
-RECONCILIATION_VALUE = "reconciliation"
 DUPLICATE_WINDOW_SECONDS = 300
 
 Reasons = tuple[int, int, int, int, int, int, int]

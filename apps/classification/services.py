@@ -29,8 +29,8 @@ from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_
 from apps.common.buckets import utc_day_start
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
+from apps.ingest.models import DimSet, Record, ServedModel
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
-from apps.pricing.services import hours_mark_dirty
 
 ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the active one."
 
@@ -259,14 +259,14 @@ def _days_made_dirty(present: list[Candidate], stored: list[Candidate], window: 
 # found, a plan that does not depend on estimates. JIT is off: the row estimates of a growing
 # partition put the statement's cost above the JIT threshold, and compiling it took 430 ms of a
 # 25 ms query at 15 million records.
-_STORED_CANDIDATES = """
+_STORED_CANDIDATES = f"""
 SELECT r.prompt_hash,
-       (SELECT m.name FROM ingest_servedmodel m WHERE m.id = r.model_id),
-       (SELECT d.business_line FROM ingest_dimset d WHERE d.id = r.dims_id),
+       (SELECT m.name FROM {ServedModel._meta.db_table} m WHERE m.id = r.model_id),
+       (SELECT d.business_line FROM {DimSet._meta.db_table} d WHERE d.id = r.dims_id),
        r.ts
 FROM unnest(%s::bytea[]) AS h(hash)
 CROSS JOIN LATERAL (
-    SELECT prompt_hash, model_id, dims_id, ts FROM ingest_record
+    SELECT prompt_hash, model_id, dims_id, ts FROM {Record._meta.db_table}
     WHERE prompt_hash = h.hash AND status = 0 AND source_id = %s AND ts >= %s AND ts <= %s
     OFFSET 0
 ) r
@@ -320,7 +320,6 @@ def dirty_days_mark(*, days: Iterable[date]) -> None:
 # --- reclassification -------------------------------------------------------------------------
 
 DAY = timedelta(days=1)
-HOUR = timedelta(hours=1)
 # Advisory lock key: (namespace, day ordinal) serialises the reclassification of a day.
 _DAY_LOCK = 0x434C4459
 NOT_A_DRAFT = "A draft cannot classify stored records: it may still change. Activate it first."
@@ -343,8 +342,8 @@ def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str
 
 def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     """Replace a day's class rollup (every rule set's rows) by the day's records classified with
-    `ruleset`, in one transaction and one INSERT ... SELECT; mark the day's hours for pricing and
-    clear the day's DirtyDay row. Returns the number of rollup rows written.
+    `ruleset`, in one transaction and one INSERT ... SELECT, and clear the day's DirtyDay row
+    (pricing's trigger on the rollup notes the hours whose rows changed). Returns the number of rollup rows written.
 
     Ingest adds to the same rows in its own transactions; the SHARE ROW EXCLUSIVE lock on the
     rollup waits for those in flight (their records are then visible to the recompute) and holds
@@ -360,7 +359,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
         # The records before the rollup: ingest holds them in that order when it makes a partition.
-        cursor.execute("LOCK TABLE ingest_record IN ACCESS SHARE MODE")
+        cursor.execute(f"LOCK TABLE {Record._meta.db_table} IN ACCESS SHARE MODE")
         cursor.execute("LOCK TABLE classification_hourlyclass IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
         # The statement's cost makes PostgreSQL compile and optimise it with LLVM, which takes
@@ -369,7 +368,6 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         cursor.execute("DELETE FROM classification_hourlyclass WHERE hour >= %s AND hour < %s", [start, start + DAY])
         cursor.execute(sql, params)
         written = cursor.rowcount
-        hours_mark_dirty(hours=[start + i * HOUR for i in range(24)])
         DirtyDay.objects.filter(day=day).delete()
     return written
 

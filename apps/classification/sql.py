@@ -24,8 +24,6 @@ from apps.classification.engine import (
     EFF_INPUT,
     EFF_OUTPUT,
     EFF_STRUCTURAL,
-    RECONCILIATION_DIM,
-    RECONCILIATION_VALUE,
     SHADOW_RECOMPUTE,
     SHADOW_SPEC,
     SHADOW_UNATTRIBUTED,
@@ -36,6 +34,7 @@ from apps.classification.engine import (
 )
 from apps.classification.rules import Node, compile_sql, parse_rule
 from apps.classification.rules.storage import RECORD_FROM, choice_codes, record_columns
+from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
 from apps.ingest.models import FinishReason, Status
 
 Fragment = tuple[str, list[object]]

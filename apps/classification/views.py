@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts.roles import reader_required, user_has_role
 from apps.accounts.scopes import COMPANY_WIDE, edits_rules, sees_all_lines
 from apps.classification.models import RuleSet
+from apps.classification.reasons import builtin_chain
 from apps.classification.services import ruleset_draft_create, ruleset_try
 from apps.ingest.models import Record
 
@@ -25,7 +26,7 @@ RULE_EDITORS = ("admin", "engineer")
 @reader_required
 def rules(request: HttpRequest) -> HttpResponse:
     sets = RuleSet.objects.prefetch_related("rules").order_by("-version")[:20]
-    context = {"rulesets": sets, "can_edit": edits_rules(request.user)}
+    context = {"rulesets": sets, "can_edit": edits_rules(request.user), "chain": builtin_chain()}
     return render(request, "classification/rules.html", context)
 
 

@@ -166,6 +166,39 @@ def iso_local(at: datetime, zone: ZoneInfo | None = None) -> str:
     return at.astimezone(_resolve(zone)).isoformat(timespec="seconds")
 
 
+# --- the display zone ---------------------------------------------------------------------------
+
+# Zones a reader is offered for showing times, beside the accounting zone (listed first). Any IANA
+# name is accepted: a display zone only moves the clock on the page, it never cuts a day, so
+# offsets that are not whole hours are fine here.
+DISPLAY_ZONES = (
+    "UTC",
+    "Asia/Shanghai",
+    "Asia/Singapore",
+    "Asia/Tokyo",
+    "Asia/Kolkata",
+    "Europe/London",
+    "Europe/Berlin",
+    "America/New_York",
+    "America/Los_Angeles",
+)
+
+
+def display_zone(name: str | None) -> ZoneInfo:
+    """The zone `name` (a reader's choice) or, when it is empty or not a zone, the accounting one."""
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    return accounting_zone()
+
+
+def display_zone_choices(chosen: str = "") -> list[str]:
+    """The zones the page offers: the accounting zone, the chosen one, then DISPLAY_ZONES."""
+    return list(dict.fromkeys(name for name in (zone_name(), chosen, *DISPLAY_ZONES) if name))
+
+
 # --- parsing -------------------------------------------------------------------------------------
 
 

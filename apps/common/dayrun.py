@@ -5,7 +5,7 @@
 that also records the progress in a `JobRun` row. The run is found by (kind, key, start, end)
 among the runs not done, or made: after a crash or an error (the row says FAILED, with the
 error) the same call resumes at the first step not done; once a run is done, the same call
-starts a new one. A session advisory lock on the run refuses (`RunBusy`) a second process
+starts a new one. An advisory lock on the run refuses (`RunBusy`) a second process
 while the first runs.
 
 With `workers` > 1, that many steps run at once, each in its own transaction on its own
@@ -81,15 +81,20 @@ def jobrun_open(*, kind: str, key: str = "", start: date, end: date) -> JobRun:
 
 @contextmanager
 def _run_locked(run: JobRun) -> Iterator[None]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
-        if not cursor.fetchone()[0]:
-            raise RunBusy(f"{run} is being run by another process")
+    """The run's lock, for as long as it runs: a transaction-level advisory lock, in a transaction
+    left open on a connection of its own. A session lock would be lost behind a pooler in
+    transaction mode (PgBouncer): the next transaction may get another server connection, and the
+    unlock would miss (docs/scaling.md). The open transaction holds no snapshot between statements
+    (read committed), so it holds back no vacuum; when the process dies, its connection ends and
+    the lock with it."""
+    holder = connection.get_new_connection(connection.get_connection_params())
     try:
+        locked = holder.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk]).fetchone()
+        if not locked or not locked[0]:
+            raise RunBusy(f"{run} is being run by another process")
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", [_RUN_LOCK, run.pk])
+        holder.close()  # the transaction ends with it, and the lock
 
 
 def steps_of(*, start: date, end: date, step: Step = day_after) -> list[date]:

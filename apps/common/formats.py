@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from apps.common.buckets import accounting_zone
 
@@ -35,12 +36,14 @@ def int_text(value: int | None) -> str:
     return NONE if value is None else f"{int(value):,}"
 
 
-def when_text(value: date | datetime | None) -> str:
-    """A day as YYYY-MM-DD, an instant in the accounting zone as YYYY-MM-DD HH:MM."""
+def when_text(value: date | datetime | None, zone: ZoneInfo | None = None, *, seconds: bool = False) -> str:
+    """A day as YYYY-MM-DD; an instant as YYYY-MM-DD HH:MM (HH:MM:SS with `seconds`, never
+    microseconds) in `zone`, the accounting zone by default (downloads; pages pass the reader's)."""
     if value is None:
         return NONE
     if isinstance(value, datetime):
-        return f"{value.astimezone(accounting_zone()):%Y-%m-%d %H:%M}"
+        shown = value.astimezone(zone or accounting_zone())
+        return f"{shown:%Y-%m-%d %H:%M:%S}" if seconds else f"{shown:%Y-%m-%d %H:%M}"
     return f"{value:%Y-%m-%d}"
 
 

@@ -51,3 +51,8 @@ def label(key: str) -> str:
     """The reader's name of a dim or field key; an unknown key as it is."""
     found = LABELS.get(key)
     return str(found) if found is not None else key
+
+
+def dims_text(dims: dict[str, str]) -> str:
+    """'business line = search, feature = faq' in the reader's language; '(no dims)' for none."""
+    return ", ".join(f"{label(k)} = {v}" for k, v in sorted(dims.items())) or str(_("(no dims)"))

@@ -1,5 +1,6 @@
-"""The filters every dashboard page reads from and carries along in its links: a time range,
-any dim, and the drill-down position (class, reason, model, breakdown dim)."""
+"""The filters every dashboard page reads from and carries along in its links: a time range
+(a rolling window, a calendar preset of the accounting zone, or from/to dates), any dim, and the
+drill-down position (class, reason, model, breakdown dim)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,36 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext_lazy as _
 
 from apps.classification.engine import CLASSES
-from apps.common.buckets import accounting_zone, day_end, day_of, day_start, hour_floor, iso_local
+from apps.common.buckets import (
+    accounting_zone,
+    day_end,
+    day_of,
+    day_start,
+    hour_floor,
+    iso_local,
+    month_end,
+    month_of,
+    month_start,
+    previous_month,
+)
 
+# Rolling windows: back from the next whole hour.
 RANGES = {
     "24h": (timedelta(days=1), _("Last 24 hours")),
     "7d": (timedelta(days=7), _("Last 7 days")),
     "30d": (timedelta(days=30), _("Last 30 days")),
     "90d": (timedelta(days=90), _("Last 90 days")),
 }
+# Calendar presets: days and months of the accounting zone, as the books count them.
+PRESETS = {
+    "today": _("Today"),
+    "this-month": _("This month"),
+    "last-month": _("Last month"),
+    "mtd": _("Month to date"),
+}
+CUSTOM = "custom"  # the from/to dates of the form
 DEFAULT_RANGE = "7d"
+NO_CUSTOM_DATES = "a custom range needs its from date (YYYY-MM-DD; to defaults to from)"
 # The breakdown dims of the drill-down, in the order a click walks them.
 BREAKDOWN = ("business_line", "feature", "step")
 # What the waste page groups by across every reason (`group`): any rollup dim, the model, the
@@ -34,7 +56,7 @@ ACROSS = ("model", "reason", "conversation")
 class Filters:
     start: datetime
     end: datetime
-    range: str = DEFAULT_RANGE  # a RANGES key, or "" when from/to are given
+    range: str = DEFAULT_RANGE  # a RANGES or PRESETS key, or "" when from/to are given
     dims: dict[str, str] = field(default_factory=dict)
     token_class: str = ""
     reason: str = ""
@@ -91,23 +113,46 @@ def _hours(first: str, last: str) -> tuple[datetime, datetime]:
     return start, end
 
 
-def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filters:
-    """The filters of a request; unknown values are a 404 rather than a silently empty page."""
-    get = request.GET
-    end = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    chosen = get.get("range", "") if not get.get("from") else ""
-    if "T" in get.get("from", ""):
-        start, end = _hours(get["from"], get.get("to", ""))
-    elif get.get("from"):
-        first, last = parse_date(get["from"]), parse_date(get.get("to") or get["from"])
-        if first is None or last is None or last < first:
-            raise Http404("from and to are dates (YYYY-MM-DD), from <= to")
-        start, end = day_start(first), day_end(last)  # days of the accounting zone
-    else:
+def preset_window(key: str, now: datetime) -> tuple[datetime, datetime]:
+    """[start, end) of a calendar preset at `now`: today and this month whole (the hours still
+    to come are empty), last month whole, month to date up to the next whole hour."""
+    today, month = day_of(now), month_of(now)
+    if key == "today":
+        return day_start(today), day_end(today)
+    if key == "this-month":
+        return month_start(month), month_end(month)
+    if key == "last-month":
+        return month_start(previous_month(month)), month_start(month)
+    return month_start(month), hour_floor(now) + timedelta(hours=1)
+
+
+def _window(get: Any, now: datetime) -> tuple[str, datetime, datetime]:
+    """(range key or "", start, end) of the query: a chosen rolling or calendar range wins over
+    from/to (the form sends both), from/to alone or with `custom` are dates or instants."""
+    chosen = get.get("range", "")
+    if chosen in PRESETS:
+        return (chosen, *preset_window(chosen, now))
+    if chosen in RANGES or not (get.get("from") or chosen == CUSTOM):
         chosen = chosen if chosen in RANGES else DEFAULT_RANGE
+        end = hour_floor(now) + timedelta(hours=1)
         start = end - RANGES[chosen][0]
         if end - start > timedelta(days=2):  # drawn by the day: whole accounting days, the first one included
             start = day_start(day_of(start))
+        return chosen, start, end
+    if not get.get("from"):
+        raise Http404(NO_CUSTOM_DATES)
+    if "T" in get["from"]:
+        return ("", *_hours(get["from"], get.get("to", "")))
+    first, last = parse_date(get["from"]), parse_date(get.get("to") or get["from"])
+    if first is None or last is None or last < first:
+        raise Http404("from and to are dates (YYYY-MM-DD), from <= to")
+    return "", day_start(first), day_end(last)  # days of the accounting zone
+
+
+def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filters:
+    """The filters of a request; unknown values are a 404 rather than a silently empty page."""
+    get = request.GET
+    chosen, start, end = _window(get, now or datetime.now(UTC))
     dims = {k[5:]: v for k, v in get.items() if k.startswith("dims.") and k[5:] in settings.ROLLUP_DIMS and v}
     reason = get.get("reason", "")
     token_class = reason.split(".", 1)[0] if reason else get.get("class", "")

@@ -11,11 +11,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
-
 from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
 from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
+from apps.common.replica import read_connection
 from apps.dashboards.filters import Filters
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import DimSet, Record, ServedModel
@@ -154,7 +153,7 @@ def _sums(
             params += found
     if not parts:
         return [[] for _ in sets]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)
         rows = cursor.fetchall()
     width = len(names)
@@ -395,7 +394,7 @@ def duplicates(
     if lines is not None:
         where.append("d.business_line = ANY(%s)")
         params.append(lines)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_DUPLICATES_SQL.format(where=" AND ".join(where)), [*params, limit])
         pairs = cursor.fetchall()
     keys = {key for row in pairs for key in (row[:3], row[3:])}
@@ -459,7 +458,7 @@ def record_components(*, record: Record) -> Components:
     )
     rollup_dims = record.dims.rollup_id or record.dims_id
     keys = [record.ts, record.source_id, record.model_id, rollup_dims, record.prompt, record.completion]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, [*params, *keys])
         row = cursor.fetchone()
     width = len(COMPONENTS)
@@ -575,7 +574,7 @@ def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) 
         f"FROM ({inner}) x WHERE {' AND '.join(where)} GROUP BY x.conversation "
         "HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
     ).replace("{chosen}", chosen)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, [*([kept] * 7), *params, *more, *([kept] * 7), limit])
         rows = cursor.fetchall()
     slices = [Slice(value, int(count), {}) for value, count, _total in rows]

@@ -5,7 +5,7 @@ finance, admin or a user granted it; a scoped user sees only its business lines.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,15 +18,16 @@ from django.utils.translation import gettext as _
 from apps.accounts.roles import reader_required
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
 from apps.classification.engine import CLASSES
+from apps.classification.reasons import explained
+from apps.common.buckets import day_of
 from apps.common.labels import label
 from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
-from apps.dashboards.filters import BREAKDOWN, RANGES, Filters, filters_from, groups
+from apps.dashboards.filters import BREAKDOWN, PRESETS, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states
-from apps.dashboards.reasons import explained
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import Record
-from apps.ingest.selectors import InvalidCursor, RecordFilter, records_list
+from apps.ingest.selectors import InvalidCursor, RecordFilter, dim_values, records_list
 from apps.ingest.services import FINISH_CODES
 
 PAGE_SIZE = 50
@@ -47,17 +48,39 @@ def class_labels() -> dict[str, str]:
 
 
 def _context(request: HttpRequest, flt: Filters, **extra: Any) -> dict[str, Any]:
-    from django.conf import settings
-
+    lines = business_lines_of(request.user)
     return {
         "flt": flt,
         "ranges": [(key, label) for key, (_width, label) in RANGES.items()],
-        "dim_names": settings.ROLLUP_DIMS,
-        "scope": business_lines_of(request.user),
+        "presets": list(PRESETS.items()),
+        "custom_dates": _custom_dates(flt),
+        "dim_choices": _dim_choices(flt, lines),
+        "scope": lines,
         "money": sees_money(request.user),
         "class_labels": class_labels(),
         **extra,
     }
+
+
+def _custom_dates(flt: Filters) -> tuple[str, str]:
+    """The from/to dates (accounting days) the form shows: the window's, whatever chose it."""
+    last = day_of(flt.end - timedelta(microseconds=1))
+    return f"{day_of(flt.start):%Y-%m-%d}", f"{last:%Y-%m-%d}"
+
+
+def _dim_choices(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
+    """Each rollup dim with the values the reader may pick (those of their lines), the chosen one
+    kept even if no dim set holds it; values None: too many to list, typed instead."""
+    from django.conf import settings
+
+    known = dim_values(names=list(settings.ROLLUP_DIMS), lines=lines)
+    choices = []
+    for name, values in known.items():
+        chosen = flt.dims.get(name, "")
+        if values is not None and chosen and chosen not in values:
+            values = sorted([*values, chosen])
+        choices.append({"name": name, "values": values, "chosen": chosen})
+    return choices
 
 
 @reader_required

@@ -18,14 +18,17 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from apps.classification.engine import RECONCILIATION_DIM
-
 MAX_COUNT = 10**9
 Count = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="A token count, 0..10^9.")]
 Millis = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="Milliseconds.")]
 DimKey = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 DimValue = Annotated[str, Meta(max_length=256)]
 RecordId = Annotated[str, Meta(min_length=1, max_length=128)]
+
+# Collectors mark the records they emit for reconciliation gaps with this dim (only keys allowed
+# reconciliation may send it); classification reads it to class their tokens as shadow.
+RECONCILIATION_DIM = "costplatform.kind"
+RECONCILIATION_VALUE = "reconciliation"
 
 ENDPOINTS = ("chat.completions", "completions", "responses", "embeddings")
 STATUSES = ("ok", "error", "timeout", "aborted", "rejected")

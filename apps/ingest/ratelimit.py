@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
-from apps.accounts.models import CollectorKey
+from apps.accounts.models import CollectorKey, RateBucket
 
 REQUESTS = "requests"
 RECORDS = "records"
@@ -27,7 +27,7 @@ _REFILLED = (
     "least(%(capacity)s::float8, b.tokens + %(rate)s::float8 * greatest(0, extract(epoch FROM EXCLUDED.at - b.at)))"
 )
 _TAKE = f"""
-INSERT INTO accounts_ratebucket AS b (key_id, kind, tokens, at, admitted)
+INSERT INTO {RateBucket._meta.db_table} AS b (key_id, kind, tokens, at, admitted)
 VALUES (%(key)s, %(kind)s, %(capacity)s::float8 - %(cost)s, clock_timestamp(), true)
 ON CONFLICT (key_id, kind) DO UPDATE SET
     tokens = CASE WHEN {_REFILLED} >= %(needed)s THEN {_REFILLED} - %(cost)s ELSE {_REFILLED} END,

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from apps.accounts.models import CollectorKey
+from apps.common.replica import read_connection
 from apps.common.rollups import rollup_where
 from apps.ingest.models import TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
 
@@ -139,11 +140,12 @@ def usage_series(
     where, where_params = rollup_where(alias="u", start=start, end=end, dims=dims, business_lines=business_lines)
     sql = (
         f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
-        "JOIN ingest_servedmodel m ON m.id = u.model_id JOIN accounts_collectorkey k ON k.id = u.source_id "
+        f"JOIN {ServedModel._meta.db_table} m ON m.id = u.model_id "
+        f"JOIN {CollectorKey._meta.db_table} k ON k.id = u.source_id "
         f"JOIN ingest_dimset d ON d.id = u.dims_id WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))} ORDER BY 1, {len(select) + 1} DESC"
     )
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params + where_params)
         names = [col.name for col in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -159,3 +161,32 @@ def rejections_list(*, source_id: int | None, limit: int, after: int | None) -> 
     if len(rows) > limit:
         return rows[:limit], rows[limit - 1].id
     return rows, None
+
+
+# Known values of a dim offered as a list; a dim with more (a user id) is typed instead.
+DIM_VALUES_LISTED = 200
+
+_DIM_VALUES_SQL = """
+SELECT key, value FROM (
+    SELECT e.key, e.value, row_number() OVER (PARTITION BY e.key ORDER BY e.value) AS n
+    FROM (SELECT DISTINCT e.key, e.value
+          FROM ingest_dimset d CROSS JOIN LATERAL jsonb_each_text(d.dims) AS e(key, value)
+          WHERE d.rollup_id IS NULL AND e.key = ANY(%s) AND e.value <> '' {lines}) AS e
+) AS listed
+WHERE n <= %s
+ORDER BY key, value
+"""
+
+
+def dim_values(
+    *, names: list[str], lines: list[str] | None, limit: int = DIM_VALUES_LISTED
+) -> dict[str, list[str] | None]:
+    """The values each dim of `names` is known to take in the dim sets of the rollups, sorted,
+    only in the business lines `lines` (None: all); None for a dim with more than `limit`."""
+    where, params = ("", []) if lines is None else ("AND d.business_line = ANY(%s)", [lines])
+    with read_connection().cursor() as cursor:
+        cursor.execute(_DIM_VALUES_SQL.format(lines=where), [names, *params, limit + 1])
+        found: dict[str, list[str]] = {name: [] for name in names}
+        for key, value in cursor.fetchall():
+            found[key].append(value)
+    return {name: values if len(values) <= limit else None for name, values in found.items()}

@@ -9,16 +9,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
 from apps.accounts.models import CollectorKey
-from apps.classification.engine import COMPONENTS
-from apps.classification.services import batch_classify, dirty_days_mark
-from apps.classification.sql import component_tokens_sql
 from apps.ingest.contract import (
     ENDPOINTS,
     FINISH_REASONS,
@@ -35,7 +32,6 @@ from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
 from apps.ingest.partitions import month_start, partitions_ensure
 from apps.ingest.ratelimit import body_cost
 from apps.ingest.retention import ingest_max_age
-from apps.pricing.services import hours_mark_dirty
 
 ENDPOINT_CODES = {name: code for code, name in enumerate(ENDPOINTS, start=1)}
 STATUS_CODES = {name: code for code, name in enumerate(STATUSES)}
@@ -69,29 +65,14 @@ _TOKEN_LIST = ", ".join(TOKEN_FIELDS)
 _TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
 _ROLLUP_KEY = "hour, source_id, model_id, dims_id, endpoint, status"
 
-# The staging table holds the rows plus the class.reason id of each of their 7 token components.
-_REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
-_STAGE = "ingest_record_stage_v2"
-_STAGE_SQL = f"""
-CREATE TEMP TABLE IF NOT EXISTS {_STAGE} AS
-SELECT {_COLUMN_NAMES}, {", ".join(f"0::smallint AS {c}" for c in _REASON_COLUMNS)} FROM ingest_record WITH NO DATA
-"""
-_STAGE_COLUMNS = f"{_COLUMN_NAMES}, {', '.join(_REASON_COLUMNS)}"
-_STAGE_TYPES = [*_COLUMN_TYPES, *(["int2"] * len(_REASON_COLUMNS))]
-# The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
-_COMPONENT_SQL = component_tokens_sql("s")
-_STAGE_REASONS = ", ".join(f"s.{column}" for column in _REASON_COLUMNS)
-# Summed per group as the per-record filter `tokens > 0` would: only the positive parts count.
-_COMPONENT_SUMS = ", ".join(f"sum(greatest({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(_COMPONENT_SQL))
-_COMPONENT_VALUES = ", ".join(f"(p.{column}, {i}, p.tokens_{i})" for i, column in enumerate(_REASON_COLUMNS))
-_CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
-# Insert what is new, and add exactly those rows to the hourly usage and class rollups, in
-# one statement. Rollup rows are upserted in key order so concurrent batches lock them in the
-# same order.
-_INSERT_SQL = f"""
+_STAGE = "ingest_record_stage"
+# Insert what is new and add exactly those rows to the hourly usage rollup, in one statement.
+# Rollup rows are upserted in key order so concurrent batches lock them in the same order. A
+# companion (below) appends its CTEs after `up`; the final SELECT reads `agg`.
+_INSERT_HEAD = f"""
 WITH ins AS (
     INSERT INTO ingest_record ({_COLUMN_NAMES})
-    SELECT {_COLUMN_NAMES} FROM {_STAGE}
+    SELECT {_COLUMN_NAMES} FROM {{stage}}
     ON CONFLICT DO NOTHING
     RETURNING ts, record_key, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}
 ), dims AS (
@@ -105,28 +86,69 @@ WITH ins AS (
     INSERT INTO ingest_hourlyusage AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
     SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
     ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
-), pre AS (
-    -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
-    -- far fewer rows to unpivot into components than one a record.
-    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id, {_STAGE_REASONS},
-           {_COMPONENT_SUMS}
-    FROM {_STAGE} s JOIN dims m ON m.dims_id = s.dims_id
-    WHERE (s.ts, s.source_id, s.record_key) IN (SELECT ts, source_id, record_key FROM ins)
-    GROUP BY 1, 2, 3, 4, {_STAGE_REASONS}
-), cls AS (
-    SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id, x.component,
-           sum(x.tokens)::bigint AS tokens
-    FROM pre p
-    CROSS JOIN LATERAL (VALUES {_COMPONENT_VALUES}) AS x(reason_id, component, tokens)
-    WHERE x.tokens > 0
-    GROUP BY 1, 2, 3, 4, 5, 6, 7
-), upc AS (
-    INSERT INTO classification_hourlyclass AS c ({_CLASS_KEY}, tokens)
-    SELECT * FROM cls ORDER BY {_CLASS_KEY}
-    ON CONFLICT ({_CLASS_KEY}) DO UPDATE SET tokens = c.tokens + excluded.tokens
-)
-SELECT coalesce(sum(records), 0)::bigint, coalesce(array_agg(DISTINCT hour), '{{}}') FROM agg
+)"""
+_INSERT_TAIL = """
+SELECT coalesce(sum(records), 0)::bigint FROM agg
 """
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a companion computed for a batch before its transaction: per record the values of
+    its staging columns, the parameters of its CTEs, and what it writes after the statement
+    (inside the batch's transaction, so it commits or rolls back with the records)."""
+
+    values: Sequence[tuple]
+    params: Sequence[Any]
+    after: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A later stage that writes its own rollup in the statement that stores a batch (for speed:
+    one pass over the new rows, in the batch's transaction). Ingest knows it only by this
+    shape; the stage owns it (apps.classification.ingest) and apps.pipeline hands it to
+    `records_store`. Its CTEs follow ingest's own and may read `ins` (the rows inserted:
+    duplicates are not in it), `dims` (dims id -> rollup dims id) and the staging table, whose
+    name `ctes` is given; they name their parameters %b, after ingest's."""
+
+    name: str  # the staging table's suffix: a companion's stage has its columns
+    columns: tuple[tuple[str, str], ...]  # its staging columns: (name, PostgreSQL binary type)
+    ctes: Callable[[str], str]  # the stage's name -> ", name AS (...)" text
+    prepare: Callable[[int, Sequence[RecordV1]], Prepared]  # (source id, records), before the transaction
+
+
+@dataclass(frozen=True)
+class _Statement:
+    stage: str
+    create: str
+    columns: str
+    types: list[str]
+    insert: str
+
+
+_statements: dict[str | None, _Statement] = {}
+
+
+def _statement(companion: Companion | None) -> _Statement:
+    """The staging table and the insert statement of a companion (or of ingest alone), made once."""
+    key = companion.name if companion else None
+    found = _statements.get(key)
+    if found is not None:
+        return found
+    extra = companion.columns if companion else ()
+    stage = f"{_STAGE}_{companion.name}" if companion else _STAGE
+    extra_select = "".join(f", 0::{kind} AS {name}" for name, kind in extra)
+    create = (
+        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS "
+        f"SELECT {_COLUMN_NAMES}{extra_select} FROM ingest_record WITH NO DATA"
+    )
+    columns = ", ".join([_COLUMN_NAMES, *(name for name, _ in extra)])
+    ctes = companion.ctes(stage) if companion else ""
+    insert = _INSERT_HEAD.format(stage=stage) + ctes + _INSERT_TAIL
+    found = _statements[key] = _Statement(stage, create, columns, [*_COLUMN_TYPES, *(k for _, k in extra)], insert)
+    return found
+
 
 DimsKey = tuple[tuple[str, str], ...]
 K = TypeVar("K")
@@ -350,8 +372,9 @@ def _rows(
     return rows
 
 
-def records_store(*, source_id: int, records: Sequence[RecordV1]) -> StoreResult:
-    """Store validated records exactly once and add the new ones to the hourly rollups.
+def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Companion | None = None) -> StoreResult:
+    """Store validated records exactly once and add the new ones to the hourly usage rollup (and,
+    with a companion, to its own rollup in the same statement).
 
     A record already stored (same source, record_id and ts) is counted as a duplicate and
     changes nothing, also when two requests carry it at the same moment: the second insert
@@ -362,22 +385,26 @@ def records_store(*, source_id: int, records: Sequence[RecordV1]) -> StoreResult
     # Reference rows commit on their own, before the batch transaction takes any lock.
     built = records_rows(source_id=source_id, records=records)
     dims_ids, rollup_ids = zip(*built.dims_pairs, strict=True)
-    classified = batch_classify(source_id=source_id, records=records)
+    statement = _statement(companion)
+    prepared = companion.prepare(source_id, records) if companion else None
     with transaction.atomic(), connection.cursor() as cursor:
         partitions_ensure(built.months)
-        cursor.execute(_STAGE_SQL)
-        cursor.execute(f"TRUNCATE {_STAGE}")
-        with cursor.cursor.copy(f"COPY {_STAGE} ({_STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_STAGE_TYPES)
+        cursor.execute(statement.create)
+        cursor.execute(f"TRUNCATE {statement.stage}")
+        with cursor.cursor.copy(f"COPY {statement.stage} ({statement.columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(statement.types)
             write = copy.write_row
-            for row, reasons in zip(built.rows, classified.reasons, strict=True):
-                write(row + reasons)
+            if prepared is None:
+                for row in built.rows:
+                    write(row)
+            else:
+                for row, extra in zip(built.rows, prepared.values, strict=True):
+                    write(row + extra)
         with _bound_cursor() as bound:
-            bound.execute(_INSERT_SQL, [list(dims_ids), list(rollup_ids), classified.ruleset_id])
-            accepted, hours = bound.fetchone()  # type: ignore[misc]
-        hours_mark_dirty(hours=hours)  # priced within a minute by pricing's beat job
-        if classified.dirty_days:
-            dirty_days_mark(days=classified.dirty_days)
+            bound.execute(statement.insert, [list(dims_ids), list(rollup_ids), *(prepared.params if prepared else ())])
+            (accepted,) = bound.fetchone()  # type: ignore[misc]
+        if prepared is not None and prepared.after is not None:
+            prepared.after()
     return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
 
 
@@ -441,7 +468,12 @@ class IngestResult:
 
 
 def batch_ingest(
-    *, key: CollectorKey, body: bytes, ndjson: bool, admit: Callable[[int], None] | None = None
+    *,
+    key: CollectorKey,
+    body: bytes,
+    ndjson: bool,
+    admit: Callable[[int], None] | None = None,
+    companion: Companion | None = None,
 ) -> IngestResult:
     """Decode, validate and store one request body sent with `key`. Invalid records, and those
     beyond the key's limits (business lines, reconciliation, age), are kept in the dead-letter
@@ -449,7 +481,8 @@ def batch_ingest(
 
     Raises BodyError (kept too) when the body is not a batch, TooManyRecords over the limit.
     `admit(count)` is called with the batch's record count (or an unreadable body's cost)
-    before anything is written; what it raises (a rate limit) leaves nothing stored.
+    before anything is written; what it raises (a rate limit) leaves nothing stored. A
+    `companion` writes its rollup in the statement that stores the records (records_store).
     """
     started = time.perf_counter()
     source_id = key.pk
@@ -468,7 +501,7 @@ def batch_ingest(
         admit(len(batch.records) + len(batch.rejected) + batch.duplicates)
     if batch.rejected:
         rejections_save(source_id=source_id, rejected=batch.rejected)
-    stored = records_store(source_id=source_id, records=batch.records)
+    stored = records_store(source_id=source_id, records=batch.records, companion=companion)
     duplicates = stored.duplicates + batch.duplicates
     ingest_counted(
         accepted=stored.accepted,

@@ -10,10 +10,12 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
+from apps.accounts.models import CollectorKey
+from apps.classification.models import HourlyClass
 from apps.common.buckets import month_of, next_month
+from apps.common.replica import read_connection
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
@@ -153,16 +155,16 @@ def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
 
 
 _USAGE_SQL = (
-    """
+    f"""
 SELECT * FROM (
     SELECT c.id, c.hour, k.name, d.dims, d.business_line, r.name, c.component, c.tokens, c.cost, c.currency,
-           c.price_version_id, c.pool_id, {rule} AS rule_id, w.window_id,
-           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM classification_hourlyclass h
+           c.price_version_id, c.pool_id, {{rule}} AS rule_id, w.window_id,
+           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM {HourlyClass._meta.db_table} h
             WHERE h.hour = c.hour AND h.source_id = c.source_id AND h.model_id = c.model_id
               AND h.dims_id = c.dims_id AND h.reason_id = c.reason_id AND h.component = c.component) AS rulesets
 """
     + PRICED_HOURS_FROM
-    + """    JOIN accounts_collectorkey k ON k.id = c.source_id
+    + f"""    JOIN {CollectorKey._meta.db_table} k ON k.id = c.source_id
     WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND c.model_id = %s
       AND COALESCE(NULLIF(d.business_line, ''), %s) = %s
 ) usage ORDER BY hour, id
@@ -182,7 +184,7 @@ def line_usage(*, line: JournalLine) -> dict[str, Any]:
     if line.model_id is None and line.pool_id is not None:
         return {"line": line.pk, "rows": _idle_rows(line, start, end), "stale": False}
     mapping = mapping_load()
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             _USAGE_SQL.format(rule=mapping.usage_sql),
             [

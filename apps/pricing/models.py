@@ -189,7 +189,9 @@ class UnpricedHour(models.Model):
 
 
 class DirtyHour(models.Model):
-    """An hour whose classified tokens changed since it was priced. Append-only for writers
-    (no conflicts, so ingest never waits on it); the pricing job deletes what it priced."""
+    """An hour to price again: its classified tokens changed (marked by the statement-level
+    trigger on classification_hourlyclass, migrations/pricing/0003, committed with the change)
+    or a price changed from it (`hours_mark_dirty`). Append-only for writers (no unique key, so
+    ingest never waits on it); the pricing job deletes what it priced."""
 
     hour = models.DateTimeField(db_index=True)

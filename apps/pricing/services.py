@@ -21,11 +21,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.classification.engine import COMPONENT_KIND
+from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor, utc_day_start
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
+from apps.ingest.models import ServedModel
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
-from apps.pricing.models import CostPool, Currency, DirtyHour, Kind, Price, PriceVersion
+from apps.pricing.models import CostPool, Currency, Kind, Price, PriceVersion
 from apps.pricing.selectors import price_book_load
 
 HOUR = timedelta(hours=1)
@@ -140,13 +142,23 @@ class PricedHours:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+# As the trigger on the class rollup marks them (migrations/pricing/0003): an hour already marked
+# is not marked again.
+_MARK_HOURS = """
+INSERT INTO pricing_dirtyhour (hour) SELECT h FROM unnest(%s::timestamptz[]) AS h
+WHERE NOT EXISTS (SELECT 1 FROM pricing_dirtyhour d WHERE d.hour = h)
+"""
+
+
 def hours_mark_dirty(*, hours: Iterable[datetime]) -> None:
-    """Note hours whose classified tokens changed; `price_dirty_hours` prices them within a
-    minute. Call it inside the transaction that writes HourlyClass: it only appends rows, so
-    concurrent callers never wait on each other."""
+    """Note hours to price again for a reason of pricing's own (a price changed from a past
+    hour); `dirty_hours_price` prices them within a minute. Hours whose classified tokens
+    changed need no call: the trigger on the class rollup marks them (migrations/pricing/0003).
+    It only appends rows, so concurrent callers never wait on each other."""
     distinct = sorted({hour_floor(h) for h in hours})
     if distinct:
-        DirtyHour.objects.bulk_create(DirtyHour(hour=h) for h in distinct)
+        with connection.cursor() as cursor:
+            cursor.execute(_MARK_HOURS, [distinct])
 
 
 def hours_price(*, start: datetime, end: datetime, book: PriceBook | None = None) -> PricedHours:
@@ -197,18 +209,15 @@ def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_befo
     result = PricedHours(hours=len(hours), pending_pool_hours=len({h for h, _ in plan.pending}))
     result.book_rows = _book_rows_insert(cursor, hours, plan)
     result.pool_rows, result.pool_hours = _pool_rows_insert(cursor, hours, plan, book, ready_before)
+    # The ledger learns of the changed cost rows by its own trigger on them (ledger_dirtyday).
     result.unpriced_rows = _unpriced_insert(cursor, plan)
-    # The ledger rebooks these days (with adjusting entries where their month is closed).
-    from apps.ledger.services.accrual import ledger_days_mark_dirty
-
-    ledger_days_mark_dirty(hours=hours)
     return result
 
 
 def _plan(cursor: Any, hours: list[datetime], book: PriceBook, ready_before: datetime) -> _Plan:
     cursor.execute(
         "SELECT hc.hour, hc.model_id, m.name, hc.component, SUM(hc.tokens) "
-        "FROM classification_hourlyclass hc JOIN ingest_servedmodel m ON m.id = hc.model_id "
+        f"FROM {HourlyClass._meta.db_table} hc JOIN {ServedModel._meta.db_table} m ON m.id = hc.model_id "
         "WHERE hc.hour = ANY(%s) GROUP BY hc.hour, hc.model_id, m.name, hc.component HAVING SUM(hc.tokens) > 0",
         [hours],
     )
@@ -237,7 +246,7 @@ def _book_rows_insert(cursor: Any, hours: list[datetime], plan: _Plan) -> int:
         "currency, price_version_id, pool_id) "
         "SELECT hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, SUM(hc.tokens), "
         "SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
-        "FROM classification_hourlyclass hc "
+        f"FROM {HourlyClass._meta.db_table} hc "
         "JOIN unnest(%s::timestamptz[], %s::int[], %s::smallint[], %s::numeric[], %s::text[], %s::bigint[]) "
         "  AS b(hour, model_id, component, per_million, currency, version_id) "
         "  ON hc.hour = b.hour AND hc.model_id = b.model_id AND hc.component = b.component "
@@ -326,7 +335,7 @@ def _pool_rows(
         return grouped
     cursor.execute(
         "SELECT hour, source_id, model_id, dims_id, reason_id, component, SUM(tokens) "
-        "FROM classification_hourlyclass WHERE hour = ANY(%s) AND model_id = ANY(%s) "
+        f"FROM {HourlyClass._meta.db_table} WHERE hour = ANY(%s) AND model_id = ANY(%s) "
         "GROUP BY hour, source_id, model_id, dims_id, reason_id, component HAVING SUM(tokens) > 0 "
         "ORDER BY hour, source_id, model_id, dims_id, reason_id, component",
         [ready, sorted({m for _, m in wanted})],

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ledger", "0007_bill_reconciliation"),
+        ("ledger", "0008_stale_days_trigger"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

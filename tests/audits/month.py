@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from apps.ingest.services import batch_ingest
+from apps.pipeline.records import batch_ingest
 from apps.pricing.services import hours_price
 from tests import factories
 

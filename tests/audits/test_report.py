@@ -89,7 +89,7 @@ def test_it_shows_engineers_tokens_but_no_money(as_role: Role, report: AuditRepo
     response = as_role("engineer").get(PAGE)
 
     html = response.content.decode()
-    assert response.status_code == 200 and "Zombie workload: load-test" in html and "1900000" in html
+    assert response.status_code == 200 and "Zombie workload: load-test" in html and "1,900,000" in html
     assert "CNY" not in html and "5.43" not in html and "5.04" not in html
 
 
@@ -194,7 +194,7 @@ def test_it_sends_the_summary_in_the_channels_language(report: AuditReport, sett
     chinese, english = str(got["/zh-hans"]), str(got["/en"])
     assert got["/zh-hans"]["title"] == "词元审计 2026-11: search"
     assert "**1 项发现**\uff0c预计可节省 **100,000 词元**" in chinese  # full-width comma and colon
-    assert "- 重复计算\uff1abusiness_line=search (100,000 词元)" in chinese
+    assert "- 重复计算\uff1a业务线 = search (100,000 词元)" in chinese
     assert "findings" not in chinese and "Duplicate computation: 55 repeated prompts" not in chinese
     assert got["/en"]["title"] == "Token audit 2026-11: search"
     assert "**1 findings**, estimated savings **100,000 tokens**" in english
@@ -243,8 +243,8 @@ def test_it_shows_a_scoped_user_only_the_findings_of_its_business_lines(report: 
 
     html = browser.get(PAGE).content.decode()
     assert "Duplicate computation: 55 repeated prompts" in html and "Zombie workload" not in html
-    assert "0.40 CNY" in html and "5.43" not in html and "1900000" not in html
+    assert "0.40 CNY" in html and "5.43" not in html and "1,900,000" not in html
     rows = read_csv(browser.get(PAGE + "?download=csv"))
     assert [r["kind"] for r in rows] == ["duplicate"]
     listed = browser.get("/audits/").content.decode()
-    assert "100000" in listed and "9000000" not in listed and "1900000" not in listed
+    assert "100,000" in listed and "9,000,000" not in listed and "1,900,000" not in listed

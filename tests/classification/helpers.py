@@ -13,7 +13,7 @@ from django.db import connection
 from apps.classification.models import DirtyDay
 from apps.classification.services import rule_add, ruleset_activate, ruleset_draft_create
 from apps.ingest.contract import RecordV1
-from apps.ingest.services import records_store
+from apps.pipeline.records import records_store
 
 Key = tuple[Any, ...]
 

@@ -3,8 +3,11 @@ engineers and admins."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from apps.classification.engine import BUILTIN_RULES
 from apps.classification.models import RuleSet
 from apps.classification.services import rule_add
 
@@ -35,6 +38,16 @@ def test_a_try_without_hours_reads_the_newest_records(traffic, as_user, settings
 
     assert "The newest 5 records" in page
     assert "1,376" in page and "2,064" not in page  # 2 of the 3 timeouts x 688 uncached prompt
+
+
+def test_the_rules_page_lists_the_built_in_chain_in_order(as_user) -> None:
+    page = as_user("viewer").get("/rules/").content.decode()
+    chain = re.search(r'<section id="builtin-chain">(.*?)</section>', page, re.S)
+
+    assert chain, page
+    assert re.findall(r"<code>(\w+)</code>", chain.group(1)) == list(BUILTIN_RULES)
+    assert "waste.error, waste.timeout, waste.aborted, waste.rejected" in chain.group(1)
+    assert "Prompt tokens served from the prefix cache" in chain.group(1)
 
 
 def test_viewers_read_rules_but_neither_draft_nor_try(traffic, as_user) -> None:

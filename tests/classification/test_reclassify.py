@@ -91,7 +91,8 @@ def test_it_replaces_a_day_with_the_active_rule_set_and_marks_its_hours_for_pric
     assert {k: n for k, n in snapshot().items() if k[0] >= DAY1 + timedelta(days=1)} == {
         k: n for k, n in before.items() if k[0] >= DAY1 + timedelta(days=1)
     }
-    assert sorted(DirtyHour.objects.values_list("hour", flat=True)) == [DAY1 + timedelta(hours=h) for h in range(24)]
+    # Pricing's trigger on the class rollup notes the hours whose rows the day's rewrite touched.
+    assert sorted(set(DirtyHour.objects.values_list("hour", flat=True))) == [DAY1 + timedelta(hours=h) for h in (9, 23)]
 
 
 def test_a_draft_cannot_reclassify(three_days: None) -> None:

@@ -1,7 +1,7 @@
 """Dims and fields carry human names on every page, in the reader's language: the pages of an
 agent's traffic (sent through the collector API) are scanned, in English and in Chinese, for the
 raw keys a collector sends or a rule names (`business_line`, `draft_accepted`, `prompt_cached`,
-`cached_prompt`, ...)."""
+`cached_prompt`, ...), and so is the audit report of the month, whose findings name their dims."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 from django.test import Client
 from django.utils import translation
 
+from apps.audits.models import AuditFinding, AuditReport
+from apps.common.buckets import month_of
 from apps.common.labels import LABELS, label
 from tests.dashboards.conftest import T0, priced
 from tests.factories import record
@@ -85,6 +87,23 @@ def agent(collector: Any) -> None:
     ]
     assert collector.send(sent).json()["accepted"] == 3
     priced()
+    audit_of(dims)
+
+
+def audit_of(dims: dict[str, str]) -> None:
+    """The month's audit with one finding on the agent's dims (the report page lists its dims)."""
+    report = AuditReport.objects.create(month=month_of(T0), tokens=3000, started_at=T0, finished_at=T0)
+    AuditFinding.objects.create(
+        report=report,
+        position=1,
+        kind="duplicate",
+        title="Duplicate computation: 1 repeated prompt",
+        dims=dims,
+        tokens=1000,
+        savings_tokens=1000,
+        evidence="/waste/?class=waste",
+        suggestion="Cache the answer.",
+    )
 
 
 def pages_of(client: Client) -> dict[str, str]:
@@ -96,6 +115,8 @@ def pages_of(client: Client) -> dict[str, str]:
     conversation = re.search(r'<a href="([^"]+)" id="conversation">', found["record"])
     assert conversation, "the record links no conversation"
     found["conversation"] = client.get(unescape(conversation.group(1))).content.decode()
+    found["audit"] = client.get(f"/audits/{month_of(T0):%Y-%m}/").content.decode()
+    assert 'class="finding finding-duplicate"' in found["audit"], "the audit report lists no finding"
     return found
 
 
@@ -116,6 +137,21 @@ def test_it_names_each_field_in_chinese(agent: None, as_user: Callable[..., Clie
     page = pages_of(client)["record"]
     for words in ("被接受的草稿词元", "缓存命中的提示", "业务线", "首词元时间"):
         assert words in page, words
+
+
+@pytest.mark.parametrize(
+    ("language", "shown"),
+    [("en", "business line = support, conversation = conv-1"), ("zh-hans", "业务线 = support, 会话 = conv-1")],
+)
+def test_the_audit_report_names_its_dims(
+    agent: None, as_user: Callable[..., Client], language: str, shown: str
+) -> None:
+    client = as_user("admin", money=True)
+    client.post("/i18n/setlang/", {"language": language, "next": "/"})
+    page = client.get(f"/audits/{month_of(T0):%Y-%m}/").content.decode()
+
+    assert shown in page and "<td>1,000</td>" in page  # counts with separators, as elsewhere
+    assert "business_line=" not in page and "conversation_id" not in page
 
 
 def test_it_sees_a_raw_key_left_on_a_page() -> None:

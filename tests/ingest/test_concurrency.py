@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from apps.ingest.contract import RecordV1
 from apps.ingest.models import HourlyUsage, Record
-from apps.ingest.services import records_store
+from apps.pipeline.records import records_store
 from tests.factories import collector_key, record
 
 
@@ -84,3 +84,44 @@ def test_racing_requests_with_the_same_records_store_them_once(live_server):
     assert sum(r["duplicates"] for r in results) == 600
     assert Record.objects.filter(source=key.key).count() == 300
     assert sum(u.records for u in HourlyUsage.objects.filter(source=key.key)) == 300
+
+
+def test_a_batch_that_waited_for_another_to_create_the_month_partition_uses_it(transactional_db) -> None:
+    """Two first batches of a new month: the second waits on the first's advisory lock and must
+    then find the partition the first made, not create it again (DuplicateTable, a 500)."""
+    import psycopg
+
+    settings = connection.settings_dict
+    conninfo = psycopg.conninfo.make_conninfo(
+        dbname=settings["NAME"], user=settings["USER"], host=settings["HOST"], port=settings["PORT"] or None
+    )
+    month, name = "2031-01-01", "ingest_record_y2031m01"
+    first, second = psycopg.connect(conninfo), psycopg.connect(conninfo)
+    found: dict = {}
+
+    def create_after_wait() -> None:
+        try:
+            found["second"] = second.execute("SELECT ingest_record_partition_create(%s)", [month]).fetchone()[0]
+            second.commit()
+        except psycopg.Error as exc:
+            found["second"] = exc
+            second.rollback()
+
+    try:
+        assert first.execute("SELECT ingest_record_partition_create(%s)", [month]).fetchone()[0] == name
+        waiting = threading.Thread(target=create_after_wait)
+        waiting.start()
+        deadline = time.monotonic() + 10
+        while (
+            time.monotonic() < deadline
+            and not first.execute("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()
+        ):
+            time.sleep(0.05)
+        first.commit()
+        waiting.join(timeout=10)
+        assert found["second"] is None  # it found the table: nothing created, no error
+    finally:
+        first.execute(f"DROP TABLE IF EXISTS {name}")
+        first.commit()
+        first.close()
+        second.close()

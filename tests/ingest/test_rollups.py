@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from apps.ingest.contract import RecordV1
 from apps.ingest.models import TOKEN_FIELDS
-from apps.ingest.services import records_store
+from apps.pipeline.records import records_store
 from tests.factories import collector_key
 
 BASE = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=3)

@@ -11,7 +11,7 @@ import time_machine
 from apps.common.models import JobRun
 from apps.ledger.models import AccrualDay, ElasticWindow, JournalEntry, JournalLine, MappingRule, MappingRuleRevision
 from apps.ledger.services import accrual
-from apps.ledger.services.accrual import ledger_days_mark_dirty, month_accrue, range_accrue, recent_accrue
+from apps.ledger.services.accrual import month_accrue, range_accrue, recent_accrue
 from apps.ledger.services.periods import month_totals
 from apps.ledger.services.rates import rate_set
 from apps.pricing.models import HourlyCost
@@ -301,8 +301,7 @@ def test_a_range_accrual_stopped_in_a_month_resumes_at_that_month(monkeypatch: p
 
 
 def test_it_accrues_recent_and_dirty_days_in_the_beat_job() -> None:
-    factories.hourly_cost(hour=at(DAY1), cost="1.00")
-    ledger_days_mark_dirty(hours=[at(DAY1, 3)])
+    factories.hourly_cost(hour=at(DAY1), cost="1.00")  # the ledger's trigger on the cost rollup marks its day
 
     with time_machine.travel(datetime(2026, 11, 20, tzinfo=UTC), tick=False):
         recent_accrue()

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.accounts.models import CollectorKey
 from apps.alerts.services import channel_send_test
-from apps.ingest.services import batch_ingest
 from apps.metrics.collector import platform_collector
+from apps.pipeline.records import batch_ingest
 from apps.pricing.services import hours_price
 from tests import factories
 from tests.conftest import Collector

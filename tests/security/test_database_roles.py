@@ -77,7 +77,7 @@ def as_runtime(db: None, runtime: Runtime) -> Iterator[None]:
     with connection.cursor() as cursor:
         # The ingest staging table is a temporary table of the session: one made earlier by
         # the superuser would not be the runtime role's to write.
-        cursor.execute("DROP TABLE IF EXISTS pg_temp.ingest_record_stage_v2")
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.ingest_record_stage, pg_temp.ingest_record_stage_classes")
         cursor.execute(f'SET ROLE "{runtime.role}"')
     yield
     with connection.cursor() as cursor:

@@ -56,6 +56,7 @@ PUBLIC = {
     "logout/": "POST only; logs out whoever is logged in",
     "healthz": "load-balancer probe; answers {status: ok} and nothing else",
     "i18n/setlang/": "the language switch; sets a cookie",
+    "display-zone/": "the display time zone switch; POST only, sets a session value",
     "finance/plotly.min.js": "a static chart library",
     "api/schema/": "the OpenAPI contract collectors are built against; no data (it is in docs/ too)",
     "api/docs/": "Swagger UI over that schema; no data",

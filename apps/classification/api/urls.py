@@ -5,7 +5,6 @@ from django.urls import path
 from apps.classification.api import views
 
 urlpatterns = [
-    path("usage/classes", views.ClassUsageView.as_view(), name="usage-classes"),
     path("rulesets", views.RuleSetsView.as_view(), name="rulesets"),
     path("rulesets/<int:version>/rules", views.RulesView.as_view(), name="ruleset-rules"),
     path("rulesets/<int:version>/try", views.RuleSetTryView.as_view(), name="ruleset-try"),

@@ -10,13 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Endpoint, FinishReason, QualityTier, Status
+from apps.accounts.models import CollectorKey
+from apps.ingest.models import (
+    TIMING_FIELDS,
+    TOKEN_FIELDS,
+    DimSet,
+    Endpoint,
+    FinishReason,
+    QualityTier,
+    Record,
+    ServedModel,
+    Status,
+)
 
 from .compile_sql import Column
 
 RECORD_FROM = (
-    "ingest_record r JOIN ingest_servedmodel m ON m.id = r.model_id "
-    "JOIN ingest_dimset d ON d.id = r.dims_id JOIN accounts_collectorkey k ON k.id = r.source_id"
+    f"{Record._meta.db_table} r JOIN {ServedModel._meta.db_table} m ON m.id = r.model_id "
+    f"JOIN {DimSet._meta.db_table} d ON d.id = r.dims_id JOIN {CollectorKey._meta.db_table} k ON k.id = r.source_id"
 )
 
 

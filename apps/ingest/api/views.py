@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
@@ -32,7 +33,7 @@ from apps.ingest.selectors import (
     rejections_list,
     usage_series,
 )
-from apps.ingest.services import batch_ingest, body_refuse
+from apps.ingest.services import IngestResult, body_refuse
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
@@ -98,9 +99,13 @@ class RecordOut(serializers.Serializer):
 
 
 class RecordsView(APIView):
-    """POST: collectors send records (collector key). GET: people list records (login)."""
+    """POST: collectors send records (collector key). GET: people list records (login).
+
+    What stores a batch is given where the view is mounted (apps.pipeline.urls: ingest with
+    classification composed in); ingest itself does not know the later stages."""
 
     authentication_classes = [CollectorKeyAuthentication, SessionAuthentication, BasicAuthentication]
+    ingest: Callable[..., IngestResult] | None = None
 
     class IngestOut(serializers.Serializer):
         accepted = serializers.IntegerField()
@@ -118,6 +123,11 @@ class RecordsView(APIView):
 
     def get_permissions(self) -> list[BasePermission]:
         return [IsCollector()] if self.request.method == "POST" else [IsPerson(), IsReader()]
+
+    def _ingest(self) -> Callable[..., IngestResult]:
+        if self.ingest is None:
+            raise ImproperlyConfigured("RecordsView needs ingest=...: mount it as apps.pipeline.urls does")
+        return self.ingest
 
     @extend_schema(
         operation_id="records_ingest",
@@ -155,7 +165,7 @@ class RecordsView(APIView):
 
         body = _body(request, key, admit)
         try:
-            result = batch_ingest(key=key, body=body, ndjson=media in NDJSON_TYPES, admit=admit)
+            result = self._ingest()(key=key, body=body, ndjson=media in NDJSON_TYPES, admit=admit)
         except BodyError as exc:
             raise exceptions.ParseError(str(exc)) from exc
         except TooManyRecords as exc:

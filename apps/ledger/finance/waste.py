@@ -6,8 +6,10 @@ row's account decided by the mapping rules as accrual decides it. Most of it lan
 waste account (taken from the journal, so it is what was booked, to the cent); a row inside an
 elastic window lands on the elastic account, and is still waste here.
 
-The /waste/ side is the page's own read of the rollups for the same days and line: tokens from
-the class rollups (unpriced tokens included), money from the cost rollups. Where the two
+The /waste/ side is what that page shows for the same days and line, read where the page's
+figures come from: tokens from the class rollup (unpriced tokens included), money from the cost
+rollup. (The page's daily rollups are these hourly rows summed, and serve only days whose hours
+have not changed since; the ledger, upstream of the pages, reads the hourly rows itself.) Where the two
 differ, the parts are named: unpriced tokens, priced waste on days not accrued yet (or priced
 after the day was accrued), rounding to cents in the journal, and rollups not rebuilt yet."""
 
@@ -19,21 +21,23 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from django.db import connection
 from django.db.models import F, Sum
 from django.utils.translation import gettext as _
 
+from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import day_end, day_start, month_days
 from apps.common.formats import int_text, money_text
+from apps.common.replica import read_connection
+from apps.common.rollups import rollup_where
 from apps.common.tables import Column, Table
-from apps.dashboards.filters import Filters
-from apps.dashboards.selectors import breakdown
+from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.finance.links import journal_href, month_waste_href
 from apps.ledger.finance.names import Names
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, JournalLine
 from apps.ledger.services.accrual import PRICED_HOURS_FROM, month_window
+from apps.pricing.models import HourlyCost
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
@@ -86,7 +90,7 @@ def _priced(month: date, currency: str, business_lines: list[str] | None) -> dic
     unassigned = conf.get("LEDGER_UNASSIGNED")
     params = [unassigned, *mapping.usage_params, window.zone.key, window.start, window.end, currency]
     params += [business_lines, unassigned, business_lines]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_WASTE_SQL.format(rule=mapping.usage_sql), params)
         found = cursor.fetchall()
     centres: dict[str, _Centre] = defaultdict(_Centre)
@@ -116,15 +120,36 @@ def _journal(month: date, currency: str, business_lines: list[str] | None, centr
         centres[row["cost_centre"]].journal_tokens += row["tokens"]
 
 
-def _page(month: date, currency: str, business_lines: list[str] | None) -> dict[str, tuple[int, Decimal]]:
-    """What /waste/?from=<first day>&to=<last day>&class=waste shows per business line."""
+_PAGE_SQL = f"""
+SELECT d.business_line, {{measure}} FROM {{table}} c
+JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
+WHERE {{where}} AND r.name LIKE 'waste.%%'{{currency}}
+GROUP BY 1
+"""
+
+
+def _page_read(table: str, measure: str, month: date, business_lines: list[str] | None, *extra: Any) -> list[tuple]:
     days = month_days(month)
-    flt = Filters(day_start(days[0]), day_end(days[-1]), "", {}, "waste")
+    where, params = rollup_where(
+        alias="c", start=day_start(days[0]), end=day_end(days[-1]), dims=None, business_lines=business_lines
+    )
+    currency = " AND c.currency = %s" if extra else ""
+    with read_connection().cursor() as cursor:
+        cursor.execute(
+            _PAGE_SQL.format(measure=measure, table=table, where=where, currency=currency), [*params, *extra]
+        )
+        return cursor.fetchall()
+
+
+def _page(month: date, currency: str, business_lines: list[str] | None) -> dict[str, tuple[int, Decimal]]:
+    """What /waste/?from=<first day>&to=<last day>&class=waste shows per business line: its
+    tokens, and their cost in `currency`."""
     unassigned = conf.get("LEDGER_UNASSIGNED")
+    costs = dict(_page_read(HourlyCost._meta.db_table, "sum(c.cost)", month, business_lines, currency))
     shown: dict[str, tuple[int, Decimal]] = {}
-    for s in breakdown(flt=flt, lines=business_lines, group="business_line", money=True, limit=10_000):
-        tokens, cost = shown.get(s.value or unassigned, (0, ZERO))
-        shown[s.value or unassigned] = (tokens + s.tokens, cost + s.cost.get(currency, ZERO))
+    for line, tokens in _page_read(HourlyClass._meta.db_table, "sum(c.tokens)::bigint", month, business_lines):
+        before_tokens, before_cost = shown.get(line or unassigned, (0, ZERO))
+        shown[line or unassigned] = (before_tokens + int(tokens), before_cost + costs.get(line, ZERO))
     return shown
 
 

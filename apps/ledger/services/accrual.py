@@ -47,6 +47,7 @@ from zoneinfo import ZoneInfo
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.classification.models import Reason
 from apps.common.buckets import (
     accounting_zone,
     day_end,
@@ -65,7 +66,7 @@ from apps.ledger.mapping import Mapping, mapping_load
 from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, MissingRate, Period
 from apps.ledger.rounding import day_amount, largest_remainder
 from apps.ledger.services.rates import DayRate, functional_currency, rates_between
-from apps.pricing.models import MINOR_UNITS
+from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
 
 DAY = timedelta(days=1)
 _MONTH_LOCK = 0x4C454447  # advisory lock namespace: (namespace, month ordinal) serialises a month's accrual
@@ -194,10 +195,10 @@ class DayTarget:
 
 # The priced hours (c) with their dimensions (d), reason (r) and the elastic window (w.window_id)
 # each falls in: what booking reads and what a line's drill-down shows, joined one way.
-PRICED_HOURS_FROM = """
-FROM pricing_hourlycost c
-JOIN ingest_dimset d ON d.id = c.dims_id
-JOIN classification_reason r ON r.id = c.reason_id
+PRICED_HOURS_FROM = f"""
+FROM {HourlyCost._meta.db_table} c
+JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
+JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
 LEFT JOIN LATERAL (
     SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
     WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
@@ -218,8 +219,8 @@ GROUP BY 1, 2, 3, 4, 5
 """
 )
 
-_IDLE_SQL = """
-SELECT currency, pool_id, SUM(idle), count(*) FROM pricing_poolidlehour
+_IDLE_SQL = f"""
+SELECT currency, pool_id, SUM(idle), count(*) FROM {PoolIdleHour._meta.db_table}
 WHERE hour >= %s AND hour < %s GROUP BY 1, 2 HAVING SUM(idle) <> 0
 """
 
@@ -591,7 +592,7 @@ def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
     days = month_days(window.month)
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
     with analytic_cursor() as cursor:
-        for i, table in enumerate(("pricing_hourlycost", "pricing_poolidlehour")):
+        for i, table in enumerate((HourlyCost._meta.db_table, PoolIdleHour._meta.db_table)):
             # The local date, held to the month's days: the edge hours a closed neighbour's
             # zone gives this month belong to its first or last day (see MonthWindow.bounds).
             cursor.execute(
@@ -704,9 +705,9 @@ def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
     today = day_of(now or timezone.now())
     months = {month_of(today - timedelta(days=i)) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)}
     dirty = list(DirtyDay.objects.values_list("id", "day"))
-    # A dirty day is a date in the zone of when it was marked; a neighbour month of another
-    # zone may hold its hours, so the months of the day before and after are looked at too
-    # (their unchanged days are skipped by fingerprint).
+    # A dirty day is a UTC date (the trigger on pricing's rollups) or a date in the zone of when
+    # it was marked (books_zone_sync); a neighbour month may hold its hours, so the months of the
+    # day before and after are looked at too (their unchanged days are skipped by fingerprint).
     months |= {month_of(d + i * DAY) for _, d in dirty for i in (-1, 0, 1)}
     lookback = month_of(today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
     months |= set(Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback).values_list("month", flat=True))
@@ -714,14 +715,6 @@ def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
     if dirty:
         DirtyDay.objects.filter(id__lte=max(i for i, _ in dirty)).delete()
     return results
-
-
-def ledger_days_mark_dirty(*, hours: Iterable[datetime] = (), days: Iterable[date] = ()) -> None:
-    """Note days whose priced rows changed, for the next `accrue_recent`. Pricing calls this in
-    the transaction that rewrites hours (it only appends rows: writers never wait)."""
-    distinct = {day_of(h) for h in hours} | set(days)
-    if distinct:
-        DirtyDay.objects.bulk_create(DirtyDay(day=d) for d in sorted(distinct))
 
 
 def books_zone_sync() -> list[date]:

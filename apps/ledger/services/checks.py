@@ -22,7 +22,9 @@ from typing import Any
 
 from django.db.models import F, Sum
 
+from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import month_of, next_month, previous_month
+from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.models import Account, Finding, JournalLine, Revenue
 from apps.ledger.reconciliation.findings import bill_findings
@@ -72,8 +74,8 @@ def _effective_share(month: date) -> list[Finding]:
     with analytic_cursor() as cursor:
         cursor.execute(
             "SELECT COALESCE(NULLIF(d.business_line, ''), %s), split_part(r.name, '.', 1), SUM(h.tokens) "
-            "FROM classification_hourlyclass h JOIN ingest_dimset d ON d.id = h.dims_id "
-            "JOIN classification_reason r ON r.id = h.reason_id "
+            f"FROM {HourlyClass._meta.db_table} h JOIN {DimSet._meta.db_table} d ON d.id = h.dims_id "
+            f"JOIN {Reason._meta.db_table} r ON r.id = h.reason_id "
             "WHERE h.hour >= %s AND h.hour < %s GROUP BY 1, 2",
             [conf.get("LEDGER_UNASSIGNED"), *_instants(month)],
         )

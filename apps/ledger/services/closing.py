@@ -30,7 +30,9 @@ from django.utils.translation import gettext_noop
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.classification.models import DirtyDay as ClassDirtyDay
+from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month
+from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, CloseRequest, DirtyDay, Finding, JournalLine, Period
@@ -144,7 +146,7 @@ def _unattributed(month: date) -> CheckItem:
     with analytic_cursor() as cursor:
         cursor.execute(
             "SELECT COALESCE(SUM(h.tokens) FILTER (WHERE d.business_line = ''), 0), COALESCE(SUM(h.tokens), 0) "
-            "FROM classification_hourlyclass h JOIN ingest_dimset d ON d.id = h.dims_id "
+            f"FROM {HourlyClass._meta.db_table} h JOIN {DimSet._meta.db_table} d ON d.id = h.dims_id "
             "WHERE h.hour >= %s AND h.hour < %s",
             [window.start, window.end],
         )

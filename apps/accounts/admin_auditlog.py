@@ -1,3 +1,7 @@
+"""The audit log's admin page, read-only and closed to scoped users. Registered here, with the
+scoped admin it builds on: the audit log sits below accounts (accounts' sign-on writes to it)
+and imports no app."""
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
+from apps.classification.engine import BUILTIN_RULES
+
 
 @dataclass(frozen=True)
 class Explained:
@@ -73,3 +75,24 @@ REASONS: dict[str, Explained] = {
 
 def explained(name: str) -> Explained | None:
     return REASONS.get(name)
+
+
+# What each built-in rule of the chain (apps.classification.engine.BUILTIN_RULES) writes.
+CHAIN_REASONS: dict[str, tuple[str, ...]] = {
+    "unattributed": ("shadow.unattributed",),
+    "prefix_cache": ("cache.prefix_cache",),
+    "failed": ("waste.error", "waste.timeout", "waste.aborted", "waste.rejected"),
+    "duplicate": ("waste.duplicate",),
+    "truncated": ("waste.truncated",),
+    "padding": ("waste.padding",),
+    "spec_rejected": ("shadow.spec_rejected",),
+    "recompute": ("shadow.recompute",),
+}
+
+
+def builtin_chain() -> list[dict[str, object]]:
+    """The built-in rules in the order they apply, each with the reasons it writes and why."""
+    return [
+        {"name": name, "reasons": CHAIN_REASONS[name], "explained": REASONS[CHAIN_REASONS[name][0]]}
+        for name in BUILTIN_RULES
+    ]

@@ -1,0 +1,75 @@
+"""Classification at ingest: the class rollup written in the statement that stores a batch.
+
+Ingest stores a batch in one statement; for speed the new records' tokens are added to the
+class rollup (HourlyClass) in that same statement and transaction. Ingest does not know
+classification: this module hands it a `Companion` (ingest's shape for a later stage's part of
+the statement), and apps.pipeline composes the two. Each staged row carries the class.reason id
+of its seven token components, decided in Python (engine.Classifier) before the transaction;
+the days a late record may have turned stored records into duplicates are marked in
+classification's own DirtyDay in the batch's transaction (the reclassify job consumes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from apps.classification.engine import COMPONENTS
+from apps.classification.services import batch_classify, dirty_days_mark
+from apps.classification.sql import component_tokens_sql
+from apps.ingest.contract import RecordV1
+from apps.ingest.services import Companion, Prepared
+
+# The staged rows carry the reason id of each of their 7 token components.
+_REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
+# The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
+_COMPONENT_SQL = component_tokens_sql("s")
+_STAGE_REASONS = ", ".join(f"s.{column}" for column in _REASON_COLUMNS)
+# Summed per group as the per-record filter `tokens > 0` would: only the positive parts count.
+_COMPONENT_SUMS = ", ".join(f"sum(greatest({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(_COMPONENT_SQL))
+_COMPONENT_VALUES = ", ".join(f"(p.{column}, {i}, p.tokens_{i})" for i, column in enumerate(_REASON_COLUMNS))
+_CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
+
+
+def class_rollup_ctes(stage: str) -> str:
+    """The CTEs that add the inserted rows (`ins`) of the staging table `stage` to HourlyClass,
+    in key order (concurrent batches lock rollup rows in the same order). One parameter: the
+    rule set id."""
+    return f""", pre AS (
+    -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
+    -- far fewer rows to unpivot into components than one a record.
+    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id, {_STAGE_REASONS},
+           {_COMPONENT_SUMS}
+    FROM {stage} s JOIN dims m ON m.dims_id = s.dims_id
+    WHERE (s.ts, s.source_id, s.record_key) IN (SELECT ts, source_id, record_key FROM ins)
+    GROUP BY 1, 2, 3, 4, {_STAGE_REASONS}
+), cls AS (
+    SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id, x.component,
+           sum(x.tokens)::bigint AS tokens
+    FROM pre p
+    CROSS JOIN LATERAL (VALUES {_COMPONENT_VALUES}) AS x(reason_id, component, tokens)
+    WHERE x.tokens > 0
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
+), upc AS (
+    INSERT INTO classification_hourlyclass AS c ({_CLASS_KEY}, tokens)
+    SELECT * FROM cls ORDER BY {_CLASS_KEY}
+    ON CONFLICT ({_CLASS_KEY}) DO UPDATE SET tokens = c.tokens + excluded.tokens
+)"""
+
+
+def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
+    """Classify a batch with the active rule set (before the batch's transaction)."""
+    classified = batch_classify(source_id=source_id, records=records)
+
+    def after() -> None:
+        if classified.dirty_days:
+            dirty_days_mark(days=classified.dirty_days)
+
+    return Prepared(values=classified.reasons, params=[classified.ruleset_id], after=after)
+
+
+CLASSES = Companion(
+    name="classes",
+    columns=tuple((column, "int2") for column in _REASON_COLUMNS),
+    ctes=class_rollup_ctes,
+    prepare=batch_prepare,
+)

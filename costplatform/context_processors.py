@@ -1,0 +1,15 @@
+"""Template context every page shares."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest
+
+
+def data_age(request: HttpRequest) -> dict[str, int]:
+    """`data_age`: the seconds the replica a page read from was behind the primary, when at least
+    REPLICA_NOTICE_SECONDS (the base template then says the figures are that old)."""
+    reads = getattr(request, "replica_reads", None)
+    if reads is None or not reads.used or reads.lag < settings.REPLICA_NOTICE_SECONDS:
+        return {}
+    return {"data_age": round(reads.lag)}

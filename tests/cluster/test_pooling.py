@@ -1,0 +1,42 @@
+"""What lets the app run behind PgBouncer in transaction pooling mode (docs/scaling.md): nothing
+prepared by name, and the day-run's lock held in a transaction, not by the session."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from django.db import connection
+
+from apps.common import dayrun
+from apps.common.models import JobRun
+
+
+@pytest.mark.django_db
+def test_connections_prepare_no_named_statements() -> None:
+    connection.ensure_connection()
+    assert connection.connection.prepare_threshold is None  # the ingest's server-binding cursors too
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_holds_its_lock_in_a_transaction_of_its_own_and_no_session_lock() -> None:
+    seen: list[tuple[str, bool]] = []
+
+    def work(day: date) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT l.granted, a.state FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.classid = %s::oid",
+                [dayrun._RUN_LOCK],
+            )
+            seen.extend((state, granted) for granted, state in cursor.fetchall())
+
+    run = dayrun.jobrun_run(kind="pooling-test", start=date(2026, 1, 1), end=date(2026, 1, 3), work=work)
+    assert run.status == JobRun.Status.DONE
+    # One lock a step, held by another backend, idle in the transaction that holds it.
+    assert seen == [("idle in transaction", True)] * 2
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid", [dayrun._RUN_LOCK]
+        )
+        assert cursor.fetchone()[0] == 0  # gone with its connection
