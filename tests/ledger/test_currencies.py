@@ -22,6 +22,7 @@ from django.db.models import Sum
 from django.test import Client
 
 from apps.auditlog.models import AuditEntry
+from apps.ledger.checks import functional_currency_check
 from apps.ledger.models import DirtyDay, ExchangeRate, JournalLine, MissingRate, Supplier
 from apps.ledger.reconciliation.adjustments import AdjustmentError, adjustment_approve, adjustment_propose
 from apps.ledger.reconciliation.imports import bill_import
@@ -315,3 +316,29 @@ def test_a_usd_bill_adjustment_on_a_day_without_a_rate_is_refused(usd_usage: Non
     with pytest.raises(AdjustmentError, match="no USD/CNY rate for 2026-10-04"):
         adjustment_approve(adjustment_id=proposal.pk, user=factories.finance_user("appr"))
     assert not JournalLine.objects.filter(entry__kind="bill").exists()
+
+
+def test_a_functional_currency_the_price_book_does_not_know_is_refused_at_startup(settings: Any) -> None:
+    settings.LEDGER_FUNCTIONAL_CURRENCY = "EUR"
+
+    (error,) = functional_currency_check()
+
+    assert error.id == "ledger.E001" and "'EUR'" in error.msg
+
+
+def test_the_functional_currency_is_a_setting(settings: Any) -> None:
+    settings.LEDGER_FUNCTIONAL_CURRENCY = "USD"
+    factories.hourly_cost(hour=datetime(2026, 10, 3, 1, tzinfo=UTC), cost="2.00", currency="USD", model="gpt-4o")
+    factories.hourly_cost(hour=datetime(2026, 10, 3, 1, tzinfo=UTC), cost="7.10")  # CNY
+    rate_set(day=d(3), currency="CNY", rate="0.14", source="bank quote")  # to defaults to the functional USD
+
+    month_accrue(month=OCT)
+
+    assert set(JournalLine.objects.values_list("currency", flat=True)) == {"USD"}
+    converted = _expense(3).get(original_currency="CNY")
+    assert (converted.debit, converted.original_amount, converted.rate) == (
+        Decimal("0.99"),
+        Decimal("7.10"),
+        Decimal("0.14"),
+    )
+    assert _booked(3) == Decimal("2.99")
