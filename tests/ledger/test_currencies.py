@@ -30,12 +30,13 @@ from apps.ledger.reconciliation.matching import supplier_reconcile
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.accrual import month_accrue, recent_accrue
 from apps.ledger.services.closing import close_checklist
+from apps.ledger.services.periods import period_close
 from apps.ledger.services.rates import RateError, rate_set, rates_import
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price, price_set
 from tests import factories
 from tests.conftest import Collector
-from tests.ledger.helpers import OCT, balanced
+from tests.ledger.helpers import OCT, SEP, balanced
 
 pytestmark = pytest.mark.django_db
 
@@ -342,3 +343,24 @@ def test_the_functional_currency_is_a_setting(settings: Any) -> None:
         Decimal("0.14"),
     )
     assert _booked(3) == Decimal("2.99")
+
+
+def test_a_closed_months_lines_of_another_currency_are_reversed_and_booked_converted_when_accrued_again(
+    settings: Any,
+) -> None:
+    """Books kept before currencies had a USD journal: a line in USD with no original."""
+    settings.LEDGER_FUNCTIONAL_CURRENCY = "USD"  # books as they were: the USD row booked as USD
+    factories.hourly_cost(hour=datetime(2026, 9, 10, 1, tzinfo=UTC), cost="2.00", currency="USD", model="gpt-4o")
+    month_accrue(month=SEP)
+    period_close(month=SEP, now=datetime(2026, 10, 5, tzinfo=UTC))
+    settings.LEDGER_FUNCTIONAL_CURRENCY = "CNY"
+    rate_set(day=date(2026, 9, 10), currency="USD", rate="7.1", source="PBOC central parity")
+
+    month_accrue(month=SEP)
+
+    adjusting = JournalLine.objects.filter(period_id=OCT, entry__kind="adjustment", account__kind="expense")
+    assert sorted((ln.currency, ln.debit - ln.credit, ln.original_amount) for ln in adjusting) == [
+        ("CNY", Decimal("14.20"), Decimal("2.00")),
+        ("USD", Decimal("-2.00"), None),
+    ]
+    assert balanced()
