@@ -194,6 +194,9 @@ USE_TZ = True
 # rollups stay in UTC hours, so its offset must be whole hours (checked: costplatform.E001).
 # UTC by default so existing books keep their months; see docs/ledger.md before changing it.
 ACCOUNTING_TZ = env("COSTPLATFORM_ACCOUNTING_TZ", "UTC")
+# The ledger's functional currency: the journal, trial balance and FOCUS BillingCurrency are in
+# it; costs priced in another are booked at the day's rate (docs/currencies.md).
+LEDGER_FUNCTIONAL_CURRENCY = env("COSTPLATFORM_FUNCTIONAL_CURRENCY", "CNY")
 
 # The Parquet export (manage.py export_parquet --to s3://...) to an S3-compatible store such as
 # MinIO or Ceph: its endpoint (path-style addressing). Empty: AWS S3. Credentials: boto3's AWS_*.

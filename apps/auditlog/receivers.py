@@ -30,6 +30,7 @@ AUDITED = (
     "ledger.CloseRequest",
     "ledger.Supplier",
     "ledger.BillAdjustment",
+    "ledger.ExchangeRate",
     "audits.ModelDowngrade",
     "accounts.CollectorKey",
     "accounts.UserScope",

@@ -14,7 +14,9 @@ from apps.ledger.models import (
     Budget,
     CloseRequest,
     CostCentre,
+    DirtyDay,
     ElasticWindow,
+    ExchangeRate,
     Finding,
     JournalEntry,
     JournalLine,
@@ -196,3 +198,20 @@ class CloseRequestAdmin(ReadOnlyAdmin):
 
 # Suppliers, bills and bill adjustments (apps/ledger/reconciliation/).
 from apps.ledger.reconciliation import admin as _reconciliation_admin  # noqa: E402, F401
+
+
+@admin.register(ExchangeRate)
+class ExchangeRateAdmin(ScopedModelAdmin):
+    """A day's rate of a pair; saved through the model, so the audit log records each change
+    (and the day is marked for the next accrual, as the rates page and import_rates do)."""
+
+    list_display = ["day", "currency", "to", "rate", "source", "entered_by", "entered_at"]
+    list_filter = ["currency", "to"]
+    date_hierarchy = "day"
+    readonly_fields = ["entered_by", "entered_at"]
+
+    def save_model(self, request: HttpRequest, obj: ExchangeRate, form: Any, change: bool) -> None:
+        obj.entered_by = request.user if request.user.is_authenticated else None
+        super().save_model(request, obj, form, change)
+        DirtyDay.objects.create(day=obj.day)
+        self.message_user(request, REBOOK_HINT, messages.INFO)

@@ -7,3 +7,6 @@ class LedgerConfig(AppConfig):
     name = "apps.ledger"
     label = "ledger"
     verbose_name = "Ledger"
+
+    def ready(self) -> None:
+        from apps.ledger import checks  # noqa: F401 (registers the system checks)

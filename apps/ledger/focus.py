@@ -13,6 +13,11 @@ corrections of the closed period they adjust).
   with their offset ('2026-11-01T00:00:00+08:00'; UTC is '+00:00'), so a reader sees both the
   local midnight and the instant. Adjustments are ChargeClass
   "Correction" (null otherwise).
+- Currencies: BillingCurrency is the ledger's functional currency (the line's); PricingCurrency
+  is the currency the cost was priced in, and PricingCurrencyEffectiveCost the line's amount in
+  it, exact as priced (the original amount of a line converted at its day's rate, else the
+  amount itself). x_ExchangeRate and x_ExchangeRateSource name the rate that converted it
+  (empty when nothing was converted).
 - Tags: the dims every usage row of the line shares (user-defined, unprefixed) plus
   provider-defined tags prefixed "costplatform/" (account, cost centre, pool).
 """
@@ -54,6 +59,8 @@ COLUMNS = (
     "InvoiceIssuerName",
     "ListCost",
     "PricingCategory",
+    "PricingCurrency",
+    "PricingCurrencyEffectiveCost",
     "PricingQuantity",
     "PricingUnit",
     "ProviderName",
@@ -71,6 +78,8 @@ COLUMNS = (
     "x_Account",
     "x_AccountName",
     "x_AdjustsPeriod",
+    "x_ExchangeRate",
+    "x_ExchangeRateSource",
     "x_JournalLineId",
 )
 TAG_PREFIX = "costplatform/"
@@ -162,6 +171,7 @@ def _line_row(line: JournalLine) -> dict[str, str]:
         "ContractedCost": amount,
         "EffectiveCost": amount,
         "ListCost": amount,
+        **_pricing_currency(line, amount),
         "PricingQuantity": _num(pricing),
         "PricingUnit": pricing_unit,
         "ResourceId": resource,
@@ -174,6 +184,22 @@ def _line_row(line: JournalLine) -> dict[str, str]:
         "x_AccountName": line.account.name,
         "x_AdjustsPeriod": f"{line.entry.adjusts:%Y-%m}" if line.entry.adjusts else "",
         "x_JournalLineId": str(line.pk),
+    }
+
+
+def _pricing_currency(line: JournalLine, amount: str) -> dict[str, str]:
+    if line.original_currency is None or line.original_amount is None:
+        return {
+            "PricingCurrency": line.currency,
+            "PricingCurrencyEffectiveCost": amount,
+            "x_ExchangeRate": "",
+            "x_ExchangeRateSource": "",
+        }
+    return {
+        "PricingCurrency": line.original_currency,
+        "PricingCurrencyEffectiveCost": _num(line.original_amount.normalize() + 0),
+        "x_ExchangeRate": _num((line.rate or Decimal(0)).normalize()),
+        "x_ExchangeRateSource": line.rate_source or "",
     }
 
 

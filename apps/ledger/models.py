@@ -279,6 +279,13 @@ class JournalLine(models.Model):
     credit = models.DecimalField(max_digits=20, decimal_places=2, default=0)
     tokens = models.BigIntegerField(default=0)
     basis = models.JSONField(default=dict, help_text="Reasons, price versions, pools, rule revisions, exact amount.")
+    # A cost priced in another currency than the functional one (a USD price book): the amount
+    # as priced (signed, debit > 0, exact), its currency, and the day's rate that converted it
+    # with the rate's source. Null on lines priced in the functional currency.
+    original_currency = models.CharField(max_length=3, choices=Currency.choices, null=True, blank=True)
+    original_amount = models.DecimalField(max_digits=30, decimal_places=12, null=True, blank=True)
+    rate = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    rate_source = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         ordering = ["entry", "id"]
@@ -286,11 +293,66 @@ class JournalLine(models.Model):
             models.CheckConstraint(
                 condition=Q(debit__gte=0, credit__gte=0) & (Q(debit=0) | Q(credit=0)), name="ledger_line_one_side"
             ),
+            models.CheckConstraint(
+                condition=Q(original_currency__isnull=True, original_amount__isnull=True, rate__isnull=True)
+                | Q(original_currency__isnull=False, original_amount__isnull=False, rate__gt=0),
+                name="ledger_line_original",
+            ),
         ]
         indexes = [
             models.Index(fields=["period", "account", "cost_centre"], name="ledger_line_period_acct_cc"),
             models.Index(fields=["day", "currency"], name="ledger_line_day"),
         ]
+
+
+class ExchangeRate(models.Model):
+    """What one unit of `currency` was worth in `to` on an accounting day, and who says so.
+    Accrual converts a day's costs priced in another currency than the functional one at that
+    day's rate (apps/ledger/services/rates.py, docs/currencies.md). Audit-logged."""
+
+    day = models.DateField(help_text="The accounting day (in the accounting time zone).")
+    currency = models.CharField(max_length=3, choices=Currency.choices, help_text="The priced currency, e.g. USD.")
+    to = models.CharField(max_length=3, choices=Currency.choices, help_text="The functional currency, e.g. CNY.")
+    rate = models.DecimalField(max_digits=20, decimal_places=10, help_text="Units of `to` per one unit of `currency`.")
+    source = models.CharField(max_length=200, help_text="Where the rate comes from, e.g. PBOC central parity.")
+    entered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    entered_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-day", "currency", "to"]
+        constraints = [
+            models.UniqueConstraint(fields=["day", "currency", "to"], name="ledger_rate_key"),
+            models.CheckConstraint(condition=Q(rate__gt=0), name="ledger_rate_positive"),
+            models.CheckConstraint(condition=~Q(currency=F("to")), name="ledger_rate_pair"),
+            models.CheckConstraint(condition=~Q(source=""), name="ledger_rate_source"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.pair} {self.rate}"
+
+    @property
+    def pair(self) -> str:
+        return f"{self.currency}/{self.to}"
+
+
+class MissingRate(models.Model):
+    """A day whose costs priced in `currency` found no rate into the functional currency `to`:
+    accrual left them unbooked (never booked as zero) and noted them here, with what is waiting;
+    the next accrual after the rate is entered books them and removes the row."""
+
+    day = models.DateField()
+    currency = models.CharField(max_length=3, choices=Currency.choices)
+    to = models.CharField(max_length=3, choices=Currency.choices)
+    amount = models.DecimalField(max_digits=30, decimal_places=12, help_text="The unbooked cost, in `currency`.")
+    tokens = models.BigIntegerField(default=0)
+    noted_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["day", "currency"]
+        constraints = [models.UniqueConstraint(fields=["day", "currency", "to"], name="ledger_missingrate_key")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.currency}/{self.to} missing"
 
 
 class AccrualDay(models.Model):

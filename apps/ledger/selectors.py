@@ -33,9 +33,26 @@ def months_between(start: date, end: date) -> list[date]:
     return months
 
 
+def _originals(lines: QuerySet[JournalLine]) -> dict[tuple[str, str], dict[str, Decimal]]:
+    """Per (currency, account code): the net of its lines converted from another currency, as
+    priced in that currency (debit positive)."""
+    rows = (
+        lines.filter(original_currency__isnull=False)
+        .values("currency", "account__code", "original_currency")
+        .annotate(net=Sum("original_amount"))
+        .order_by("original_currency")
+    )
+    found: dict[tuple[str, str], dict[str, Decimal]] = defaultdict(dict)
+    for row in rows:
+        found[(row["currency"], row["account__code"])][row["original_currency"]] = row["net"]
+    return found
+
+
 def trial_balance(*, month: date, business_lines: list[str] | None = None) -> dict[str, Any]:
-    """Per currency, each account's debits and credits posted in the month, and the totals
-    (equal: every entry balances). With `business_lines`, only those cost centres' lines: they
+    """Per currency (the functional one, and any a supplier bill was posted in), each account's
+    debits and credits posted in the month, and the totals (equal: every entry balances); each
+    account's `originals` holds, per currency it was priced in, the net of its converted lines
+    as priced. With `business_lines`, only those cost centres' lines: they
     balance too, as accrual credits the payable per cost centre."""
     lines = JournalLine.objects.filter(period_id=month_of(month))
     if business_lines is not None:
@@ -45,6 +62,7 @@ def trial_balance(*, month: date, business_lines: list[str] | None = None) -> di
         .annotate(debits=Sum("debit"), credits=Sum("credit"))
         .order_by("currency", "account__code")
     )
+    originals = _originals(lines)
     currencies: dict[str, dict[str, Any]] = {}
     for row in rows:
         book = currencies.setdefault(
@@ -58,6 +76,7 @@ def trial_balance(*, month: date, business_lines: list[str] | None = None) -> di
                 "debits": row["debits"],
                 "credits": row["credits"],
                 "balance": row["debits"] - row["credits"],
+                "originals": originals.get((row["currency"], row["account__code"]), {}),
             }
         )
         book["debits"] += row["debits"]
@@ -172,7 +191,7 @@ def line_usage(*, line: JournalLine) -> dict[str, Any]:
                 *mapping.usage_params,
                 start,
                 end,
-                line.currency,
+                line.original_currency or line.currency,  # the rows as priced, before conversion
                 line.model_id,
                 conf.get("LEDGER_UNASSIGNED"),
                 line.cost_centre,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from apps.ledger.pages import budgets, close, finance, holds, plans, reconciliation, sheets
+from apps.ledger.pages import budgets, close, finance, holds, plans, rates, reconciliation, sheets
 
 urlpatterns = [
     *finance.urlpatterns,
@@ -10,4 +10,5 @@ urlpatterns = [
     *budgets.urlpatterns,
     *holds.urlpatterns,
     *reconciliation.urlpatterns,
+    *rates.urlpatterns,
 ]

@@ -88,6 +88,12 @@ JOURNAL = pa.schema(
         ("credit", pa.decimal128(20, 2)),
         ("tokens", pa.int64()),
         ("basis", pa.string()),
+        # A line converted from another currency: the amount as priced (signed, debit > 0), its
+        # currency, and the day's rate with its source; null when priced in the functional one.
+        ("original_currency", pa.string()),
+        ("original_amount", pa.decimal128(30, 12)),
+        ("rate", pa.decimal128(20, 10)),
+        ("rate_source", pa.string()),
     ]
 )
 
@@ -378,4 +384,8 @@ def _journal_columns(page: list[JournalLine]) -> dict[str, list[Any]]:
         "credit": [ln.credit for ln in page],
         "tokens": [ln.tokens for ln in page],
         "basis": [_json(ln.basis) for ln in page],
+        "original_currency": [ln.original_currency for ln in page],
+        "original_amount": [ln.original_amount for ln in page],
+        "rate": [ln.rate for ln in page],
+        "rate_source": [ln.rate_source for ln in page],
     }

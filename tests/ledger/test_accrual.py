@@ -13,6 +13,7 @@ from apps.ledger.models import AccrualDay, ElasticWindow, JournalEntry, JournalL
 from apps.ledger.services import accrual
 from apps.ledger.services.accrual import month_accrue, range_accrue, recent_accrue
 from apps.ledger.services.periods import month_totals
+from apps.ledger.services.rates import rate_set
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories
@@ -248,14 +249,15 @@ def test_it_rerounds_later_days_when_an_earlier_day_changes() -> None:
     assert total.booked == total.priced == Decimal("0.02")
 
 
-def test_it_keeps_one_journal_per_currency() -> None:
+def test_it_keeps_one_journal_in_the_functional_currency() -> None:
     factories.hourly_cost(hour=at(DAY1), cost="1.00", currency="CNY")
     factories.hourly_cost(hour=at(DAY1), cost="2.00", currency="USD", model="gpt-4o")
+    rate_set(day=DAY1, currency="USD", rate="7.1", source="test")
 
     month_accrue(month=SEP)
 
-    assert sorted(JournalEntry.objects.values_list("currency", flat=True)) == ["CNY", "USD"]
-    assert {t.currency: t.booked for t in month_totals(month=SEP)} == {"CNY": Decimal("1.00"), "USD": Decimal("2.00")}
+    assert list(JournalEntry.objects.values_list("currency", flat=True)) == ["CNY"]
+    assert {t.currency: t.booked for t in month_totals(month=SEP)} == {"CNY": Decimal("15.20")}
     assert balanced()
 
 

@@ -73,7 +73,8 @@ def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: A
     page = login(person("pat", "finance"), "/finance/close/", f"/finance/close/{LABEL}/")  # the month to close now
     page.wait_for_selector("#checklist")
     assert page.url.endswith(f"/finance/close/{LABEL}/")
-    assert page.locator("#checklist tbody tr").count() == 6
+    assert page.locator("#checklist tbody tr").count() == 7
+    assert page.locator("#checklist tr[data-key=missing_rates]").get_attribute("class") == "ok"
     assert page.locator("#checklist tr[data-key=budgets_unspent]").get_attribute("class") == "ok"
     shot(page, "finance-close")
     page.fill("#submit textarea[name=note]", "Numbers checked against the invoices")

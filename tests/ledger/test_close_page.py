@@ -57,7 +57,7 @@ def priced(collector: Collector, batch: list[dict[str, Any]]) -> None:
 
 def states(client: Client, url: str = PAGE) -> dict[str, str]:
     html = client.get(url).content.decode()
-    return dict(re.findall(r'<tr class="(ok|not)" data-key="(\w+)"', html)[i][::-1] for i in range(6))
+    return dict(re.findall(r'<tr class="(ok|not)" data-key="(\w+)"', html)[i][::-1] for i in range(7))
 
 
 def person(name: str, role: str = "finance", lines: list[str] | None = None) -> tuple[Any, Client]:
@@ -90,7 +90,7 @@ def test_it_shows_every_check_to_look_at_for_a_month_with_loose_ends(collector: 
 
     items = {item.key: item for item in close_checklist(month=LAST)}
 
-    assert states(finance) == dict.fromkeys(items, "not")
+    assert states(finance) == dict.fromkeys(items, "not") | {"missing_rates": "ok"}  # nothing priced in USD
     assert items["unpriced_models"].value == 1 and "llama-3-70b" in items["unpriced_models"].detail
     assert items["unattributed"].value != "0.0 %"
     assert items["days_not_accrued"].value == 1 and f"{DAY:%m-%d}" in items["days_not_accrued"].detail
@@ -107,9 +107,18 @@ def test_it_shows_every_check_ok_once_the_month_is_clean(collector: Collector) -
     _, finance = person("fiona")
 
     assert states(finance) == dict.fromkeys(
-        ["unpriced_models", "unattributed", "days_not_accrued", "dirty_days", "open_findings", "budgets_unspent"], "ok"
+        [
+            "unpriced_models",
+            "unattributed",
+            "days_not_accrued",
+            "dirty_days",
+            "open_findings",
+            "budgets_unspent",
+            "missing_rates",
+        ],
+        "ok",
     )
-    assert [item.value for item in close_checklist(month=LAST)] == [0, "0.0 %", 0, 0, 0, 0]
+    assert [item.value for item in close_checklist(month=LAST)] == [0, "0.0 %", 0, 0, 0, 0, 0]
 
 
 def test_it_marks_a_day_stale_when_its_priced_rows_change_after_accrual(collector: Collector) -> None:

@@ -1,6 +1,6 @@
 """Properties on random data: every entry balances, a month's entries equal its priced total
-rounded once, every line is within one unit of its exact amount, before and after a close and
-a re-price of the closed month."""
+(USD rows converted at their day's rate into the functional CNY) rounded once, every line is
+within one unit of its exact amount, before and after a close and a re-price of the closed month."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db.models import Sum
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from apps.ledger.models import JournalEntry, JournalLine
+from apps.ledger.models import ExchangeRate, JournalEntry, JournalLine
 from apps.ledger.rounding import day_amount, largest_remainder, round_half_up
 from apps.ledger.services.accrual import month_accrue, next_month
 from apps.ledger.services.periods import period_close
@@ -77,13 +77,30 @@ def _write(rows: list[tuple[int, int, str, str, Decimal, str]]) -> None:
         )
 
 
+def _rate(day: date) -> Decimal:
+    """A USD/CNY rate that moves from day to day."""
+    return Decimal("7.1") + Decimal(day.day) / 1000
+
+
+def _rates() -> None:
+    days = [SEP + timedelta(days=i) for i in range(61)]
+    ExchangeRate.objects.bulk_create(
+        ExchangeRate(day=d, currency="USD", to="CNY", rate=_rate(d), source="test") for d in days
+    )
+
+
 def _priced(month: date) -> dict[str, Decimal]:
+    """The month's priced total in CNY: each USD row at its day's rate (to the rollup's 12 places)."""
     start, end = (
         datetime.combine(month, datetime.min.time(), UTC),
         datetime.combine(next_month(month), datetime.min.time(), UTC),
     )
-    rows = HourlyCost.objects.filter(hour__gte=start, hour__lt=end).values("currency").annotate(s=Sum("cost"))
-    return {r["currency"]: round_half_up(r["s"], 2) for r in rows}
+    rows = HourlyCost.objects.filter(hour__gte=start, hour__lt=end).values_list("hour", "cost", "currency")
+    total = sum(
+        (cost if currency == "CNY" else (cost * _rate(hour.date())).quantize(Decimal(1).scaleb(-12)))
+        for hour, cost, currency in rows
+    )
+    return {"CNY": round_half_up(Decimal(total), 2)} if rows else {}
 
 
 def _booked(month: date) -> dict[str, Decimal]:
@@ -114,6 +131,7 @@ def test_it_balances_and_books_each_month_exactly_through_a_close_and_a_reprice(
     rows: list[tuple[int, int, str, str, Decimal, str]], changes: list[tuple[int, int, str, str, Decimal, str]]
 ) -> None:
     with transaction.atomic():
+        _rates()
         _write(rows)
         month_accrue(month=SEP)
         month_accrue(month=OCT)

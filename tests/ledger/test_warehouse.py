@@ -26,6 +26,7 @@ from moto.server import ThreadedMotoServer
 from apps.ledger.models import JournalLine
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close
+from apps.ledger.services.rates import rate_set
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories
@@ -67,6 +68,7 @@ def _books() -> None:
     factories.hourly_cost(
         hour=datetime(2026, 11, 12, 8, tzinfo=UTC), cost="0.333333333333", tokens=333, currency="USD", model="m-usd"
     )
+    rate_set(day=date(2026, 11, 12), currency="USD", rate="7.2", source="PBOC central parity")
     month_accrue(month=NOV)
     month_accrue(month=DEC)
 
@@ -130,7 +132,13 @@ def test_it_exports_the_months_rows_and_sums_as_the_database_has_them(tmp_path: 
     assert _sums(lines, "debit") == _sums(lines, "credit")
     db_debits = {v["currency"]: v["d"] for v in posted.values("currency").annotate(d=Sum("debit"))}
     assert _sums(lines, "debit") == db_debits
-    assert set(db_debits) == {"CNY", "USD"}
+    assert set(db_debits) == {"CNY"}  # the functional currency; the USD line keeps its original
+    (usd,) = [ln for ln in lines if ln["original_currency"] == "USD" and ln["account_kind"] == "expense"]
+    assert (usd["original_amount"], usd["rate"], usd["debit"]) == (
+        Decimal("0.333333333333"),
+        Decimal("7.2"),
+        Decimal("2.40"),
+    )
     expense = [ln for ln in lines if ln["account_kind"] == "expense"]
     assert sum(ln["tokens"] for ln in expense) == 1001 + 1002 + 7 + 1 + 333
     assert {ln["period"] for ln in lines} == {NOV}

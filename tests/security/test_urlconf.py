@@ -85,6 +85,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "finance/plans/<str:month>/copy/": page(MONEY, methods=("POST",)),
     "finance/reconciliation/": page(MONEY),  # the differences of the user's lines only
     "finance/reconciliation/act/": page(MONEY, scope="company", methods=("POST",)),  # bills and adjustments
+    "finance/rates/": page(MONEY, scope="none"),  # rates and missing days: no line's figures
+    "finance/rates/act/": page(MONEY, scope="company", methods=("POST",)),  # enter or import rates
     "finance/pack/<str:month>.xlsx": page(MONEY),  # a closed month's workbook, of the user's lines
     "finance/journal/": page(MONEY),
     "audits/": page(LEDGER),

@@ -39,10 +39,12 @@ RENDERERS = [JSONRenderer, CSVRenderer]
 
 
 class TrialBalanceView(APIView):
-    """Per currency, every account's debits and credits posted in the period; the totals are
-    equal (each entry balances). Finance and admin; a user scoped to some business lines gets
-    their cost centres' lines only (still balanced: accrual credits the payable per cost
-    centre), and the answer names them."""
+    """Per currency (the functional one; a supplier bill's own if one was posted in another),
+    every account's debits and credits posted in the period, and what of them was priced in
+    another currency (`originals`, as priced); the totals are equal (each entry balances).
+    Finance and admin; a user scoped to some business lines gets their cost centres' lines
+    only (still balanced: accrual credits the payable per cost centre), and the answer names
+    them."""
 
     permission_classes = [SeesMoneyOfLines]
     renderer_classes = RENDERERS
@@ -54,6 +56,10 @@ class TrialBalanceView(APIView):
         debits = money()
         credits = money()
         balance = money()
+        originals = serializers.DictField(
+            child=money(),
+            help_text="Per currency the account's converted lines were priced in: their net as priced.",
+        )
 
     class CurrencyOut(serializers.Serializer):
         currency = serializers.CharField()

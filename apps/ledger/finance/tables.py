@@ -268,6 +268,7 @@ def trial_balance_table(*, month: date, currency: str, names: Names, business_li
             Column("debits", money_label(_("Debits"), currency), "money"),
             Column("credits", money_label(_("Credits"), currency), "money"),
             Column("balance", money_label(_("Balance"), currency), "money"),
+            Column("originals", _("Priced in another currency")),
         ],
         rows,
         currency=currency,
@@ -281,6 +282,7 @@ def trial_balance_table(*, month: date, currency: str, names: Names, business_li
                 "debits": account["debits"],
                 "credits": account["credits"],
                 "balance": account["balance"],
+                "originals": originals_text(account["originals"]),
             }
         )
         table.links[(len(rows) - 1, "balance")] = journal_href(month=month, account=account["code"], currency=currency)
@@ -292,9 +294,15 @@ def trial_balance_table(*, month: date, currency: str, names: Names, business_li
                 "debits": book["debits"],
                 "credits": book["credits"],
                 "balance": book["debits"] - book["credits"],
+                "originals": "",
             }
         )
     return table
+
+
+def originals_text(originals: dict[str, Decimal]) -> str:
+    """'12.34 USD' per currency, the amounts as priced rounded to the cent."""
+    return ", ".join(f"{amount.quantize(Decimal('0.01'))} {code}" for code, amount in sorted(originals.items()))
 
 
 def trend_table(*, trend: list[dict[str, Any]], names: Names, currency: str) -> Table:

@@ -4,6 +4,11 @@ posts one balanced entry (kind `bill`) into the first open month from the bill's
 a closed one. Bill above the platform debits the bill-difference expense account and credits
 the accrued payable; below, the reverse. Token differences travel as the lines' tokens.
 
+A bill in another currency than the ledger's functional one is reconciled in its own currency
+and posted converted at the rate of the entry's day, each line keeping the bill's amount, its
+currency, the rate and its source, as accrual does (apps/ledger/services/rates.py); without that
+day's rate the approval is refused, naming the day and pair.
+
 Like the close, proposing and deciding are company-wide acts: they need the finance or admin role
 and a user who sees every business line. Proposals and decisions are audit-logged (the model is
 in apps/auditlog/receivers.AUDITED)."""
@@ -11,7 +16,7 @@ in apps/auditlog/receivers.AUDITED)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -29,6 +34,7 @@ from apps.ledger.models import Account, JournalEntry, JournalLine, Period
 from apps.ledger.reconciliation.matching import Difference, Key, supplier_reconcile
 from apps.ledger.reconciliation.models import BillAdjustment, Supplier
 from apps.ledger.rounding import round_half_up
+from apps.ledger.services.rates import DayRate, functional_currency, rates_between
 from apps.pricing.models import MINOR_UNITS
 
 NEEDS_FINANCE = gettext_noop("bill adjustments need the finance or admin role")
@@ -42,6 +48,7 @@ ALREADY_WAITING = gettext_noop("{supplier} {month} already has an adjustment wai
 NOT_WAITING = gettext_noop("this adjustment is not waiting for approval (it is {state})")
 OWN_PROPOSAL = gettext_noop("you proposed this adjustment: a different finance user (or an admin) approves it")
 REJECT_NEEDS_NOTE = gettext_noop("say why the adjustment is rejected (the proposer reads it)")
+NO_RATE = gettext_noop("no {pair} rate for {day}: enter it (finance, exchange rates) before posting this adjustment")
 
 DIFFERENCE_ACCOUNT = ("6401.09", "Supplier bill differences")
 
@@ -191,20 +198,41 @@ def _post(adjustment: BillAdjustment) -> JournalEntry:
     home = first_open_month(month)
     days = {line["day"] for line in adjustment.lines}
     day = date.fromisoformat(days.pop()) if len(days) == 1 else month_days(month)[-1]
+    rate = _rate(adjustment.currency, day)
     entry = JournalEntry.objects.create(
         kind=JournalEntry.Kind.BILL,
         period_id=home,
         day=day,
         adjusts=month if home != month else None,
-        currency=adjustment.currency,
+        currency=functional_currency() if rate else adjustment.currency,
         memo=f"Bill adjustment {adjustment.pk}: {adjustment.supplier.name} {month:%Y-%m}"[:300],
         basis={"bill_adjustment": adjustment.pk, "supplier": adjustment.supplier.name, "month": f"{month:%Y-%m}"},
     )
-    JournalLine.objects.bulk_create(_journal_lines(adjustment, entry))
+    JournalLine.objects.bulk_create(_journal_lines(adjustment, entry, rate))
     return entry
 
 
-def _journal_lines(adjustment: BillAdjustment, entry: JournalEntry) -> list[JournalLine]:
+def _rate(currency: str, day: date) -> DayRate | None:
+    """The day's rate of a bill in a foreign currency; None for one in the functional currency."""
+    functional = functional_currency()
+    if currency == functional:
+        return None
+    found = rates_between(start=day, end=day + timedelta(days=1)).get(day, {}).get(currency)
+    if found is None:
+        raise AdjustmentError(_(NO_RATE).format(pair=f"{currency}/{functional}", day=day))
+    return found
+
+
+def _converted(amount: Decimal, currency: str, rate: DayRate | None) -> dict[str, Any]:
+    """A line's signed amount in the entry's currency, with the original when converted."""
+    if rate is None:
+        return {"amount": amount}
+    money = round_half_up(amount * rate.rate, MINOR_UNITS.get(functional_currency(), 2))  # type: ignore[call-overload]
+    original = {"original_currency": currency, "original_amount": amount, "rate": rate.rate}
+    return {"amount": money, **original, "rate_source": rate.source}
+
+
+def _journal_lines(adjustment: BillAdjustment, entry: JournalEntry, rate: DayRate | None) -> list[JournalLine]:
     expense, payable = difference_account(), Account.objects.get(role=Account.Role.PAYABLE)
     pool = adjustment.supplier.pool if adjustment.supplier.kind == Supplier.Kind.POOL else None
     models = {m.name: m for m in ServedModel.objects.filter(name__in={ln["model"] for ln in adjustment.lines})}
@@ -215,13 +243,20 @@ def _journal_lines(adjustment: BillAdjustment, entry: JournalEntry) -> list[Jour
         part[1] += int(line["tokens"])
         part[2].append({k: line[k] for k in ("day", "model", "key", "amount", "tokens")})
     made = []
-    for (cc, model), (amount, tokens, basis) in sorted(parts.items()):
+    for (cc, model), (priced, tokens, basis) in sorted(parts.items()):
         served = None if pool is not None else models.get(model)
         common = {"entry": entry, "period_id": entry.period_id, "day": entry.day, "cost_centre": cc}
         common |= {"model": served, "pool": pool, "currency": entry.currency}
+        converted = _converted(priced, adjustment.currency, rate)
+        amount = converted.pop("amount")
         debit, credit = (amount, Decimal(0)) if amount > 0 else (Decimal(0), -amount)
         basis_json = {"bill": basis}
-        made.append(JournalLine(account=expense, debit=debit, credit=credit, tokens=tokens, basis=basis_json, **common))
+        made.append(
+            JournalLine(
+                account=expense, debit=debit, credit=credit, tokens=tokens, basis=basis_json, **common, **converted
+            )
+        )
         if amount:
-            made.append(JournalLine(account=payable, debit=credit, credit=debit, tokens=0, basis={}, **common))
+            owed = converted | ({"original_amount": -priced} if converted else {})
+            made.append(JournalLine(account=payable, debit=credit, credit=debit, tokens=0, basis={}, **common, **owed))
     return made

@@ -16,6 +16,12 @@ whose fingerprint (the count and largest id of their priced rows, and the mappin
 version) is unchanged, unless an earlier day's change moved the rounding carry enough to
 change the day's amount.
 
+Currencies: the journal is kept in the functional currency (LEDGER_FUNCTIONAL_CURRENCY). A
+priced row in another currency is converted at its day's rate (apps/ledger/services/rates.py)
+and booked on a line of its own that keeps the original amount, currency, rate and source; when
+the day has no rate for that currency, its cost is left unbooked and noted as a MissingRate
+(never booked as zero), and the day's fingerprint holds its rates, so entering the rate books it.
+
 Days and months are those of the accounting time zone (apps/common/buckets.py); the priced
 rows are UTC hours, and a local day is the hours between its two local midnights. A closed
 month keeps the zone it was closed in (Period.tz): its days are still computed in that zone,
@@ -27,13 +33,14 @@ days are computed again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -56,8 +63,9 @@ from apps.common.dayrun import jobrun_run
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
-from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, Period
+from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, MissingRate, Period
 from apps.ledger.rounding import day_amount, largest_remainder
+from apps.ledger.services.rates import DayRate, functional_currency, rates_between
 from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
 
 DAY = timedelta(days=1)
@@ -107,9 +115,23 @@ class LineKey:
     cost_centre: str
     model_id: int | None
     pool_id: int | None
+    original: str = ""  # the currency it was priced in, when not the functional one
 
-    def sort_key(self) -> tuple[int, str, int, int]:
-        return (self.account_id, self.cost_centre, self.model_id or 0, self.pool_id or 0)
+    def sort_key(self) -> tuple[int, str, int, int, str]:
+        return (self.account_id, self.cost_centre, self.model_id or 0, self.pool_id or 0, self.original)
+
+
+@dataclass(frozen=True)
+class Original:
+    """A converted line's amount as priced (signed like the line), and the rate that converted it."""
+
+    currency: str
+    amount: Decimal
+    rate: Decimal
+    source: str
+
+    def minus(self, other: Original | None) -> Original:
+        return self if other is None else Original(self.currency, self.amount - other.amount, self.rate, self.source)
 
 
 @dataclass
@@ -119,6 +141,7 @@ class Part:
     amount: Decimal
     tokens: int
     basis: dict[str, Any] = field(default_factory=dict)
+    original: Original | None = None
 
 
 @dataclass
@@ -132,6 +155,11 @@ class _Acc:
     rules: set[str] = field(default_factory=set)
     dims: dict[str, str] | None = None  # the dims every row of the line shares
     idle_hours: int = 0
+    original: Original | None = None  # the line's cost as priced, when converted
+
+    def original_add(self, currency: str, amount: Decimal, rate: DayRate) -> None:
+        had = self.original.amount if self.original else Decimal(0)
+        self.original = Original(currency, had + amount, rate.rate, rate.source)
 
     def share_dims(self, dims: dict[str, str]) -> None:
         self.dims = dict(dims) if self.dims is None else {k: v for k, v in self.dims.items() if dims.get(k) == v}
@@ -157,6 +185,12 @@ class DayTarget:
     day: date
     exact: dict[str, Decimal] = field(default_factory=dict)
     lines: dict[str, dict[LineKey, _Acc]] = field(default_factory=dict)
+    # Per currency without a rate that day: (cost as priced, tokens), left unbooked.
+    missing: dict[str, tuple[Decimal, int]] = field(default_factory=dict)
+
+    def miss(self, currency: str, amount: Decimal, tokens: int) -> None:
+        had = self.missing.get(currency, (Decimal(0), 0))
+        self.missing[currency] = (had[0] + amount, had[1] + tokens)
 
 
 # The priced hours (c) with their dimensions (d), reason (r) and the elastic window (w.window_id)
@@ -201,9 +235,35 @@ def analytic_cursor() -> Iterator[Any]:
         yield cursor
 
 
-def day_target(*, day: date, mapping: Mapping, window: MonthWindow | None = None) -> DayTarget:
-    """The exact lines of a day from its priced rows (two set-based queries)."""
+_EXACT = Decimal(1).scaleb(-12)  # the cost rollup's precision: a converted amount keeps it
+
+
+class _Converter:
+    """Costs of a day into the functional currency at the day's rates; None (and noted on the
+    target as missing) for a currency the day has no rate of."""
+
+    def __init__(self, target: DayTarget, rates: dict[str, DayRate]) -> None:
+        self.target, self.rates, self.functional = target, rates, functional_currency()
+
+    def __call__(self, currency: str, amount: Decimal, tokens: int) -> tuple[Decimal, DayRate | None] | None:
+        if currency == self.functional:
+            return amount, None
+        rate = self.rates.get(currency)
+        if rate is None:
+            self.target.miss(currency, amount, tokens)
+            return None
+        return (amount * rate.rate).quantize(_EXACT, ROUND_HALF_EVEN), rate
+
+
+def day_target(
+    *, day: date, mapping: Mapping, window: MonthWindow | None = None, rates: dict[str, DayRate] | None = None
+) -> DayTarget:
+    """The exact lines of a day from its priced rows (two set-based queries), in the functional
+    currency (`rates`: the day's, read when not given)."""
     target = DayTarget(day=day)
+    if rates is None:
+        rates = rates_between(start=day, end=day + DAY).get(day, {})
+    convert = _Converter(target, rates)
     start, end = (window or month_window(month_of(day))).bounds(day)
     with analytic_cursor() as cursor:
         cursor.execute(
@@ -215,7 +275,11 @@ def day_target(*, day: date, mapping: Mapping, window: MonthWindow | None = None
         idle_rows = cursor.fetchall()
     dims = _dims_of({i for row in usage for i in row[10]})
     for currency, cc, model_id, rule_id, reason, tokens, cost, versions, pools, windows, dims_ids in usage:
-        acc = _acc(target, currency, LineKey(mapping.account_of(rule_id), cc, model_id, None), cost)
+        if (converted := convert(currency, cost, int(tokens))) is None:
+            continue
+        key = LineKey(mapping.account_of(rule_id), cc, model_id, None, _foreign(currency, converted[1]))
+        acc = _acc(target, convert.functional, key, converted[0])
+        _original_add(acc, currency, cost, converted[1])
         acc.tokens += int(tokens)
         acc.reasons[reason] += int(tokens)
         acc.price_versions.update(versions or ())
@@ -225,12 +289,25 @@ def day_target(*, day: date, mapping: Mapping, window: MonthWindow | None = None
         for dims_id in dims_ids:
             acc.share_dims(dims[dims_id])
     for currency, pool_id, idle, hours in idle_rows:
+        if (converted := convert(currency, idle, 0)) is None:
+            continue
         account = mapping.idle_rule.account_id if mapping.idle_rule else mapping.fallback_account_id
-        acc = _acc(target, currency, LineKey(account, conf.get("LEDGER_IDLE_COST_CENTRE"), None, pool_id), idle)
+        key = LineKey(account, conf.get("LEDGER_IDLE_COST_CENTRE"), None, pool_id, _foreign(currency, converted[1]))
+        acc = _acc(target, convert.functional, key, converted[0])
+        _original_add(acc, currency, idle, converted[1])
         acc.pools.add(pool_id)
         acc.idle_hours += int(hours)
         acc.rules.add(mapping.idle_rule.label if mapping.idle_rule else "fallback")
     return target
+
+
+def _foreign(currency: str, rate: DayRate | None) -> str:
+    return currency if rate is not None else ""
+
+
+def _original_add(acc: _Acc, currency: str, amount: Decimal, rate: DayRate | None) -> None:
+    if rate is not None:
+        acc.original_add(currency, amount, rate)
 
 
 def _dims_of(ids: set[int]) -> dict[int, dict[str, str]]:
@@ -253,7 +330,9 @@ def target_round(*, target: DayTarget, carry: dict[str, Decimal]) -> dict[str, d
         keys = sorted(lines, key=LineKey.sort_key)
         total = day_amount(carry=carry.get(currency, Decimal(0)), exact=target.exact[currency], places=places)
         amounts = largest_remainder([lines[k].exact for k in keys], total, places)
-        rounded[currency] = {k: Part(a, lines[k].tokens, lines[k].basis()) for k, a in zip(keys, amounts, strict=True)}
+        rounded[currency] = {
+            k: Part(a, lines[k].tokens, lines[k].basis(), lines[k].original) for k, a in zip(keys, amounts, strict=True)
+        }
     return rounded
 
 
@@ -294,12 +373,19 @@ def month_lock(cursor: Any, month: date) -> None:
 
 
 def day_post(
-    *, day: date, rounded: dict[str, dict[LineKey, Part]], mapping: Mapping, basis: dict[str, Any]
+    *,
+    day: date,
+    rounded: dict[str, dict[LineKey, Part]],
+    mapping: Mapping,
+    basis: dict[str, Any],
+    missing: dict[str, tuple[Decimal, int]] | None = None,
 ) -> DayResult:
-    """Make the journal of `day` hold `rounded` (see the module docstring), in one transaction."""
+    """Make the journal of `day` hold `rounded` (see the module docstring), and its noted
+    missing rates be `missing`, in one transaction."""
     result = DayResult(day)
     with transaction.atomic(), connection.cursor() as cursor:
         month_lock(cursor, month_of(day))
+        _missing_note(day, missing or {})
         home, kind = _home(cursor, day)
         # Bill adjustments (apps/ledger/reconciliation/) explain a supplier's bill, not priced rows.
         entries = list(
@@ -322,6 +408,16 @@ def day_post(
     return result
 
 
+def _missing_note(day: date, missing: dict[str, tuple[Decimal, int]]) -> None:
+    """The day's costs left unbooked for want of a rate, as they stand now."""
+    MissingRate.objects.filter(day=day).delete()
+    to = functional_currency()
+    MissingRate.objects.bulk_create(
+        MissingRate(day=day, currency=c, to=to, amount=amount, tokens=tokens)
+        for c, (amount, tokens) in sorted(missing.items())
+    )
+
+
 def _fixed_parts(day: date, mapping: Mapping) -> dict[str, dict[LineKey, Part]]:
     """Per currency, the expense lines of the day in closed periods, summed by key."""
     fixed: dict[str, dict[LineKey, Part]] = defaultdict(dict)
@@ -329,12 +425,26 @@ def _fixed_parts(day: date, mapping: Mapping) -> dict[str, dict[LineKey, Part]]:
         JournalLine.objects.filter(day=day, period__status=Period.Status.CLOSED)
         .exclude(account_id=mapping.payable_account_id)
         .exclude(entry__kind=JournalEntry.Kind.BILL)
-        .values_list("currency", "account_id", "cost_centre", "model_id", "pool_id", "debit", "credit", "tokens")
+        .values_list(
+            "currency",
+            "account_id",
+            "cost_centre",
+            "model_id",
+            "pool_id",
+            "debit",
+            "credit",
+            "tokens",
+            *ORIGINAL_COLUMNS,
+        )
     )
-    for currency, account, cc, model, pool, debit, credit, tokens in rows:
-        part = fixed[currency].setdefault(LineKey(account, cc, model, pool), Part(Decimal(0), 0))
+    for currency, account, cc, model, pool, debit, credit, tokens, *original in rows:
+        key = LineKey(account, cc, model, pool, original[0] or "")
+        part = fixed[currency].setdefault(key, Part(Decimal(0), 0))
         part.amount += debit - credit
         part.tokens += tokens
+        if original[0]:
+            had = part.original.amount if part.original else Decimal(0)
+            part.original = Original(original[0], had + original[1], original[2], original[3])
     return fixed
 
 
@@ -343,30 +453,62 @@ def _subtract(target: dict[LineKey, Part], fixed: dict[LineKey, Part]) -> dict[L
     for key in set(target) | set(fixed):
         have = fixed.get(key, Part(Decimal(0), 0))
         goal = target.get(key, Part(Decimal(0), 0, {"exact": "0", "rules": []}))
-        want[key] = Part(goal.amount - have.amount, goal.tokens - have.tokens, goal.basis)
+        original = _original_minus(goal.original, have.original)
+        want[key] = Part(goal.amount - have.amount, goal.tokens - have.tokens, goal.basis, original)
     return want
 
 
-# A line as compared and written: (account, cost centre, model, pool, debit, credit, tokens, basis json)
-LineRow = tuple[int, str, int | None, int | None, Decimal, Decimal, int, str]
+def _original_minus(goal: Original | None, have: Original | None) -> Original | None:
+    if goal is not None:
+        return goal.minus(have)
+    if have is not None:  # booked in a closed month, gone now: its reversal at the rate it was booked
+        return Original(have.currency, -have.amount, have.rate, have.source)
+    return None
+
+
+# A line as compared and written: (account, cost centre, model, pool, debit, credit, tokens,
+# basis json, original currency, original amount, rate, rate source)
+LineRow = tuple[
+    int, str, int | None, int | None, Decimal, Decimal, int, str, str | None, Decimal | None, Decimal | None, str | None
+]
+ORIGINAL_COLUMNS = ("original_currency", "original_amount", "rate", "rate_source")
+
+
+def _original_cols(original: Original | None) -> tuple[str | None, Decimal | None, Decimal | None, str | None]:
+    if original is None:
+        return (None, None, None, None)
+    return (original.currency, original.amount, original.rate, original.source)
 
 
 def _lines(want: dict[LineKey, Part], payable_id: int, adjusts: date | None) -> list[LineRow]:
     """Expense lines (debit the cost) and payable lines (credit it) per cost centre and model."""
     rows: list[LineRow] = []
-    payable: dict[tuple[str, int | None, int | None], Decimal] = defaultdict(Decimal)
+    payable: dict[tuple[str, int | None, int | None, str], Part] = {}
     for key in sorted(want, key=LineKey.sort_key):
         part = want[key]
-        if not part.amount and not part.tokens:
+        if not part.amount and not part.tokens and not (part.original and part.original.amount):
             continue
         basis = part.basis | ({"adjusts": adjusts.strftime("%Y-%m")} if adjusts else {})
-        rows.append((*_key_cols(key), *_sides(part.amount), part.tokens, json.dumps(basis, sort_keys=True)))
-        payable[(key.cost_centre, key.model_id, key.pool_id)] += part.amount
-    for (cc, model, pool), amount in sorted(payable.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2] or 0)):
-        if amount:
-            credit, debit = _sides(amount)
-            rows.append((payable_id, cc, model, pool, debit, credit, 0, "{}"))
+        cols = _original_cols(part.original)
+        rows.append((*_key_cols(key), *_sides(part.amount), part.tokens, json.dumps(basis, sort_keys=True), *cols))
+        owed = payable.setdefault((key.cost_centre, key.model_id, key.pool_id, key.original), Part(Decimal(0), 0))
+        owed.amount += part.amount
+        if part.original is not None:  # the payable owes the priced amount (signed as a credit)
+            had = owed.original.amount if owed.original else Decimal(0)
+            owed.original = Original(part.original.currency, had - part.original.amount, *_rate_of(part.original))
+    for (cc, model, pool, _), owed in sorted(payable.items(), key=lambda kv: _payable_order(kv[0])):
+        if owed.amount or (owed.original and owed.original.amount):
+            credit, debit = _sides(owed.amount)
+            rows.append((payable_id, cc, model, pool, debit, credit, 0, "{}", *_original_cols(owed.original)))
     return rows
+
+
+def _rate_of(original: Original) -> tuple[Decimal, str]:
+    return original.rate, original.source
+
+
+def _payable_order(key: tuple[str, int | None, int | None, str]) -> tuple[str, int, int, str]:
+    return (key[0], key[1] or 0, key[2] or 0, key[3])
 
 
 def _key_cols(key: LineKey) -> tuple[int, str, int | None, int | None]:
@@ -384,15 +526,15 @@ def _already(movable: list[JournalEntry], home: date, kind: str, lines: list[Lin
     if len(movable) != 1 or movable[0].period_id != home or movable[0].kind != kind:
         return False
     stored = movable[0].lines.values_list(
-        "account_id", "cost_centre", "model_id", "pool_id", "debit", "credit", "tokens", "basis"
+        "account_id", "cost_centre", "model_id", "pool_id", "debit", "credit", "tokens", "basis", *ORIGINAL_COLUMNS
     )
-    return sorted(((*r[:7], json.dumps(r[7], sort_keys=True)) for r in stored), key=_row_order) == sorted(
+    return sorted(((*r[:7], json.dumps(r[7], sort_keys=True), *r[8:]) for r in stored), key=_row_order) == sorted(
         lines, key=_row_order
     )
 
 
 def _row_order(row: LineRow) -> tuple[Any, ...]:
-    return (row[0], row[1], row[2] or 0, row[3] or 0, *row[4:])
+    return (row[0], row[1], row[2] or 0, row[3] or 0, *row[4:8], row[8] or "", row[9] or 0)
 
 
 def _entry_insert(day: date, currency: str, home: date, kind: str, lines: list[LineRow], basis: dict[str, Any]) -> None:
@@ -415,8 +557,13 @@ def _entry_insert(day: date, currency: str, home: date, kind: str, lines: list[L
             credit=credit,
             tokens=tokens,
             basis=json.loads(basis_json),
+            original_currency=original_currency,
+            original_amount=original_amount,
+            rate=rate,
+            rate_source=rate_source,
         )
-        for account, cc, model, pool, debit, credit, tokens, basis_json in lines
+        for account, cc, model, pool, debit, credit, tokens, basis_json, *original in lines
+        for original_currency, original_amount, rate, rate_source in [original]
     )
 
 
@@ -439,8 +586,9 @@ class MonthResult:
 
 def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
     """Per day: the count and largest id of its priced and idle rows (pricing rewrites an hour
-    by delete + insert, so any change moves them), the mapping config version and the day's
-    bounds in UTC hours (a change of zone or of a neighbour's close moves them)."""
+    by delete + insert, so any change moves them), the mapping config version, the day's
+    bounds in UTC hours (a change of zone or of a neighbour's close moves them), and the
+    functional currency with the day's rates into it (entering or changing one moves them)."""
     days = month_days(window.month)
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
     with analytic_cursor() as cursor:
@@ -454,7 +602,18 @@ def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
             )
             for day, count, max_id in cursor.fetchall():
                 parts[day][i] = f"{count}:{max_id}"
-    return {day: f"v{version}|{_hours(window.bounds(day))}|{p[0]}|{p[1]}" for day, p in parts.items()}
+    rates = rates_between(start=days[0], end=days[-1] + DAY)
+    return {
+        day: f"v{version}|{_hours(window.bounds(day))}|{p[0]}|{p[1]}|{_rates_print(rates.get(day, {}))}"
+        for day, p in parts.items()
+    }
+
+
+def _rates_print(rates: dict[str, DayRate]) -> str:
+    """The functional currency and a short digest of the day's rates and sources (a source is
+    free text: the digest keeps the fingerprint within its column)."""
+    text = "".join(f"{c}={r.rate.normalize()}:{r.source}\n" for c, r in sorted(rates.items()))
+    return functional_currency() + (f":{hashlib.sha256(text.encode()).hexdigest()[:16]}" if text else "")
 
 
 def _hours(bounds: tuple[datetime, datetime]) -> str:
@@ -468,6 +627,7 @@ def month_accrue(*, month: date, force: bool = False) -> MonthResult:
     window = month_window(month)
     prints = _fingerprints(window, mapping.version)
     stored = {a.day: a for a in AccrualDay.objects.filter(day__gte=month, day__lt=next_month(month))}
+    rates = rates_between(start=month, end=next_month(month))
     result = MonthResult(month)
     # The rounding carry now, and as the stored days were booked (the exact totals stored before this run).
     carry: dict[str, Decimal] = defaultdict(Decimal)
@@ -484,9 +644,10 @@ def month_accrue(*, month: date, force: bool = False) -> MonthResult:
             _carry_add(booked_carry, previous)
             result.days_skipped += 1
             continue
-        target = day_target(day=day, mapping=mapping, window=window)
+        target = day_target(day=day, mapping=mapping, window=window, rates=rates.get(day, {}))
         basis = {"config_version": mapping.version, "fingerprint": fingerprint}
-        result.add(day_post(day=day, rounded=target_round(target=target, carry=carry), mapping=mapping, basis=basis))
+        rounded = target_round(target=target, carry=carry)
+        result.add(day_post(day=day, rounded=rounded, mapping=mapping, basis=basis, missing=target.missing))
         _carry_add(carry, target.exact)
         _carry_add(booked_carry, previous)
         AccrualDay.objects.update_or_create(

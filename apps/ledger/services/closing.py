@@ -39,6 +39,7 @@ from apps.ledger.models import Account, AccrualDay, Budget, CloseRequest, DirtyD
 from apps.ledger.services.accrual import _fingerprints, analytic_cursor, month_window
 from apps.ledger.services.checks import month_findings
 from apps.ledger.services.periods import ALREADY_CLOSED, NOT_ENDED, CloseResult, period_close
+from apps.ledger.services.rates import missing_rates
 from apps.pricing.models import DirtyHour
 from apps.pricing.selectors import unpriced_models
 
@@ -91,6 +92,7 @@ def close_checklist(
         _dirty(month),
         _findings(month, business_lines),
         _budgets_unspent(month, business_lines),
+        _missing_rates(month),
     ]
 
 
@@ -112,6 +114,30 @@ def _unpriced(month: date) -> CheckItem:
         not tokens,
         detail,
         reverse("prices"),
+    )
+
+
+def _missing_rates(month: date) -> CheckItem:
+    missing = missing_rates(start=month, end=next_month(month))
+    listed = ", ".join(
+        f"{m.day} {m.currency}/{m.to} ({m.amount.quantize(Decimal('0.01'))} {m.currency})" for m in missing[:15]
+    ) + (" …" if len(missing) > 15 else "")
+    detail = (
+        _(
+            "Days with costs priced in another currency and no rate into the functional one: %(days)s. "
+            "They are not booked (not booked as 0) until the rate is entered."
+        )
+        % {"days": listed}
+        if missing
+        else _("Every day's costs in other currencies have their day's rate.")
+    )
+    return CheckItem(
+        "missing_rates",
+        gettext_noop("Missing exchange rates"),
+        len(missing),
+        not missing,
+        detail,
+        reverse("finance-rates"),
     )
 
 

@@ -1,0 +1,98 @@
+"""The exchange rates page (finance and admin): the functional currency, the days waiting for a
+rate (their foreign-currency costs are not booked until it is entered), the rates of recent
+days, a form for one rate and a CSV upload (date,currency,rate,source[,to]); a file with a bad
+row is refused whole, each bad row listed with its reason. Entering rates is a company-wide act,
+like the close: each save is audit-logged and the next accrual books the day at it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.accounts.roles import user_has_role
+from apps.accounts.scopes import business_lines_of
+from apps.ledger.models import ExchangeRate, MissingRate
+from apps.ledger.reconciliation.adjustments import COMPANY_ACT, NEEDS_FINANCE
+from apps.ledger.services.rates import COLUMNS, RateError, functional_currency, rate_set, rates_import
+from apps.pricing.models import Currency
+
+MAX_RATES_BYTES = 2 * 1024 * 1024
+SHOWN = 90  # the most recent rates listed
+
+
+def _finance_check(request: HttpRequest) -> None:
+    if not user_has_role(request.user, "finance", "admin"):
+        raise PermissionDenied(_(NEEDS_FINANCE))
+
+
+@require_GET
+@login_required
+def rates_page(request: HttpRequest) -> HttpResponse:
+    _finance_check(request)
+    functional = functional_currency()
+    context: dict[str, Any] = {
+        "functional": functional,
+        "missing": MissingRate.objects.order_by("-day", "currency")[:SHOWN],
+        "rates": ExchangeRate.objects.select_related("entered_by")[:SHOWN],
+        "currencies": [c for c in Currency.values if c != functional],
+        "columns": ",".join(COLUMNS),
+        "company": business_lines_of(request.user) is None,
+    }
+    return render(request, "ledger/rates.html", context)
+
+
+@require_POST
+@login_required
+def rates_act(request: HttpRequest) -> HttpResponse:
+    """Enter one rate (`action=set`) or upload a CSV of rates (`action=import`)."""
+    _finance_check(request)
+    if business_lines_of(request.user) is not None:
+        raise PermissionDenied(_(COMPANY_ACT))
+    try:
+        done = _import(request) if request.POST.get("action") == "import" else _set(request)
+    except RateError as exc:
+        messages.error(request, _("Nothing was saved: %(errors)s") % {"errors": "; ".join(exc.errors)})
+    else:
+        messages.success(request, done)
+    return redirect(reverse("finance-rates"))
+
+
+def _set(request: HttpRequest) -> str:
+    post = request.POST
+    rate = rate_set(
+        day=post.get("day", ""), currency=post.get("currency", ""), rate=post.get("rate", ""),
+        source=post.get("source", ""), user=request.user,
+    )  # fmt: skip
+    return _("%(day)s %(pair)s = %(rate)s saved; the next accrual books the day at it.") % {
+        "day": rate.day,
+        "pair": rate.pair,
+        "rate": rate.rate.normalize(),
+    }
+
+
+def _import(request: HttpRequest) -> str:
+    upload = request.FILES.get("file")
+    if upload is None:
+        raise RateError([_("choose the rates' CSV file")])
+    if upload.size is not None and upload.size > MAX_RATES_BYTES:
+        raise RateError([_("the file is larger than 2 MB")])
+    try:
+        text = upload.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise RateError([_("the file is not UTF-8 text")]) from None
+    saved = rates_import(text=text, user=request.user)
+    return _("%(count)s rates imported.") % {"count": len(saved)}
+
+
+urlpatterns = [
+    path("finance/rates/", rates_page, name="finance-rates"),
+    path("finance/rates/act/", rates_act, name="finance-rates-act"),
+]
