@@ -17,7 +17,10 @@ embeddings, or a span with gen_ai.usage.* and no operation name) becomes one rec
   ts          span start; timing.e2e = span duration
   model       gen_ai.response.model, else gen_ai.request.model
   tokens      gen_ai.usage.input_tokens -> prompt, output_tokens -> completion,
-              cache_read.input_tokens (or the older cache_read_input_tokens) -> prompt_cached
+              cache_read.input_tokens (or the older cache_read_input_tokens) -> prompt_cached,
+              reasoning tokens -> reasoning (a part of output_tokens; the first present of
+              gen_ai.usage.reasoning.output_tokens, gen_ai.usage.reasoning_tokens,
+              gen_ai.usage.output_tokens_details.reasoning_tokens, …output_tokens_details.reasoning)
   outcome     span status ERROR or error.type -> error (timeout when error.type says so);
               gen_ai.response.finish_reasons[0] mapped to the record's finish reasons
   dims        resource service.name -> service, deployment.environment(.name) -> env,
@@ -257,6 +260,18 @@ def _first(attrs: Mapping[str, Any], *names: str) -> Any:
     return None
 
 
+# The GenAI conventions name no reasoning attribute yet; these are the names instrumentations use
+# (OpenLLMetry and ADK: reasoning_tokens; OpenAI's usage flattened: output_tokens_details.*), and
+# the form the conventions give cache reads. Each counts tokens INSIDE output_tokens, as OpenAI's
+# completion_tokens_details.reasoning_tokens does.
+REASONING_ATTRIBUTES = (
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "gen_ai.usage.output_tokens_details.reasoning_tokens",
+    "gen_ai.usage.output_tokens_details.reasoning",
+)
+
+
 def span_tokens(attrs: Mapping[str, Any], *, input_excludes_cache: bool) -> dict[str, int] | None:
     """Record token counts from gen_ai.usage.*; None when the span carries no usage at all."""
     prompt = _int(_first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"))
@@ -275,7 +290,8 @@ def span_tokens(attrs: Mapping[str, Any], *, input_excludes_cache: bool) -> dict
             "gen_ai.usage cache reads exceed input_tokens: does this source report input without cache? "
             "(see --input-excludes-cache)"
         )
-    return {"prompt": prompt, "completion": completion or 0, "prompt_cached": cached}
+    reasoning = _int(_first(attrs, *REASONING_ATTRIBUTES)) or 0
+    return {"prompt": prompt, "completion": completion or 0, "prompt_cached": cached, "reasoning": reasoning}
 
 
 _warned: set[str] = set()

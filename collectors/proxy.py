@@ -31,6 +31,8 @@ bounded queue) and handed to wire.shipper.Pipeline:
               whole: collectors/jsonscan.py). A streamed chat or completion request that did not ask for
               usage gets stream_options.include_usage=true upstream, and the usage-only final
               chunk is then taken out of the stream, so the client sees what it asked for.
+              Reasoning tokens from usage.completion_tokens_details.reasoning_tokens
+              (output_tokens_details on /v1/responses), streamed or not.
               With --tokenizer: system and tool prompt tokens, structural tokens of JSON output
               (response_format json_object/json_schema).
   outcome     2xx ok; 429 rejected; 408/504 and upstream read/connect timeouts timeout; other
@@ -197,7 +199,9 @@ def observe_choices(exchange: Exchange, doc: Mapping[str, Any], now: float) -> N
             continue
         delta = choice.get("delta")
         part = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-        tools = isinstance(delta, dict) and (delta.get("tool_calls") or delta.get("reasoning_content"))
+        tools = isinstance(delta, dict) and (
+            delta.get("tool_calls") or delta.get("reasoning") or delta.get("reasoning_content")
+        )
         if part or tools:
             exchange.deltas += 1
             exchange.first_token = exchange.first_token or now
@@ -250,6 +254,7 @@ def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
         "prompt_tokens": usage.get("input_tokens") or 0,
         "completion_tokens": usage.get("output_tokens") or 0,
         "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens") or 0},
+        "completion_tokens_details": {"reasoning_tokens": rec.usage_reasoning_tokens(usage)},
     }
 
 

@@ -177,7 +177,8 @@ def chat(g: Gen, n: int) -> Iterator[Record]:
 
 
 def agent(g: Gen, n: int) -> Iterator[Record]:
-    """plan -> retrieve -> reason -> tool chains; one in 15 loops over the same three prompts."""
+    """plan -> retrieve -> reason -> tool chains; one in 15 loops over the same three prompts. The
+    reason step thinks first: three quarters of its completion is reasoning."""
     steps = ("plan", "retrieve", "reason", "tool")
     made = 0
     while made < n:
@@ -191,7 +192,8 @@ def agent(g: Gen, n: int) -> Iterator[Record]:
             yield g.record(
                 at, BIG, dims, prompt=1500 + 100 * (call % 4), completion=completion,
                 tokens={"prompt_cached": 600, "system": 600, "tool": 400 if step == "tool" else 0,
-                        "structural": completion // 5 if step == "tool" else 0},
+                        "structural": completion // 5 if step == "tool" else 0,
+                        "reasoning": completion * 3 // 4 if step == "reason" else 0},
                 finish="tool_calls" if step in ("plan", "tool") else "stop",
                 prompt_hash=hashes[call % 3] if looping else None,
             )  # fmt: skip

@@ -296,6 +296,7 @@ class Emitter:
             tokens["structural"] = rec.structural_tokens(response["text"], tokenizer)
         if not counts and response.get("usage"):
             tokens.update(rec.usage_tokens(response["usage"]))
+        tokens["reasoning"] = reasoning_tokens(response, tokenizer)
         attempt, retry_of = rec.retry_chain(seen.headers)
         prompt = messages if messages is not None else body.get("prompt", body.get("input"))
         ttft = _ms(seen.first_byte - seen.arrival) if seen.streamed and seen.first_byte else None
@@ -325,13 +326,28 @@ class Emitter:
         )
 
 
+def reasoning_tokens(response: dict[str, Any], tokenizer: Any) -> int:
+    """Tokens the model spent reasoning, when vLLM runs a reasoning parser: the usage's
+    completion_tokens_details.reasoning_tokens (vLLM's own count from the parser, in every
+    non-streamed answer and in a stream's usage chunk), else the reasoning text the answer
+    carried, re-tokenized (a stream whose client did not ask for usage)."""
+    from wire import record as rec
+
+    counted = rec.usage_reasoning_tokens(response.get("usage"))
+    if counted or tokenizer is None or not response.get("reasoning"):
+        return counted
+    return len(tokenizer(response["reasoning"], add_special_tokens=False)["input_ids"])
+
+
 def _wants_json(body: dict[str, Any]) -> bool:
     fmt = body.get("response_format")
     return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
 
 
 def parse_response(seen: Seen) -> dict[str, Any]:
-    """The generated text, finish reason and usage of a JSON or SSE response body."""
+    """The generated text, reasoning text, finish reason and usage of a JSON or SSE response
+    body. vLLM 0.32 names the reasoning `reasoning` (message or delta); older versions and
+    other servers `reasoning_content`."""
     import json
 
     raw = bytes(seen.response)
@@ -355,6 +371,7 @@ def parse_response(seen: Seen) -> dict[str, Any]:
         except ValueError:
             return out
     text: list[str] = []
+    thought: list[str] = []
     for doc in documents:
         if not isinstance(doc, dict):
             continue
@@ -369,9 +386,14 @@ def parse_response(seen: Seen) -> dict[str, Any]:
                 text.append(content)
             elif isinstance(choice.get("text"), str):
                 text.append(choice["text"])
+            reasoning = (part.get("reasoning") or part.get("reasoning_content")) if isinstance(part, dict) else None
+            if isinstance(reasoning, str):
+                thought.append(reasoning)
             if choice.get("finish_reason"):
                 out["finish_reason"] = choice["finish_reason"]
     out["text"] = "".join(text)
+    if thought:
+        out["reasoning"] = "".join(thought)
     return out
 
 

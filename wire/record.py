@@ -43,6 +43,7 @@ TOKEN_FIELDS = (
     "draft",
     "draft_accepted",
     "recomputed",
+    "reasoning",
 )
 TIMING_FIELDS = ("queued", "ttft", "prefill", "decode", "e2e")
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -151,7 +152,25 @@ def usage_tokens(usage: Mapping[str, Any] | None) -> dict[str, int]:
     details = usage.get("prompt_tokens_details") or {}
     if isinstance(details, Mapping) and details.get("cached_tokens"):
         tokens["prompt_cached"] = int(details["cached_tokens"])
+    reasoning = usage_reasoning_tokens(usage)
+    if reasoning:
+        tokens["reasoning"] = reasoning
     return tokens
+
+
+def usage_reasoning_tokens(usage: Mapping[str, Any] | None) -> int:
+    """`completion_tokens_details.reasoning_tokens` of an OpenAI `usage` object (OpenAI's and
+    other reasoning APIs' chat and completions usage), or `output_tokens_details.reasoning_tokens`
+    (the Responses API's); 0 when absent or not a count."""
+    if not isinstance(usage, Mapping):
+        return 0
+    for key in ("completion_tokens_details", "output_tokens_details"):
+        details = usage.get(key)
+        if isinstance(details, Mapping):
+            value = details.get("reasoning_tokens")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return 0
 
 
 def make_record(
@@ -171,13 +190,15 @@ def make_record(
     prompt_hash: str | None = None,
 ) -> dict[str, Any]:
     """A record v1 as a JSON-ready dict. Counts are made consistent (cached <= prompt,
-    system + tool <= prompt, structural <= completion, accepted <= draft) because the
-    parts come from different counters (the engine, a tokenizer) that can disagree by a few."""
+    system + tool <= prompt, reasoning + structural <= completion, accepted <= draft) because
+    the parts come from different counters (the engine, a tokenizer) that can disagree by a few.
+    Reasoning is measured first and kept; structural (re-tokenized answer text) yields to it."""
     t = {name: max(int(tokens.get(name) or 0), 0) for name in TOKEN_FIELDS}
     t["prompt_cached"] = min(t["prompt_cached"], t["prompt"])
     t["system"] = min(t["system"], t["prompt"])
     t["tool"] = min(t["tool"], t["prompt"] - t["system"])
-    t["structural"] = min(t["structural"], t["completion"])
+    t["reasoning"] = min(t["reasoning"], t["completion"])
+    t["structural"] = min(t["structural"], t["completion"] - t["reasoning"])
     t["draft_accepted"] = min(t["draft_accepted"], t["draft"])
     record: dict[str, Any] = {
         "record_id": record_id[:MAX_RECORD_ID],

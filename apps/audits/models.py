@@ -19,6 +19,7 @@ class FindingKind(models.TextChoices):
     SYSTEM_PROMPT = "system_prompt"
     CONTEXT_BLOAT = "context_bloat"
     RETRY_STORM = "retry_storm"
+    REASONING = "reasoning"
     LEDGER_CHECK = "ledger_check"
 
 
@@ -31,6 +32,7 @@ KIND_LABELS: dict[str, Any] = {
     FindingKind.SYSTEM_PROMPT: _("System-prompt overhead"),
     FindingKind.CONTEXT_BLOAT: _("Context bloat"),
     FindingKind.RETRY_STORM: _("Retry storms"),
+    FindingKind.REASONING: _("Reasoning overspend"),
     FindingKind.LEDGER_CHECK: _("Ledger month-end checks"),
 }
 

@@ -1,11 +1,14 @@
 """How a record's tokens are split into classes: the token components, the built-in rule
 chain, and custom rules that move components to another class.reason.
 
-Every record's processed tokens are cut into seven components, and each component lands in
+Every record's processed tokens are cut into eight components, and each component lands in
 exactly one class.reason, so the classes always sum to the processed total:
 
-    cached_prompt + uncached_prompt + structural + output + padding + spec_rejected + recomputed
+    cached_prompt + uncached_prompt + structural + output + padding + spec_rejected + recomputed + reasoning
     = prompt + completion + padding + recomputed + (draft - draft_accepted)
+
+(reasoning and structural are parts of completion; output is the rest of it). Components are
+numbered in this order and stored by number, so a new one is only ever appended.
 
 Pure Python: the same decisions are compiled to SQL in sql.py for set-based reclassification.
 """
@@ -18,16 +21,26 @@ from typing import Any
 
 from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
 
-COMPONENTS = ("cached_prompt", "uncached_prompt", "structural", "output", "padding", "spec_rejected", "recomputed")
-CACHED, UNCACHED, STRUCTURAL, OUTPUT, PADDING, SPEC_REJECTED, RECOMPUTED = range(len(COMPONENTS))
+COMPONENTS = (
+    "cached_prompt",
+    "uncached_prompt",
+    "structural",
+    "output",
+    "padding",
+    "spec_rejected",
+    "recomputed",
+    "reasoning",
+)
+CACHED, UNCACHED, STRUCTURAL, OUTPUT, PADDING, SPEC_REJECTED, RECOMPUTED, REASONING = range(len(COMPONENTS))
 # Names a rule may use for several components at once.
 COMPONENT_GROUPS = {
     "prompt": (CACHED, UNCACHED),
-    "completion": (STRUCTURAL, OUTPUT),
+    "completion": (STRUCTURAL, OUTPUT, REASONING),
     "all": tuple(range(len(COMPONENTS))),
 }
-# The price kind of each component: rejected drafts, padding and recompute are priced as input.
-COMPONENT_KIND = ("cached_input", "input", "output", "output", "input", "input", "input")
+# The price kind of each component: rejected drafts, padding and recompute are priced as input;
+# reasoning as output, unless the price book has a reasoning price (pricing.book.component_price).
+COMPONENT_KIND = ("cached_input", "input", "output", "output", "input", "input", "input", "output")
 
 CLASSES = ("effective", "waste", "cache", "shadow")
 
@@ -47,12 +60,15 @@ BUILTIN_REASONS: dict[int, str] = {
     12: "shadow.spec_rejected",
     13: "shadow.recompute",
     14: "shadow.unattributed",
+    15: "effective.reasoning",
+    16: "waste.reasoning_overspend",  # no built-in rule: a move rule names it, with its own N
 }
 REASON_IDS = {name: pk for pk, name in BUILTIN_REASONS.items()}
 CACHE_PREFIX, EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT = 1, 2, 3, 4
 WASTE_BY_STATUS = {"error": 5, "timeout": 6, "aborted": 7, "rejected": 8}
 WASTE_DUPLICATE, WASTE_TRUNCATED, WASTE_PADDING = 9, 10, 11
 SHADOW_SPEC, SHADOW_RECOMPUTE, SHADOW_UNATTRIBUTED = 12, 13, 14
+EFF_REASONING, WASTE_REASONING_OVERSPEND = 15, 16
 FIRST_CUSTOM_REASON = 100
 
 # Built-in rules, in the order they apply; each can be turned off by a rule set.
@@ -68,19 +84,20 @@ BUILTIN_RULES = (
 )
 DUPLICATE_WINDOW_SECONDS = 300
 
-Reasons = tuple[int, int, int, int, int, int, int]
+Reasons = tuple[int, int, int, int, int, int, int, int]
 
 
-def component_tokens(tokens: Any) -> tuple[int, int, int, int, int, int, int]:
-    """The seven components of a record's `tokens` (a Tokens struct or any object alike)."""
+def component_tokens(tokens: Any) -> tuple[int, int, int, int, int, int, int, int]:
+    """The eight components of a record's `tokens` (a Tokens struct or any object alike)."""
     return (
         tokens.prompt_cached,
         tokens.prompt - tokens.prompt_cached,
         tokens.structural,
-        tokens.completion - tokens.structural,
+        tokens.completion - tokens.structural - tokens.reasoning,
         tokens.padding,
         tokens.draft - tokens.draft_accepted,
         tokens.recomputed,
+        tokens.reasoning,
     )
 
 
@@ -91,18 +108,19 @@ def builtin_reasons(
 
     A disabled rule no longer claims its components: they follow the rest of the chain, and
     what no rule claims is effective (prompt-side components follow the uncached prompt,
-    rejected drafts follow the output).
+    rejected drafts follow the output). Reasoning is decided with the rest of the completion:
+    wasted with it when it is wasted, else `effective.reasoning`.
     """
     if reconciliation and "unattributed" not in disabled:
-        return (SHADOW_UNATTRIBUTED,) * 7  # type: ignore[return-value]
+        return (SHADOW_UNATTRIBUTED,) * len(COMPONENTS)  # type: ignore[return-value]
     if status != "ok" and "failed" not in disabled:
-        prompt = structural = output = WASTE_BY_STATUS[status]
+        prompt = structural = output = reasoning = WASTE_BY_STATUS[status]
     elif duplicate and status == "ok" and "duplicate" not in disabled:
-        prompt = structural = output = WASTE_DUPLICATE
+        prompt = structural = output = reasoning = WASTE_DUPLICATE
     elif finish_reason == "length" and status == "ok" and "truncated" not in disabled:
-        prompt, structural, output = EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED
+        prompt, structural, output, reasoning = EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED, WASTE_TRUNCATED
     else:
-        prompt, structural, output = EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT
+        prompt, structural, output, reasoning = EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT, EFF_REASONING
     return (
         CACHE_PREFIX if "prefix_cache" not in disabled else prompt,
         prompt,
@@ -111,6 +129,7 @@ def builtin_reasons(
         WASTE_PADDING if "padding" not in disabled else prompt,
         SHADOW_SPEC if "spec_rejected" not in disabled else output,
         SHADOW_RECOMPUTE if "recompute" not in disabled else prompt,
+        reasoning,
     )
 
 

@@ -4,7 +4,7 @@ Ingest stores a batch in one statement; for speed the new records' tokens are ad
 class rollup (HourlyClass) in that same statement and transaction. Ingest does not know
 classification: this module hands it a `Companion` (ingest's shape for a later stage's part of
 the statement), and apps.pipeline composes the two. Each staged row carries the class.reason id
-of its seven token components, decided in Python (engine.Classifier) before the transaction;
+of its eight token components, decided in Python (engine.Classifier) before the transaction;
 the days a late record may have turned stored records into duplicates are marked in
 classification's own DirtyDay in the batch's transaction (the reclassify job consumes them).
 """
@@ -19,7 +19,7 @@ from apps.classification.sql import component_tokens_sql
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import Companion, Prepared
 
-# The staged rows carry the reason id of each of their 7 token components.
+# The staged rows carry the reason id of each of their token components (engine.COMPONENTS).
 _REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
 # The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
 _COMPONENT_SQL = component_tokens_sql("s")

@@ -28,6 +28,14 @@ REASONS: dict[str, Explained] = {
     "effective.output": Explained(
         _("Output of a request that succeeded."), _("Ask for shorter answers (max_tokens, stop sequences).")
     ),
+    "effective.reasoning": Explained(
+        _("Reasoning (thinking) tokens of a request that succeeded: the part of its completion before the answer."),
+        _("Lower the reasoning effort or budget where the task is simple; route easy requests to a model without it."),
+    ),
+    "waste.reasoning_overspend": Explained(
+        _("Reasoning of a request that thought more than N times its answer (N set in the rule that names it)."),
+        _("Cap the reasoning budget for this feature; ask a model without reasoning; check the prompt is clear."),
+    ),
     "cache.prefix_cache": Explained(
         _("Prompt tokens served from the prefix cache, whatever the outcome."),
         _("Good: keep shared prefixes stable (system prompt first, variable parts last)."),

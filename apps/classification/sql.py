@@ -4,7 +4,7 @@ reclassify a day and compare two rule sets over the same records.
 
 A query reads the records through `records_sql`: the records of a time range with, computed
 once per record, a `duplicate` flag (the window below), a `reconciliation` flag and one flag
-per move rule. The seven reason expressions of a rule set (engine.COMPONENTS order) read only
+per move rule. The eight reason expressions of a rule set (engine.COMPONENTS order) read only
 those flags and the record's status and finish reason, so they take no parameters, and
 `classes_sql` sums the records per those before the reasons are evaluated.
 """
@@ -23,6 +23,7 @@ from apps.classification.engine import (
     DUPLICATE_WINDOW_SECONDS,
     EFF_INPUT,
     EFF_OUTPUT,
+    EFF_REASONING,
     EFF_STRUCTURAL,
     SHADOW_RECOMPUTE,
     SHADOW_SPEC,
@@ -64,17 +65,18 @@ def component_tokens_sql(row: str) -> tuple[str, ...]:
         f"{row}.prompt_cached",
         f"{row}.prompt - {row}.prompt_cached",
         f"{row}.structural",
-        f"{row}.completion - {row}.structural",
+        f"{row}.completion - {row}.structural - {row}.reasoning",
         f"{row}.padding",
         f"{row}.draft - {row}.draft_accepted",
         f"{row}.recomputed",
+        f"{row}.reasoning",
     )
 
 
 COMPONENT_TOKENS = component_tokens_sql("x")  # over a records_sql row
 _RECORD_FIELDS = (
     "ts, source_id, model_id, status, finish_reason, prompt, prompt_cached, completion, structural, padding, draft, "
-    "draft_accepted, recomputed"
+    "draft_accepted, recomputed, reasoning"
 )
 
 
@@ -116,16 +118,17 @@ def _builtin_reasons(disabled: frozenset[str]) -> list[str]:
         + " ".join(f"WHEN {code} THEN {WASTE_BY_STATUS[label]}" for label, code in STATUS_CODES.items() if code != OK)
         + " END"
     )
-    chain: list[tuple[str, tuple[object, object, object]]] = []
+    chain: list[tuple[str, tuple[object, ...]]] = []
     if "failed" not in disabled:
-        chain.append((f"x.status <> {OK}", (failed, failed, failed)))
+        chain.append((f"x.status <> {OK}", (failed,) * 4))
     if "duplicate" not in disabled:
-        chain.append((f"x.duplicate AND x.status = {OK}", (WASTE_DUPLICATE,) * 3))
+        chain.append((f"x.duplicate AND x.status = {OK}", (WASTE_DUPLICATE,) * 4))
     if "truncated" not in disabled:
-        chain.append((f"x.finish_reason = {LENGTH} AND x.status = {OK}", (EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED)))
-    default = (EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT)
-    prompt, structural, output = (
-        _case([(when, str(then[i])) for when, then in chain], str(default[i])) for i in range(3)
+        truncated = (EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED, WASTE_TRUNCATED)
+        chain.append((f"x.finish_reason = {LENGTH} AND x.status = {OK}", truncated))
+    default = (EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT, EFF_REASONING)
+    prompt, structural, output, reasoning = (
+        _case([(when, str(then[i])) for when, then in chain], str(default[i])) for i in range(4)
     )
     reasons = [
         str(CACHE_PREFIX) if "prefix_cache" not in disabled else prompt,
@@ -135,6 +138,7 @@ def _builtin_reasons(disabled: frozenset[str]) -> list[str]:
         str(WASTE_PADDING) if "padding" not in disabled else prompt,
         str(SHADOW_SPEC) if "spec_rejected" not in disabled else output,
         str(SHADOW_RECOMPUTE) if "recompute" not in disabled else prompt,
+        reasoning,
     ]
     if "unattributed" not in disabled:
         reasons = [f"CASE WHEN x.reconciliation THEN {SHADOW_UNATTRIBUTED} ELSE {r} END" for r in reasons]
@@ -201,7 +205,7 @@ def classes_sql(
 ) -> Fragment:
     """The records with ts in [start, end) summed per `keys` (SQL over a records_sql row `x`, as
     k0, k1, ...) and per everything a rule set's reasons read (status, finish reason, flags), as a
-    subquery (rows `x`, with the tokens of each component as tokens_0 .. tokens_6). Classifying
+    subquery (rows `x`, with the tokens of each component as tokens_0 .. tokens_7). Classifying
     these groups instead of the records evaluates the reason expressions far fewer times."""
     records, params = records_sql(start=start, end=end, flags=flags)
     decisive = ["status", "finish_reason", "duplicate", "reconciliation", *(name for name, _ in flags)]

@@ -33,6 +33,7 @@ LABELS: dict[str, Promise] = {
     "draft": _("draft tokens"),
     "draft_accepted": _("accepted draft tokens"),
     "recomputed": _("recomputed tokens"),
+    "reasoning": _("reasoning tokens"),
     # a record's timings (milliseconds)
     "queued": _("queued"),
     "ttft": _("time to first token"),

@@ -454,10 +454,11 @@ def record_components(*, record: Record) -> Components:
     sql = (
         f"SELECT {', '.join(compiled.reasons)}, {', '.join(COMPONENT_TOKENS)} FROM ({inner}) x "
         "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
-        "AND x.prompt = %s AND x.completion = %s LIMIT 1"
+        "AND x.prompt = %s AND x.completion = %s AND x.reasoning = %s LIMIT 1"
     )
     rollup_dims = record.dims.rollup_id or record.dims_id
     keys = [record.ts, record.source_id, record.model_id, rollup_dims, record.prompt, record.completion]
+    keys.append(record.reasoning)
     with read_connection().cursor() as cursor:
         cursor.execute(sql, [*params, *keys])
         row = cursor.fetchone()
@@ -473,9 +474,9 @@ def record_components(*, record: Record) -> Components:
 
 
 def _component_cost(prices: dict[str, Decimal], component: int, tokens: int) -> Decimal | None:
-    from apps.classification.engine import COMPONENT_KIND
+    from apps.pricing.book import component_price
 
-    price = prices.get(COMPONENT_KIND[component])
+    price = component_price(prices, component)
     return None if price is None else price * tokens / Decimal(1_000_000)
 
 
@@ -575,7 +576,8 @@ def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) 
         "HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
     ).replace("{chosen}", chosen)
     with read_connection().cursor() as cursor:
-        cursor.execute(sql, [*([kept] * 7), *params, *more, *([kept] * 7), limit])
+        per_component = [kept] * len(COMPONENT_TOKENS)
+        cursor.execute(sql, [*per_component, *params, *more, *per_component, limit])
         rows = cursor.fetchall()
     slices = [Slice(value, int(count), {}) for value, count, _total in rows]
     return Grouped(measured.token_class, slices, {value: int(total) for value, _count, total in rows})

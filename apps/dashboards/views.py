@@ -464,4 +464,5 @@ RECORD_TOKENS = (
     "draft",
     "draft_accepted",
     "recomputed",
+    "reasoning",
 )

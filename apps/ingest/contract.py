@@ -53,6 +53,9 @@ class Tokens(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=
     draft: Annotated[Count, Meta(description="Speculative-decoding tokens proposed.")] = 0
     draft_accepted: Annotated[Count, Meta(description="Part of `draft` accepted.")] = 0
     recomputed: Annotated[Count, Meta(description="Prompt tokens recomputed after preemption.")] = 0
+    reasoning: Annotated[
+        Count, Meta(description="Part of `completion` spent reasoning (thinking) before the answer; 0 when absent.")
+    ] = 0
 
 
 class Outcome(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -199,6 +202,13 @@ def record_problems(record: RecordV1, *, now: datetime, max_age: timedelta) -> E
         errors["tokens.system"] = ["tokens.system + tokens.tool must be <= tokens.prompt"]
     if t.structural > t.completion:
         errors["tokens.structural"] = ["must be <= tokens.completion"]
+    if t.reasoning > t.completion:
+        errors["tokens.reasoning"] = [
+            f"must be <= tokens.completion (reasoning is part of completion): reasoning {t.reasoning} > "
+            f"completion {t.completion}"
+        ]
+    elif t.structural + t.reasoning > t.completion:
+        errors["tokens.reasoning"] = ["tokens.structural + tokens.reasoning must be <= tokens.completion"]
     if t.draft_accepted > t.draft:
         errors["tokens.draft_accepted"] = ["must be <= tokens.draft"]
     if record.ts > now + timedelta(hours=24):
@@ -429,7 +439,7 @@ def decode_batch(
         if (
             t.prompt_cached <= t.prompt
             and t.system + t.tool <= t.prompt
-            and t.structural <= t.completion
+            and t.structural + t.reasoning <= t.completion
             and t.draft_accepted <= t.draft
             and fast_earliest <= record.ts <= latest
             and record.record_id not in seen
@@ -469,6 +479,7 @@ def json_schema() -> dict[str, Any]:
     schema["description"] = (
         "One record per inference request. Besides the types below: tokens.prompt_cached <= tokens.prompt; "
         "tokens.system + tokens.tool <= tokens.prompt; tokens.structural <= tokens.completion; "
+        "tokens.reasoning <= tokens.completion and tokens.structural + tokens.reasoning <= tokens.completion; "
         "tokens.draft_accepted <= tokens.draft; ts at most 24 h in the future. Unknown fields are "
         "rejected. A source re-sending the same (record_id, ts) is counted once."
     )

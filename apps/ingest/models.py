@@ -48,6 +48,7 @@ TOKEN_FIELDS = (
     "draft",
     "draft_accepted",
     "recomputed",
+    "reasoning",
 )
 TIMING_FIELDS = ("queued", "ttft", "prefill", "decode", "e2e")
 
@@ -102,6 +103,7 @@ class Record(models.Model):
     draft = models.IntegerField()
     draft_accepted = models.IntegerField()
     recomputed = models.IntegerField()
+    reasoning = models.IntegerField(default=0, db_default=0)
     queued = models.IntegerField(null=True)
     ttft = models.IntegerField(null=True)
     prefill = models.IntegerField(null=True)
@@ -148,6 +150,7 @@ class HourlyUsage(models.Model):
     draft = models.BigIntegerField(default=0)
     draft_accepted = models.BigIntegerField(default=0)
     recomputed = models.BigIntegerField(default=0)
+    reasoning = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [

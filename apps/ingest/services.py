@@ -357,7 +357,7 @@ def _rows(
                 model_ids[(r.model, r.model_version or "")],
                 dims_ids[dims_key],
                 t.prompt, t.prompt_cached, t.completion, t.system, t.tool,
-                t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed,
+                t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed, t.reasoning,
                 queued, ttft, prefill, decode, e2e,
                 endpoints.get(endpoint) if endpoint else None,
                 statuses[o.status],

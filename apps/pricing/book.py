@@ -9,16 +9,27 @@ unpriced for that hour: older versions are never consulted.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from fnmatch import fnmatchcase
 from fractions import Fraction
 
-from apps.classification.engine import CACHED, COMPONENT_KIND, OUTPUT, STRUCTURAL
+from apps.classification.engine import CACHED, COMPONENT_KIND, OUTPUT, REASONING, STRUCTURAL
 
 Rank = tuple[int, int]
+# The optional price kind of reasoning tokens (pricing.models.Kind.REASONING).
+REASONING_KIND = "reasoning"
+
+
+def component_price(prices: Mapping[str, Decimal], component: int) -> Decimal | None:
+    """The price per million of a component's tokens, from a model's prices by kind. Reasoning
+    tokens take the reasoning price where the book sets one, else the output price (so a book
+    without reasoning prices prices them as it always priced completion)."""
+    if component == REASONING and REASONING_KIND in prices:
+        return prices[REASONING_KIND]
+    return prices.get(COMPONENT_KIND[component])
 
 
 def match_rank(pattern: str, name: str) -> Rank | None:
@@ -78,11 +89,12 @@ class PoolTerms:
         return (self.gpus * self.cost_per_gpu_hour).quantize(Decimal(1).scaleb(-self.places), ROUND_HALF_EVEN)
 
     def weight(self, component: int) -> Decimal:
-        """Compute weight of a token of a component: cached prompt, output side (output and
-        structural), or uncached prompt for everything prefilled (padding, drafts, recompute)."""
+        """Compute weight of a token of a component: cached prompt, output side (output,
+        structural and reasoning: all decoded), or uncached prompt for everything prefilled
+        (padding, drafts, recompute)."""
         if component == CACHED:
             return self.w_cached_prompt
-        if component in (OUTPUT, STRUCTURAL):
+        if component in (OUTPUT, STRUCTURAL, REASONING):
             return self.w_output
         return self.w_uncached_prompt
 
@@ -96,7 +108,7 @@ class Basis:
     prices: dict[str, Decimal] = field(default_factory=dict)
 
     def price_of(self, component: int) -> Decimal | None:
-        return self.prices.get(COMPONENT_KIND[component])
+        return component_price(self.prices, component)
 
 
 class PriceBook:

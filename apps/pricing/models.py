@@ -27,6 +27,8 @@ class Kind(models.TextChoices):
     INPUT = "input"
     CACHED_INPUT = "cached_input"
     OUTPUT = "output"
+    # Optional: reasoning tokens are priced as output unless a version sets this (book.component_price).
+    REASONING = "reasoning"
 
 
 def validate_whole_hour(value: datetime) -> None:

@@ -30,6 +30,7 @@ RETRIES = {"business_line": "payments", "team": "risk", "feature": "risk-check",
 MISMATCH = {"business_line": "customer-service", "team": "cs-bot", "feature": "intent", "env": "prod"}
 SYSTEM = {"business_line": "marketing", "team": "growth", "feature": "copywriter", "env": "prod"}
 BLOAT = {"business_line": "legal", "team": "contracts", "feature": "doc-qa", "env": "prod"}
+THINKER = {"business_line": "research", "team": "analysts", "feature": "deep-answer", "env": "prod"}
 
 
 class Month:
@@ -51,7 +52,8 @@ class Month:
             "endpoint": "chat.completions",
             "dims": dims,
             "tokens": {"prompt": prompt, "prompt_cached": cached, "completion": completion}
-            | {"system": extra.pop("system", prompt // 5), "tool": extra.pop("tool", prompt // 5)},
+            | {"system": extra.pop("system", prompt // 5), "tool": extra.pop("tool", prompt // 5)}
+            | {"reasoning": extra.pop("reasoning", 0)},
             "outcome": {"status": extra.pop("status", "ok"), "finish_reason": "stop"},
             "prompt_hash": extra.pop("prompt_hash", None) or self.hash(),
         } | extra
@@ -172,6 +174,19 @@ class Month:
             for day in range(30)
             for i in range(30)
         ]
+
+    def reasoning(self) -> list[dict[str, Any]]:
+        """A reasoning model thinking 9x its 100-token answer, 200 requests (overspent under a rule
+        with N = 4), beside 100 requests thinking 3x (within it)."""
+        over = [
+            self.add(START + timedelta(days=i % 30, hours=i % 12), THINKER, prompt=400, completion=1000, reasoning=900)
+            for i in range(200)
+        ]
+        for i in range(100):
+            self.add(
+                START + timedelta(days=i % 30, hours=1 + i % 11), THINKER, prompt=400, completion=400, reasoning=300
+            )
+        return over
 
     # --- into the platform ---------------------------------------------------------------------
 

@@ -150,6 +150,42 @@ class TestPlantedMonth:
         assert [f.position for f in findings] == list(range(1, len(planted) + 1))
 
 
+def test_it_finds_reasoning_a_rule_classed_overspent_with_its_priced_cost(client: Any) -> None:
+    from tests.classification.helpers import ruleset_activated
+    from tests.factories import finance_user
+
+    ruleset_activated(
+        moves=[
+            ("tokens.reasoning > 4 * (tokens.completion - tokens.reasoning)", "reasoning", "waste.reasoning_overspend")
+        ]
+    )
+    month = gen.Month()
+    month.interactive()
+    over = month.reasoning()
+    month.ingest()
+
+    report = audit_run(month=NOV)
+
+    found = only("reasoning", report)
+    overspent = sum(r["tokens"]["reasoning"] for r in over)
+    assert (found.dims, found.model, found.tokens, found.savings_tokens) == (
+        gen.THINKER,
+        gen.SMALL,
+        overspent,
+        overspent,
+    )
+    assert found.savings == Decimal(overspent) * 6 / 1_000_000  # priced as output: no reasoning price in the book
+    assert "waste.reasoning_overspend" in found.title
+    assert found.figures == {
+        "overspent": overspent,
+        "reasoning": overspent + 100 * 300,
+        "completion": 200 * 1000 + 100 * 400,
+    }
+    client.force_login(finance_user())
+    page = client.get("/audits/2026-11/").content.decode()
+    assert "Reasoning overspend" in page and "waste.reasoning_overspend" in page
+
+
 def test_it_reports_nothing_in_a_clean_month(downgrade: ModelDowngrade) -> None:
     month = gen.Month(seed=7)
     month.interactive()

@@ -37,6 +37,7 @@ MOVES = (
     ("model_version == null", "structural", "waste.unversioned"),
     ('outcome.finish_reason == "length" and tokens.recomputed * 2 > tokens.draft', "recomputed", "shadow.len"),
     ('dims["costplatform.kind"] == "reconciliation" and model == "big"', "output", "effective.reconciled"),
+    ("tokens.reasoning > 2 * (tokens.completion - tokens.reasoning)", "reasoning", "waste.reasoning_overspend"),
 )
 
 
@@ -68,7 +69,8 @@ def token_record(draw: st.DrawFn) -> dict[str, Any]:
             "prompt": prompt,
             "prompt_cached": draw(st.integers(0, prompt)),
             "completion": completion,
-            "structural": draw(st.integers(0, completion)),
+            "reasoning": (reasoning := draw(st.sampled_from([0, 0, completion, completion // 2, completion // 4]))),
+            "structural": draw(st.integers(0, completion - reasoning)),
             "padding": draw(st.integers(0, 6)),
             "draft": draft,
             "draft_accepted": draw(st.integers(0, draft)),

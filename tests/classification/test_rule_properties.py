@@ -101,6 +101,8 @@ conditions = st.one_of(
     enum_tests(),
     null_tests(),
     st.sampled_from(["true", "false"]),
+    # The reasoning overspend rule with its N (docs/classification.md): reasoning over N x the answer.
+    st.integers(0, 6).map(lambda n: f"tokens.reasoning > {n} * (tokens.completion - tokens.reasoning)"),
 )
 rules = st.recursive(
     conditions,
@@ -172,7 +174,8 @@ def _capped(tokens: dict[str, int]) -> dict[str, int]:
     t["prompt_cached"] = min(t["prompt_cached"], t["prompt"])
     t["system"] = min(t["system"], t["prompt"])
     t["tool"] = min(t["tool"], t["prompt"] - t["system"])
-    t["structural"] = min(t["structural"], t["completion"])
+    t["reasoning"] = min(t["reasoning"], t["completion"])
+    t["structural"] = min(t["structural"], t["completion"] - t["reasoning"])
     t["draft_accepted"] = min(t["draft_accepted"], t["draft"])
     return t
 

@@ -8,6 +8,11 @@ and bench/proxy.py. The model name chooses the behaviour:
   cut             a stream whose connection drops after 3 deltas
   mute            no answer for 5 s
 
+A request body may carry `reasoning_tokens` (N): the answer then thinks first, as vLLM's
+OpenAI server does with a reasoning parser: N words of `reasoning_content` (message field, or N
+stream deltas) before the content, counted in completion_tokens and reported as
+usage.completion_tokens_details.reasoning_tokens (and output_tokens_details on /v1/responses).
+
 Every request is kept in `seen` (path, headers, JSON body); `disconnects` counts streams
 whose client went away before the end.
 """
@@ -21,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 WORDS = ["The", " refund", " was", " sent", " to", " your", " account", "."]
+THOUGHT = " hmm"
 PROMPT_TOKENS = 37
 CACHED_TOKENS = 16
 
@@ -40,13 +46,16 @@ class Upstream:
         app.router.add_get("/v1/models", self.models)
         return app
 
-    def _usage(self, completion: int) -> dict[str, Any]:
-        return {
+    def _usage(self, completion: int, reasoning: int = 0) -> dict[str, Any]:
+        usage: dict[str, Any] = {
             "prompt_tokens": PROMPT_TOKENS,
-            "completion_tokens": completion,
-            "total_tokens": PROMPT_TOKENS + completion,
+            "completion_tokens": completion + reasoning,
+            "total_tokens": PROMPT_TOKENS + completion + reasoning,
             "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS},
         }
+        if reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        return usage
 
     async def _take(self, request: web.Request) -> dict[str, Any]:
         body = await request.json()
@@ -76,13 +85,17 @@ class Upstream:
             text = "".join(WORDS)
             if body.get("reply_words"):  # a long answer: this word that many times
                 text = "refund " * int(body["reply_words"])
+            reasoning = int(body.get("reasoning_tokens") or 0)
             if chat:
                 choice["message"] = {"role": "assistant", "content": body.get("reply", text)}
+                if reasoning:
+                    choice["message"]["reasoning_content"] = THOUGHT * reasoning
             else:
                 choice["text"] = text
             answer = {"id": ident, "object": "chat.completion", "model": model, "choices": [choice]}
             # A test can choose the reply and its token count ("reply", "reply_tokens").
-            return web.json_response(answer | {"usage": self._usage(body.get("reply_tokens", len(WORDS)))})
+            usage = self._usage(body.get("reply_tokens", len(WORDS)), reasoning)
+            return web.json_response(answer | {"usage": usage})
         return await self._stream(request, body, ident, chat)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], ident: str, chat: bool) -> web.StreamResponse:
@@ -91,6 +104,7 @@ class Upstream:
         await response.prepare(request)
         words = WORDS * 5 if model in ("slow", "stall") else WORDS
         sent = 0
+        reasoning = int(body.get("reasoning_tokens") or 0)
 
         async def event(doc: Any) -> None:
             await response.write(f"data: {json.dumps(doc)}\n\n".encode())
@@ -105,6 +119,9 @@ class Upstream:
         try:
             if chat:
                 await event({"id": ident, "model": model, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+                for _ in range(reasoning):
+                    thought = {"index": 0, "delta": {"reasoning_content": THOUGHT}, "finish_reason": None}
+                    await event({"id": ident, "object": "chat.completion.chunk", "model": model, "choices": [thought]})
             for word in words:
                 await event(chunk(word))
                 sent += 1
@@ -118,7 +135,7 @@ class Upstream:
                     return response
             await event(chunk(None, "stop"))
             if (body.get("stream_options") or {}).get("include_usage"):
-                await event({"id": ident, "model": model, "choices": [], "usage": self._usage(sent)})
+                await event({"id": ident, "model": model, "choices": [], "usage": self._usage(sent, reasoning)})
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except ConnectionResetError:
@@ -131,8 +148,8 @@ class Upstream:
         usage = {"prompt_tokens": 11, "total_tokens": 11}
         return web.json_response({"object": "list", "model": body["model"], "data": data, "usage": usage})
 
-    def _response_object(self, model: str) -> dict[str, Any]:
-        return {
+    def _response_object(self, model: str, reasoning: int = 0) -> dict[str, Any]:
+        done = {
             "id": f"resp_{self.counter}",
             "object": "response",
             "model": model,
@@ -142,14 +159,17 @@ class Upstream:
             "usage": {
                 "input_tokens": 50,
                 "input_tokens_details": {"cached_tokens": 32},
-                "output_tokens": 8,
-                "total_tokens": 58,
+                "output_tokens": 8 + reasoning,
+                "total_tokens": 58 + reasoning,
             },
         }
+        if reasoning:
+            done["usage"]["output_tokens_details"] = {"reasoning_tokens": reasoning}  # type: ignore[index]
+        return done
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
         body = await self._take(request)
-        done = self._response_object(str(body["model"]))
+        done = self._response_object(str(body["model"]), int(body.get("reasoning_tokens") or 0))
         if not body.get("stream"):
             return web.json_response(done)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

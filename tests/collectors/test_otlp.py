@@ -24,7 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
-from collectors.otlp import BodyError, Options, Receiver, convert, decode_body
+from collectors.otlp import REASONING_ATTRIBUTES, BodyError, Options, Receiver, convert, decode_body
 from wire import attribution
 from wire.shipper import Pipeline
 
@@ -190,6 +190,24 @@ def test_it_takes_input_tokens_as_including_cached_ones_by_default():
     records = by_id(convert(export_request(chat_span())).records)
 
     assert records["0000000000000001"]["tokens"] == {"prompt": 900, "completion": 120, "prompt_cached": 600}
+
+
+@pytest.mark.parametrize("name", REASONING_ATTRIBUTES)
+def test_it_takes_reasoning_tokens_as_a_part_of_the_output(name):
+    records = by_id(convert(export_request(chat_span(**{name: 80}))).records)
+
+    assert records["0000000000000001"]["tokens"] == {
+        "prompt": 900,
+        "completion": 120,
+        "prompt_cached": 600,
+        "reasoning": 80,
+    }
+
+
+def test_it_caps_reasoning_at_the_output_a_span_reports():
+    records = by_id(convert(export_request(chat_span(**{"gen_ai.usage.reasoning_tokens": 500}))).records)
+
+    assert records["0000000000000001"]["tokens"]["reasoning"] == 120
 
 
 def test_it_adds_cache_reads_and_writes_to_input_for_sources_that_exclude_them():
@@ -448,6 +466,7 @@ def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(l
                     "gen_ai.usage.input_tokens": 700,
                     "gen_ai.usage.output_tokens": 90,
                     "gen_ai.usage.cache_read.input_tokens": 256,
+                    "gen_ai.usage.reasoning_tokens": 60,
                     "gen_ai.response.finish_reasons": ("length",),
                     "costplatform.feature": "answer",
                 }
@@ -464,7 +483,7 @@ def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(l
     assert sorted(stored) == ["error", "ok"]
     ok = stored["ok"]
     assert ok.record_id.startswith(f"otlp-{trace_id:032x}-")
-    assert (ok.prompt, ok.prompt_cached, ok.completion) == (700, 256, 90)
+    assert (ok.prompt, ok.prompt_cached, ok.completion, ok.reasoning) == (700, 256, 90, 60)
     assert ok.model.name == "qwen2.5-7b-instruct"
     assert ok.get_finish_reason_display() == "length"
     assert ok.dims.dims == {"service": "kb-search", "business_line": "search", "feature": "answer"}

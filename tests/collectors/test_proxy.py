@@ -300,6 +300,31 @@ def test_it_records_embeddings_and_responses(rig):
     assert b"response.incomplete" in streamed
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["answer", "stream"])
+def test_it_records_the_reasoning_tokens_of_the_usage(rig, stream):
+    status, _, body = rig.post("/v1/chat/completions", chat(stream=stream, reasoning_tokens=5))
+
+    record = rig.records.wait()[0]
+    assert status == 200
+    if stream:
+        thoughts = [d["choices"][0]["delta"].get("reasoning_content") for d in events(body)[:-1] if d["choices"]]
+        assert thoughts.count(" hmm") == 5  # the client sees the reasoning deltas the upstream sent
+    assert record["tokens"] == {
+        "prompt": PROMPT_TOKENS,
+        "completion": len(WORDS) + 5,
+        "prompt_cached": CACHED_TOKENS,
+        "reasoning": 5,
+    }
+
+
+def test_it_records_the_reasoning_tokens_of_a_responses_answer(rig):
+    rig.post("/v1/responses", {"model": "qwen", "input": "Where is my refund?", "reasoning_tokens": 6})
+    rig.post("/v1/responses", {"model": "qwen", "input": "Where?", "reasoning_tokens": 6, "stream": True})
+
+    for record in rig.records.wait(2):
+        assert record["tokens"] == {"prompt": 50, "completion": 14, "prompt_cached": 32, "reasoning": 6}
+
+
 def test_it_passes_other_requests_through_without_a_record(rig):
     response, conn = rig.request("GET", "/v1/models?limit=5", headers={"X-Costplatform-Team": "x"})
     body = json.loads(response.read())
@@ -480,10 +505,13 @@ def test_its_records_reach_the_platform(live_server, upstream, tmp_path):
             rig = Rig(fake, url, Records())
             rig.url = proxy
             _, headers, _ = rig.post("/v1/chat/completions", chat(stream=True))
+            _, thinking, _ = rig.post("/v1/chat/completions", chat(reasoning_tokens=30))
         assert pipeline.flush(10)
 
-    stored = Record.objects.select_related("dims").get(source=key.key)
-    assert stored.record_id == headers["X-Costplatform-Record-Id"]
+    stored = Record.objects.select_related("dims").get(source=key.key, record_id=headers["X-Costplatform-Record-Id"])
     assert (stored.prompt, stored.prompt_cached, stored.completion) == (PROMPT_TOKENS, CACHED_TOKENS, len(WORDS))
+    assert stored.reasoning == 0
+    reasoned = Record.objects.get(source=key.key, record_id=thinking["X-Costplatform-Record-Id"])
+    assert (reasoned.completion, reasoned.reasoning) == (len(WORDS) + 30, 30)
     assert stored.dims.dims == {"business_line": "refunds"}
     assert bytes(stored.prompt_hash).hex() == prompt_hash(MESSAGES, HASH_KEY)

@@ -96,3 +96,17 @@ def test_it_sets_a_price_from_the_command_and_marks_recent_hours_for_repricing(t
     assert "manage.py reprice --from 2025-01-01 --to 2025-03-11" in out.getvalue()
     with pytest.raises(CommandError, match="one currency"):
         call_command("set_price", *args, "--currency", "USD", stdout=out)
+
+
+def test_the_command_sets_a_reasoning_price_only_when_asked(time_machine: Any) -> None:
+    time_machine.move_to(datetime(2025, 3, 10, 14, 20, tzinfo=UTC), tick=False)
+    args = ["--model", "qwq-*", "--input", "2", "--cached-input", "0.5", "--output", "6"]
+
+    call_command("set_price", *args, "--from", "2025-03-10T12:00", stdout=io.StringIO())
+    call_command("set_price", *args, "--reasoning", "9", "--from", "2025-03-10T13:00", stdout=io.StringIO())
+
+    kinds = {
+        v.effective_from.hour: dict(v.prices.values_list("kind", "per_million")) for v in PriceVersion.objects.all()
+    }
+    assert "reasoning" not in kinds[12]
+    assert kinds[13]["reasoning"] == 9 and kinds[13]["output"] == 6

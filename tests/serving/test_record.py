@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from apps.ingest.contract import RecordV1
 from serving.config import parse_dims
 from serving.middleware import cache_salt, expected_sequences, trusted_salt
-from serving.runtime import EngineCounts, Seen, outcome, parse_response
+from serving.runtime import EngineCounts, Seen, outcome, parse_response, reasoning_tokens
 from wire import record as rec
 
 
@@ -202,3 +202,104 @@ def test_it_refuses_malformed_default_dims() -> None:
     assert parse_dims("business_line=search, env=prod") == {"business_line": "search", "env": "prod"}
     with pytest.raises(ValueError, match="key=value"):
         parse_dims("business_line")
+
+
+# --- reasoning: vLLM 0.32 with a reasoning parser (its own response classes make the bodies) ------
+# A real-vLLM run needs a model with think tokens and a reasoning parser that the tiny test model
+# lacks, so the middleware's reading is tested at its seam: bodies serialised by vLLM's own
+# protocol classes, as its OpenAI server sends them.
+
+
+def _vllm_answer(*, reasoning: str, content: str, reasoning_tokens: int | None) -> bytes:
+    from vllm.entrypoints.openai.chat_completion.protocol import (
+        ChatCompletionResponse,
+        ChatCompletionResponseChoice,
+        ChatMessage,
+    )
+    from vllm.entrypoints.serve.engine.protocol import CompletionTokenUsageInfo, UsageInfo
+
+    details = CompletionTokenUsageInfo(reasoning_tokens=reasoning_tokens) if reasoning_tokens is not None else None
+    usage = UsageInfo(prompt_tokens=9, completion_tokens=40, total_tokens=49, completion_tokens_details=details)
+    message = ChatMessage(role="assistant", content=content, reasoning=reasoning)
+    choice = ChatCompletionResponseChoice(index=0, message=message, finish_reason="stop")
+    return ChatCompletionResponse(model="m", choices=[choice], usage=usage).model_dump_json().encode()
+
+
+def _vllm_stream(*, thoughts: list[str], words: list[str], usage: bool) -> bytes:
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
+    from vllm.entrypoints.openai.chat_completion.protocol import (
+        ChatCompletionResponseStreamChoice,
+        ChatCompletionStreamResponse,
+    )
+    from vllm.entrypoints.serve.engine.protocol import CompletionTokenUsageInfo, UsageInfo
+
+    def chunk(delta: DeltaMessage, finish: str | None = None) -> bytes:
+        choice = ChatCompletionResponseStreamChoice(index=0, delta=delta, finish_reason=finish)
+        doc = ChatCompletionStreamResponse(id="chatcmpl-r", model="m", choices=[choice])
+        return b"data: " + doc.model_dump_json(exclude_unset=True).encode() + b"\n\n"
+
+    body = b"".join(chunk(DeltaMessage(reasoning=t)) for t in thoughts)
+    body += b"".join(chunk(DeltaMessage(content=w)) for w in words) + chunk(DeltaMessage(), "stop")
+    if usage:
+        details = CompletionTokenUsageInfo(reasoning_tokens=len(thoughts))
+        total = UsageInfo(
+            prompt_tokens=9, completion_tokens=len(thoughts) + len(words), completion_tokens_details=details
+        )
+        doc = ChatCompletionStreamResponse(id="chatcmpl-r", model="m", choices=[], usage=total)
+        body += b"data: " + doc.model_dump_json(exclude_unset=True).encode() + b"\n\n"
+    return body + b"data: [DONE]\n\n"
+
+
+def _seen(body: bytes, *, streamed: bool) -> Seen:
+    return Seen("r", "chatcmpl-r", 0.0, "chat.completions", {}, {}, response=bytearray(body), streamed=streamed)
+
+
+def test_it_takes_vllms_reasoning_count_from_the_usage_of_an_answer(tokenizer: object) -> None:
+    body = _vllm_answer(reasoning="let me think " * 5, content="It left.", reasoning_tokens=31)
+
+    response = parse_response(_seen(body, streamed=False))
+
+    assert response["text"] == "It left."
+    assert response["reasoning"] == "let me think " * 5
+    assert reasoning_tokens(response, tokenizer) == 31  # vLLM's count wins over re-tokenizing
+
+
+def test_it_takes_vllms_reasoning_count_from_a_streams_usage_chunk() -> None:
+    body = _vllm_stream(thoughts=["Hmm", ",", " refunds", " take", " days"], words=["It", " left"], usage=True)
+
+    response = parse_response(_seen(body, streamed=True))
+
+    assert (response["text"], response["reasoning"]) == ("It left", "Hmm, refunds take days")
+    assert reasoning_tokens(response, None) == 5
+
+
+def test_it_counts_the_reasoning_text_of_a_stream_without_usage_with_the_tokenizer(tokenizer: object) -> None:
+    thoughts = ["Hmm", ",", " refunds", " take", " days"]
+    response = parse_response(_seen(_vllm_stream(thoughts=thoughts, words=["It"], usage=False), streamed=True))
+
+    expected = len(tokenizer("Hmm, refunds take days", add_special_tokens=False)["input_ids"])  # type: ignore[operator]
+    assert expected > 0
+    assert reasoning_tokens(response, tokenizer) == expected
+    assert reasoning_tokens(response, None) == 0  # no tokenizer: nothing to count with
+
+
+def test_an_answer_without_a_reasoning_parser_has_no_reasoning(tokenizer: object) -> None:
+    response = parse_response(
+        _seen(_vllm_answer(reasoning="", content="It left.", reasoning_tokens=None), streamed=False)
+    )
+
+    assert "reasoning" not in response
+    assert reasoning_tokens(response, tokenizer) == 0
+
+
+def test_it_keeps_reasoning_within_completion_and_structural_within_the_rest() -> None:
+    record = rec.make_record(
+        record_id="r",
+        ts=datetime(2026, 1, 1, tzinfo=UTC),
+        model="m",
+        tokens={"prompt": 5, "completion": 10, "reasoning": 12, "structural": 4},
+        status="ok",
+    )
+
+    assert record["tokens"] == {"prompt": 5, "completion": 10, "reasoning": 10}
+    msgspec.convert(record, RecordV1)  # the platform accepts it

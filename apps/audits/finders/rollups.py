@@ -25,6 +25,7 @@ from apps.audits.finders.base import (
     share,
 )
 from apps.audits.models import FindingKind
+from apps.classification.engine import REASONING, WASTE_REASONING_OVERSPEND
 from apps.common.buckets import parse_month
 from apps.ledger.models import Finding
 
@@ -232,6 +233,62 @@ def _bloat_draft(
             "weeks": {str(w): {"requests": n, "prompt": p, "tool": t} for w, (n, p, t) in sorted(by_week.items())},
         },
     )
+
+
+# Per rollup dims and model: the reasoning tokens classed waste.reasoning_overspend (by a rule set's
+# move rule, with its own N), what they cost as priced (in the month's currency), and all the
+# reasoning and completion of the month there, for scale.
+_OVERSPEND_SQL = f"""
+WITH o AS (
+    SELECT c.dims_id, c.model_id, sum(c.tokens)::bigint AS tokens FROM classification_hourlyclass c
+    WHERE c.hour >= %(start)s AND c.hour < %(end)s AND c.reason_id = %(reason)s AND c.component = %(component)s
+    GROUP BY 1, 2
+), m AS (
+    SELECT p.dims_id, p.model_id, sum(p.cost) AS cost FROM pricing_hourlycost p
+    WHERE p.hour >= %(start)s AND p.hour < %(end)s AND p.reason_id = %(reason)s AND p.currency = %(currency)s
+    GROUP BY 1, 2
+), u AS (
+    SELECT u.dims_id, u.model_id, sum(u.reasoning)::bigint AS reasoning, sum(u.completion)::bigint AS completion
+    FROM ingest_hourlyusage u WHERE {_USAGE_MONTH} GROUP BY 1, 2
+)
+SELECT o.dims_id, o.model_id, o.tokens, m.cost, coalesce(u.reasoning, 0), coalesce(u.completion, 0)
+FROM o LEFT JOIN m USING (dims_id, model_id) LEFT JOIN u USING (dims_id, model_id)
+ORDER BY o.tokens DESC
+"""
+
+
+@register_finder(FindingKind.REASONING)
+def reasoning_overspend(window: AuditWindow) -> list[Draft]:
+    """Reasoning a rule set classed waste.reasoning_overspend (reasoning over N x the answer).
+    The saving is an upper bound: capping the reasoning budget removes part of these tokens."""
+    params = {"reason": WASTE_REASONING_OVERSPEND, "component": REASONING, "currency": window.rates.currency}
+    rows = fetch_month(window, _OVERSPEND_SQL, **params)
+    dims, names = named(rows)
+    drafts = []
+    for dims_id, model_id, tokens, cost, reasoning, completion in rows:
+        if tokens < conf.get("AUDIT_MIN_TOKENS"):
+            continue
+        where, model = dims[dims_id], names[model_id]
+        drafts.append(
+            Draft(
+                kind=FindingKind.REASONING,
+                title=f"Reasoning overspend (waste.reasoning_overspend): {tokens:,} reasoning tokens in "
+                f"{label(where)} on {model}, {pct(share(reasoning, completion))} of its completion is reasoning",
+                dims=where,
+                model=model,
+                tokens=tokens,
+                savings_tokens=tokens,
+                savings=cost,
+                evidence=evidence_url(window, where, model),
+                suggestion=(
+                    "Requests here reasoned more than the rule's N times their answer: cap the reasoning budget "
+                    "(reasoning effort, max thinking tokens) for this feature, or send its easy requests to a model "
+                    "without reasoning. The saving shown is at most these tokens' cost."
+                ),
+                figures={"overspent": tokens, "reasoning": reasoning, "completion": completion},
+            )
+        )
+    return drafts
 
 
 @register_finder(FindingKind.LEDGER_CHECK)

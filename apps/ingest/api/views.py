@@ -66,6 +66,7 @@ class TokensOut(serializers.Serializer):
     draft = serializers.IntegerField()
     draft_accepted = serializers.IntegerField()
     recomputed = serializers.IntegerField()
+    reasoning = serializers.IntegerField()
 
 
 class RecordOut(serializers.Serializer):

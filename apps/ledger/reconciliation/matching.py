@@ -25,7 +25,7 @@ from datetime import date
 from decimal import Decimal
 from fnmatch import fnmatchcase
 
-from apps.classification.engine import CACHED, OUTPUT, STRUCTURAL, UNCACHED
+from apps.classification.engine import CACHED, OUTPUT, REASONING, STRUCTURAL, UNCACHED
 from apps.common.buckets import month_days, month_of
 from apps.ledger import conf
 from apps.ledger.reconciliation.models import Bill, BillAdjustment, Supplier
@@ -132,7 +132,7 @@ def bill_side(bill: Bill | None) -> dict[Key, Side]:
 _HOSTED_SQL = """
 SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), m.name, {key}, d.business_line,
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
-       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
+       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0),
        SUM(c.cost)
 FROM pricing_hourlycost c
 JOIN ingest_servedmodel m ON m.id = c.model_id
@@ -149,12 +149,13 @@ WHERE pool_id = %s AND hour >= %s AND hour < %s GROUP BY 1
 _POOL_TOKENS_SQL = """
 SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), d.business_line,
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
-       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0)
+       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0)
 FROM pricing_hourlycost c JOIN ingest_dimset d ON d.id = c.dims_id
 WHERE c.pool_id = %s AND c.hour >= %s AND c.hour < %s GROUP BY 1, 2
 """
 
-_COMPONENTS = [CACHED, UNCACHED, STRUCTURAL, OUTPUT]
+# Input (cached, uncached) and output as a bill counts them: reasoning is billed as output.
+_COMPONENTS = [CACHED, UNCACHED, STRUCTURAL, OUTPUT, REASONING]
 
 
 def platform_side(supplier: Supplier, month: date) -> dict[Key, Side]:

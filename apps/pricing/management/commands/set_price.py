@@ -37,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--input", type=_decimal, required=True)
         parser.add_argument("--cached-input", type=_decimal, required=True)
         parser.add_argument("--output", type=_decimal, required=True)
+        parser.add_argument(
+            "--reasoning", type=_decimal, default=None, help="reasoning tokens' own price (default: priced as output)"
+        )
         parser.add_argument("--currency", choices=Currency.values, default=None, help="default: that of the base")
         parser.add_argument(
             "--from", dest="start", type=_hour, default=None, help="whole hour, UTC if no offset (default: this hour)"
@@ -49,6 +52,8 @@ class Command(BaseCommand):
             Kind.CACHED_INPUT: options["cached_input"],
             Kind.OUTPUT: options["output"],
         }
+        if options["reasoning"] is not None:
+            prices[Kind.REASONING] = options["reasoning"]
         try:
             version = price_set(
                 model_pattern=options["model"], prices=prices, effective_from=start, currency=options["currency"]
