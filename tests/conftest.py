@@ -96,26 +96,28 @@ _users = itertools.count(1)
 T0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
 
 
+def traffic_at(ts: datetime) -> list[dict[str, Any]]:
+    """One moment of two business lines: ok, cached, a timeout, a truncated output, an agent step."""
+    at = {"ts": ts.isoformat(), "prompt_hash": None}
+    return [
+        record(**at, dims={"business_line": "support", "feature": "faq", "step": "reason"}),
+        record(
+            **at,
+            dims={"business_line": "support", "feature": "faq", "step": "reason"},
+            **{"outcome.status": "timeout", "outcome.finish_reason": None},
+        ),
+        record(
+            **at,
+            dims={"business_line": "search", "feature": "rank", "step": "retrieve"},
+            **{"outcome.finish_reason": "length", "tokens.prompt_cached": 0},
+        ),
+        record(**at, model="llama-3-70b", dims={"business_line": "search", "feature": "rank", "step": "plan"}),
+    ]
+
+
 def month_like_records() -> list[dict[str, Any]]:
     """A few hours of two business lines: ok, cached, timeouts, truncated outputs, an agent step."""
-    found = []
-    for hour in range(3):
-        at = {"ts": (T0 + timedelta(hours=hour, minutes=5)).isoformat(), "prompt_hash": None}
-        found += [
-            record(**at, dims={"business_line": "support", "feature": "faq", "step": "reason"}),
-            record(
-                **at,
-                dims={"business_line": "support", "feature": "faq", "step": "reason"},
-                **{"outcome.status": "timeout", "outcome.finish_reason": None},
-            ),
-            record(
-                **at,
-                dims={"business_line": "search", "feature": "rank", "step": "retrieve"},
-                **{"outcome.finish_reason": "length", "tokens.prompt_cached": 0},
-            ),
-            record(**at, model="llama-3-70b", dims={"business_line": "search", "feature": "rank", "step": "plan"}),
-        ]
-    return found
+    return [found for hour in range(3) for found in traffic_at(T0 + timedelta(hours=hour, minutes=5))]
 
 
 def priced() -> None:

@@ -18,6 +18,7 @@ from apps.dashboards.filters import Filters
 from apps.dashboards.models import BuiltDay, DailyClass, DailyCost, StaleDay
 from apps.dashboards.rollup import refresh_day, refresh_stale, split_window
 from apps.pricing.services import hours_price, price_set
+from tests.conftest import traffic_at
 from tests.factories import record
 
 NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -25,24 +26,8 @@ DAY0 = (NOW - timedelta(days=3)).replace(hour=0)  # midnight three days ago: a w
 
 
 def _records() -> list[dict[str, Any]]:
-    found = []
-    for day, hour in ((0, 1), (0, 13), (1, 5), (1, 23)):
-        at = {"ts": (DAY0 + timedelta(days=day, hours=hour, minutes=5)).isoformat(), "prompt_hash": None}
-        found += [
-            record(**at, dims={"business_line": "support", "feature": "faq", "step": "reason"}),
-            record(
-                **at,
-                dims={"business_line": "support", "feature": "faq", "step": "reason"},
-                **{"outcome.status": "timeout", "outcome.finish_reason": None},
-            ),
-            record(
-                **at,
-                dims={"business_line": "search", "feature": "rank", "step": "retrieve"},
-                **{"outcome.finish_reason": "length", "tokens.prompt_cached": 0},
-            ),
-            record(**at, model="llama-3-70b", dims={"business_line": "search", "feature": "rank", "step": "plan"}),
-        ]
-    return found
+    moments = ((0, 1), (0, 13), (1, 5), (1, 23))
+    return [found for day, hour in moments for found in traffic_at(DAY0 + timedelta(days=day, hours=hour, minutes=5))]
 
 
 @pytest.fixture
