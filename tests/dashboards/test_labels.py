@@ -36,6 +36,20 @@ PAGES = [
     "/waste/requests/",
     "/waste/duplicates/",
 ]
+# The other apps' pages: home, rules, prices, collectors, alerts, budgets, the books, the audits.
+OTHER_PAGES = [
+    "/",
+    "/rules/",
+    "/prices/",
+    "/collectors/",
+    "/alerts/",
+    "/alerts/channels/",
+    "/budgets/",
+    "/finance/",
+    "/finance/reconciliation/",
+    "/finance/rates/",
+    "/audits/",
+]
 # Keys no English page shows either: what a person reads is words, not identifiers.
 IDENTIFIERS = [key for key in LABELS if "_" in key]
 
@@ -48,11 +62,12 @@ class Visible(HTMLParser):
         self.text: list[str] = []
         self.hidden = 0
 
+    # Code is written as code on purpose (a built-in rule's name, an expression): not a label.
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.hidden += tag in ("script", "style")
+        self.hidden += tag in ("script", "style", "code")
 
     def handle_endtag(self, tag: str) -> None:
-        self.hidden -= tag in ("script", "style")
+        self.hidden -= tag in ("script", "style", "code")
 
     def handle_data(self, data: str) -> None:
         if not self.hidden:
@@ -117,6 +132,10 @@ def pages_of(client: Client) -> dict[str, str]:
     found["conversation"] = client.get(unescape(conversation.group(1))).content.decode()
     found["audit"] = client.get(f"/audits/{month_of(T0):%Y-%m}/").content.decode()
     assert 'class="finding finding-duplicate"' in found["audit"], "the audit report lists no finding"
+    for url in OTHER_PAGES:  # every other app's pages, as the admin who may open them all
+        response = client.get(url)
+        assert response.status_code == 200, url
+        found[url] = response.content.decode()
     return found
 
 
@@ -156,6 +175,7 @@ def test_the_audit_report_names_its_dims(
 
 def test_it_sees_a_raw_key_left_on_a_page() -> None:
     page = "<p>business_line = support</p><script>var business_line;</script><a title='draft_accepted'>x</a>"
+    page += "<code>prompt_cached</code>"
     assert raw_keys(page, IDENTIFIERS) == ["business_line"]
     with translation.override("en"):
         assert label("business_line") == "business line" and label("region") == "region"
