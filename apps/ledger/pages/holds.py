@@ -14,12 +14,14 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from apps.accounts.scopes import business_lines_of, sees_money
 from apps.common.buckets import accounting_zone, month_of
+from apps.common.formats import when_text
 from apps.ledger.budget_state import BudgetState, budget_states
 from apps.ledger.models import Budget
 from apps.ledger.services.overrides import OverrideError, budget_override_grant
@@ -80,7 +82,8 @@ def budget_override(request: HttpRequest, budget_id: int) -> HttpResponse:
     except OverrideError as exc:
         messages.error(request, _("Override not granted: %(errors)s") % {"errors": exc})
         return redirect(back)
-    messages.success(request, _("%(budget)s is served until %(until)s.") % {"budget": budget, "until": until})
+    shown = f"{when_text(until, timezone.get_current_timezone())} {timezone.get_current_timezone_name()}"
+    messages.success(request, _("%(budget)s is served until %(until)s.") % {"budget": budget, "until": shown})
     return redirect(back)
 
 
