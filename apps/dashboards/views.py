@@ -26,7 +26,7 @@ from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, PRESETS, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states
 from apps.ingest.contract import STATUSES
-from apps.ingest.models import Record
+from apps.ingest.models import TOKEN_FIELDS, Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, dim_values, records_list
 from apps.ingest.services import FINISH_CODES
 
@@ -375,7 +375,7 @@ def record_page(request: HttpRequest) -> HttpResponse:
         request,
         flt,
         record=record,
-        tokens=[(label(name), getattr(record, name)) for name in RECORD_TOKENS],
+        tokens=[(label(name), getattr(record, name)) for name in TOKEN_FIELDS],
         timing=[(label(name), getattr(record, name)) for name in ("queued", "ttft", "prefill", "decode", "e2e")],
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
         original=_linked(flt, selectors.original_of(record=record)),
@@ -451,18 +451,3 @@ def _same_prompt_href(flt: Filters, record: Record) -> str:
     return (
         reverse("dashboards:duplicates") + around.query() + "&" + urlencode({"hash": bytes(record.prompt_hash).hex()})
     )
-
-
-RECORD_TOKENS = (
-    "prompt",
-    "prompt_cached",
-    "completion",
-    "system",
-    "tool",
-    "structural",
-    "padding",
-    "draft",
-    "draft_accepted",
-    "recomputed",
-    "reasoning",
-)
