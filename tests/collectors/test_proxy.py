@@ -162,7 +162,7 @@ def test_it_forwards_a_chat_completion_and_records_its_usage_and_attribution(rig
         "endpoint": "chat.completions",
         "tokens": {"prompt": PROMPT_TOKENS, "completion": len(WORDS), "prompt_cached": CACHED_TOKENS},
         "outcome": {"status": "ok", "finish_reason": "stop"},
-        "dims": {"env": "prod", "business_line": "refunds", "feature": "refunds", "team": "cs-bot"},
+        "dims": {"env": "prod", "business_line": "refunds", "feature": "refunds", "team": "cs-bot", "caller": "refunds-app"},
         "timing": {"e2e": record["timing"]["e2e"]},
         "attempt": 2,
         "retry_of": "px-first",
