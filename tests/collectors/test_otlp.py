@@ -488,6 +488,9 @@ def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(l
     assert ok.get_finish_reason_display() == "length"
     # The exporter's token names its caller in the map: the platform records it as `caller`.
     assert ok.dims.dims == {
-        "service": "kb-search", "business_line": "search", "feature": "answer", "caller": "support-exporter"
+        "service": "kb-search",
+        "business_line": "search",
+        "feature": "answer",
+        "caller": "support-exporter",
     }
     assert (stored["error"].prompt, stored["error"].completion) == (0, 0)
