@@ -112,8 +112,8 @@ def test_a_caller_budget_counts_that_callers_requests_only(db: None, client: Cli
     spend(collector, "search", 250, team="web", caller="search-app")
     spend(collector, "search", 250, team="app", caller="search-app")  # another team: not that budget's
     spend(collector, "search", 900)  # the map's default caller: no caller dim
-    rejected = factories.record(**{"dims": {"business_line": "search", "caller": "search-web"},
-                                   "outcome": {"status": "rejected"}, "tokens": {"prompt": 0, "completion": 0}})  # fmt: skip
+    dims = {"business_line": "search", "caller": "search-web"}
+    rejected = factories.record(dims=dims, outcome={"status": "rejected"}, tokens={"prompt": 0, "completion": 0})
     assert collector.send([rejected]).json()["accepted"] == 1
 
     state = state_of(client, collector.secret)
