@@ -292,3 +292,14 @@ def test_copying_last_months_budgets_keeps_a_hard_budget_hard(db: None) -> None:
 
     copied = {b.business_line: b.hard for b in Budget.objects.filter(month=next_month(month))}
     assert copied == {"search": True, "ads": False}
+
+
+def test_a_rollup_dims_setting_without_caller_is_warned_of(settings: Any) -> None:
+    from apps.ledger.checks import budget_scope_dims_check
+
+    assert budget_scope_dims_check() == []
+    settings.ROLLUP_DIMS = ["business_line", "team", "feature"]
+
+    (warning,) = budget_scope_dims_check()
+
+    assert warning.id == "ledger.W001" and "lacks caller" in warning.msg
