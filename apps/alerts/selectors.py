@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.db import connection
 
 from apps.alerts.detectors.registry import Params, Subject
+from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import (
     day_of,
     day_start,
@@ -23,9 +24,12 @@ from apps.common.buckets import (
     month_start,
     zone_name,
 )
+from apps.ingest.models import DimSet, HourlyUsage, Rejection, ServedModel
+from apps.pricing.models import HourlyCost
 
 HOUR = timedelta(hours=1)
 TOKENS = "(u.prompt + u.completion)"
+_USAGE, _DIMS, _MODELS = HourlyUsage._meta.db_table, DimSet._meta.db_table, ServedModel._meta.db_table
 
 
 def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -70,8 +74,8 @@ def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterat
     sql_params: list[Any] = [hours]
     where = _line_filter(business_line, sql_params) if by_model or business_line else " AND d.business_line <> ''"
     sql = (
-        f"SELECT {group}, u.hour, sum({TOKENS})::bigint FROM ingest_hourlyusage u "
-        "JOIN ingest_dimset d ON d.id = u.dims_id JOIN ingest_servedmodel m ON m.id = u.model_id "
+        f"SELECT {group}, u.hour, sum({TOKENS})::bigint FROM {_USAGE} u "
+        f"JOIN {_DIMS} d ON d.id = u.dims_id JOIN {_MODELS} m ON m.id = u.model_id "
         f"WHERE u.hour = ANY(%s){where} GROUP BY 1, 2"
     )
     series: dict[str, dict[datetime, int]] = defaultdict(dict)
@@ -93,7 +97,7 @@ def unit_cost_series(*, params: Params, business_line: str, now: datetime) -> It
     sql_params: list[Any] = [zone_name(), days[0], today]
     sql = (
         "SELECT d.business_line, c.currency, date_trunc('day', c.hour, %s), sum(c.cost), sum(c.tokens) "
-        "FROM pricing_hourlycost c JOIN ingest_dimset d ON d.id = c.dims_id "
+        f"FROM {HourlyCost._meta.db_table} c JOIN {_DIMS} d ON d.id = c.dims_id "
         f"WHERE c.hour >= %s AND c.hour < %s{_line_filter(business_line, sql_params)} GROUP BY 1, 2, 3"
     )
     per_1k: dict[tuple[str, str], dict[datetime, Decimal]] = defaultdict(dict)
@@ -127,16 +131,16 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
         return
     money: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     sql = (
-        "SELECT d.business_line, c.currency, sum(c.cost) FROM pricing_hourlycost c "
-        "JOIN ingest_dimset d ON d.id = c.dims_id WHERE c.hour >= %s AND c.hour < %s GROUP BY 1, 2"
+        f"SELECT d.business_line, c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
+        f"JOIN {_DIMS} d ON d.id = c.dims_id WHERE c.hour >= %s AND c.hour < %s GROUP BY 1, 2"
     )
     for line, currency, cost in _rows(sql, [start, end]):
         money[(line, currency)] += cost
     tokens: dict[str, Decimal] = {}
     if any(b.tokens is not None for b in budgets):  # a month of usage rows is read only when needed
         sql = (
-            f"SELECT d.business_line, sum({TOKENS}) FROM ingest_hourlyusage u "
-            "JOIN ingest_dimset d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
+            f"SELECT d.business_line, sum({TOKENS}) FROM {_USAGE} u "
+            f"JOIN {_DIMS} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
         )
         tokens = {line: Decimal(total) for line, total in _rows(sql, [start, end])}
     elapsed = (now - start) / (end - start)
@@ -159,16 +163,16 @@ def health_series(*, params: Params, business_line: str, now: datetime) -> Itera
     sql_params: list[Any] = [start, end]
     line_filter = _line_filter(business_line, sql_params)
     sql = (
-        "SELECT d.business_line, split_part(r.name, '.', 1), sum(c.tokens) FROM classification_hourlyclass c "
-        "JOIN classification_reason r ON r.id = c.reason_id JOIN ingest_dimset d ON d.id = c.dims_id "
+        f"SELECT d.business_line, split_part(r.name, '.', 1), sum(c.tokens) FROM {HourlyClass._meta.db_table} c "
+        f"JOIN {Reason._meta.db_table} r ON r.id = c.reason_id JOIN {_DIMS} d ON d.id = c.dims_id "
         f"WHERE c.hour >= %s AND c.hour < %s{line_filter} GROUP BY 1, 2"
     )
     classes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for line, token_class, tokens in _rows(sql, sql_params):
         classes[line][token_class] += int(tokens)
     sql = (
-        "SELECT d.business_line, sum(u.prompt), sum(u.prompt_cached) FROM ingest_hourlyusage u "
-        f"JOIN ingest_dimset d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s{line_filter} GROUP BY 1"
+        f"SELECT d.business_line, sum(u.prompt), sum(u.prompt_cached) FROM {_USAGE} u "
+        f"JOIN {_DIMS} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s{line_filter} GROUP BY 1"
     )
     prompts = {line: (int(p), int(c)) for line, p, c in _rows(sql, sql_params)}
     for line, by_class in classes.items():
@@ -193,7 +197,7 @@ def unattributed_series(*, params: Params, business_line: str, now: datetime) ->
     sql = (
         "SELECT floor(extract(epoch FROM (%s - u.hour)) / %s)::int, "
         f"sum({TOKENS}) FILTER (WHERE d.business_line = ''), sum({TOKENS}) "
-        "FROM ingest_hourlyusage u JOIN ingest_dimset d ON d.id = u.dims_id "
+        f"FROM {_USAGE} u JOIN {_DIMS} d ON d.id = u.dims_id "
         "WHERE u.hour >= %s GROUP BY 1"
     )
     shares = {
@@ -213,7 +217,7 @@ def rejection_series(*, params: Params, business_line: str, now: datetime) -> It
 
     start, width = _windows(now, params)
     sql = (
-        "SELECT floor(extract(epoch FROM (%s - received_at)) / %s)::int, count(*) FROM ingest_rejection "
+        f"SELECT floor(extract(epoch FROM (%s - received_at)) / %s)::int, count(*) FROM {Rejection._meta.db_table} "
         "WHERE received_at >= %s GROUP BY 1"
     )
     counts = {int(w): int(n) for w, n in _rows(sql, [now, width.total_seconds(), start])}
@@ -257,14 +261,14 @@ def finding_series(*, params: Params, business_line: str, now: datetime) -> Iter
 # What a firing subject's window is ranked by, to name its top contributors: a table, the
 # value summed, and a condition on it.
 CONTRIBUTORS = {
-    "tokens": ("ingest_hourlyusage", TOKENS, ""),
+    "tokens": (_USAGE, TOKENS, ""),
     "waste": (
-        "classification_hourlyclass",
+        HourlyClass._meta.db_table,
         "u.tokens",
-        " AND u.reason_id IN (SELECT id FROM classification_reason"
+        f" AND u.reason_id IN (SELECT id FROM {Reason._meta.db_table}"
         " WHERE split_part(name, '.', 1) IN ('waste', 'shadow'))",
     ),
-    "cost": ("pricing_hourlycost", "u.cost", ""),
+    "cost": (HourlyCost._meta.db_table, "u.cost", ""),
 }
 
 
@@ -280,7 +284,7 @@ def contributors_top(*, subject: Subject, top: int = 3) -> list[dict[str, Any]]:
         sql_params.append(subject.model)
     sql = (
         f"SELECT m.name, coalesce(d.dims->>'feature', ''), coalesce(d.dims->>'step', ''), sum({value}) "
-        f"FROM {table} u JOIN ingest_dimset d ON d.id = u.dims_id JOIN ingest_servedmodel m ON m.id = u.model_id "
+        f"FROM {table} u JOIN {_DIMS} d ON d.id = u.dims_id JOIN {_MODELS} m ON m.id = u.model_id "
         f"WHERE u.hour >= %s AND u.hour < %s{where}{condition} GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3"
     )
     rows = [(model, feature, step, Decimal(amount)) for model, feature, step, amount in _rows(sql, sql_params)]

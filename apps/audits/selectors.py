@@ -11,18 +11,20 @@ from apps.audits.finders.base import Rates, fetch
 from apps.audits.models import AuditFinding, AuditReport
 from apps.classification.engine import COMPONENT_KIND
 from apps.common.buckets import month_end, month_start
+from apps.ingest.models import HourlyUsage, ServedModel
 from apps.pricing.book import PriceBook
+from apps.pricing.models import HourlyCost
 from apps.pricing.selectors import price_book_load
 
 _KIND_OF_COMPONENT = "(ARRAY[{}])[c.component + 1]".format(", ".join(f"'{k}'" for k in COMPONENT_KIND))
 _RATES_SQL = f"""
 SELECT m.name, c.currency, {_KIND_OF_COMPONENT}, sum(c.tokens)::bigint, sum(c.cost)
-FROM pricing_hourlycost c JOIN ingest_servedmodel m ON m.id = c.model_id
+FROM {HourlyCost._meta.db_table} c JOIN {ServedModel._meta.db_table} m ON m.id = c.model_id
 WHERE c.hour >= %(start)s AND c.hour < %(end)s AND c.tokens > 0
 GROUP BY 1, 2, 3
 """
-_TOKENS_SQL = """
-SELECT coalesce(sum(u.prompt + u.completion), 0)::bigint FROM ingest_hourlyusage u
+_TOKENS_SQL = f"""
+SELECT coalesce(sum(u.prompt + u.completion), 0)::bigint FROM {HourlyUsage._meta.db_table} u
 WHERE u.hour >= %(start)s AND u.hour < %(end)s
 """
 

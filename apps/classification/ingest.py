@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from apps.classification.engine import COMPONENTS
+from apps.classification.models import HourlyClass
 from apps.classification.services import batch_classify, dirty_days_mark
 from apps.classification.sql import component_tokens_sql
 from apps.ingest.contract import RecordV1
@@ -50,7 +51,7 @@ def class_rollup_ctes(stage: str) -> str:
     WHERE x.tokens > 0
     GROUP BY 1, 2, 3, 4, 5, 6, 7
 ), upc AS (
-    INSERT INTO classification_hourlyclass AS c ({_CLASS_KEY}, tokens)
+    INSERT INTO {HourlyClass._meta.db_table} AS c ({_CLASS_KEY}, tokens)
     SELECT * FROM cls ORDER BY {_CLASS_KEY}
     ON CONFLICT ({_CLASS_KEY}) DO UPDATE SET tokens = c.tokens + excluded.tokens
 )"""

@@ -23,7 +23,7 @@ from apps.classification.engine import (
     Move,
     Reasons,
 )
-from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
+from apps.classification.models import DirtyDay, HourlyClass, Reason, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
 from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
 from apps.common.buckets import utc_day_start
@@ -101,7 +101,7 @@ def reason_ensure(*, name: str) -> Reason:
         return found
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("LOCK TABLE classification_reason IN SHARE ROW EXCLUSIVE MODE")
+            cursor.execute(f"LOCK TABLE {Reason._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
         found = Reason.objects.filter(name=name).first()
         if found is None:
             top = Reason.objects.order_by("-id").values_list("id", flat=True).first() or 0
@@ -181,7 +181,7 @@ def builtins_ensure() -> RuleSet:
     migrations seed the same; this keeps a database emptied by hand (or by tests) usable."""
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("LOCK TABLE classification_ruleset IN SHARE ROW EXCLUSIVE MODE")
+            cursor.execute(f"LOCK TABLE {RuleSet._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
         for pk, name in BUILTIN_REASONS.items():
             Reason.objects.get_or_create(pk=pk, defaults={"name": name, "builtin": True})
         active = RuleSet.objects.filter(status=RuleSet.Status.ACTIVE).first()
@@ -360,12 +360,12 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
         # The records before the rollup: ingest holds them in that order when it makes a partition.
         cursor.execute(f"LOCK TABLE {Record._meta.db_table} IN ACCESS SHARE MODE")
-        cursor.execute("LOCK TABLE classification_hourlyclass IN SHARE ROW EXCLUSIVE MODE")
+        cursor.execute(f"LOCK TABLE {HourlyClass._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
         # The statement's cost makes PostgreSQL compile and optimise it with LLVM, which takes
         # longer (about 0.3 s a day) than the compiled expressions save on one day of records.
         cursor.execute("SET LOCAL jit = off")
-        cursor.execute("DELETE FROM classification_hourlyclass WHERE hour >= %s AND hour < %s", [start, start + DAY])
+        cursor.execute(f"DELETE FROM {HourlyClass._meta.db_table} WHERE hour >= %s AND hour < %s", [start, start + DAY])
         cursor.execute(sql, params)
         written = cursor.rowcount
         DirtyDay.objects.filter(day=day).delete()

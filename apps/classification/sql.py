@@ -33,6 +33,7 @@ from apps.classification.engine import (
     WASTE_PADDING,
     WASTE_TRUNCATED,
 )
+from apps.classification.models import HourlyClass
 from apps.classification.rules import Node, compile_sql, parse_rule
 from apps.classification.rules.storage import RECORD_FROM, choice_codes, record_columns
 from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
@@ -244,7 +245,7 @@ def reclassify_insert_sql(*, compiled: RuleSetSql, ruleset_id: int, start: datet
     classes, params = classes_sql(start=start, end=end, flags=compiled.flags, keys=_ROLLUP_KEY)
     components = _component_values(compiled.reasons)
     sql = (
-        "INSERT INTO classification_hourlyclass "
+        f"INSERT INTO {HourlyClass._meta.db_table} "
         "(hour, source_id, model_id, dims_id, ruleset_id, reason_id, component, tokens) "
         "SELECT x.k0, x.k1, x.k2, x.k3, %s, c.reason_id, c.component, sum(c.tokens) "
         f"FROM ({classes}) x CROSS JOIN LATERAL {components} AS c(component, reason_id, tokens) "

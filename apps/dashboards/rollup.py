@@ -18,6 +18,19 @@ from typing import NamedTuple
 
 from django.db import connection, transaction
 
+from apps.classification.models import HourlyClass
+from apps.dashboards.models import (
+    BuiltDay,
+    DailyClass,
+    DailyCost,
+    DailyLineClass,
+    DailyLineCost,
+    HourlyLineClass,
+    StaleDay,
+)
+from apps.ingest.models import DimSet
+from apps.pricing.models import HourlyCost
+
 log = logging.getLogger(__name__)
 
 DAY = timedelta(days=1)
@@ -25,41 +38,42 @@ DAY = timedelta(days=1)
 LOCK_SPACE = 1684108147
 EPOCH = date(1970, 1, 1)
 
-_REBUILD = """
-DELETE FROM dashboards_staleday WHERE day = %(day)s AND hour < %(end)s;
-DELETE FROM dashboards_dailyclass WHERE day = %(start)s;
-DELETE FROM dashboards_dailycost WHERE day = %(start)s;
-INSERT INTO dashboards_dailyclass (day, model_id, dims_id, business_line, reason_id, component, tokens)
+_REBUILD = f"""
+DELETE FROM {StaleDay._meta.db_table} WHERE day = %(day)s AND hour < %(end)s;
+DELETE FROM {DailyClass._meta.db_table} WHERE day = %(start)s;
+DELETE FROM {DailyCost._meta.db_table} WHERE day = %(start)s;
+INSERT INTO {DailyClass._meta.db_table} (day, model_id, dims_id, business_line, reason_id, component, tokens)
 SELECT %(start)s, c.model_id, c.dims_id, d.business_line, c.reason_id, c.component, c.tokens
 FROM (
     SELECT model_id, dims_id, reason_id, component, sum(tokens)::bigint AS tokens
-    FROM classification_hourlyclass WHERE hour >= %(start)s AND hour < %(end)s
+    FROM {HourlyClass._meta.db_table} WHERE hour >= %(start)s AND hour < %(end)s
     GROUP BY 1, 2, 3, 4
-) c JOIN ingest_dimset d ON d.id = c.dims_id
+) c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
 WHERE c.tokens <> 0;
-INSERT INTO dashboards_dailycost
+INSERT INTO {DailyCost._meta.db_table}
     (day, model_id, dims_id, business_line, reason_id, component, currency, tokens, cost)
 SELECT %(start)s, c.model_id, c.dims_id, d.business_line, c.reason_id, c.component, c.currency, c.tokens, c.cost
 FROM (
     SELECT model_id, dims_id, reason_id, component, currency, sum(tokens)::bigint AS tokens, sum(cost) AS cost
-    FROM pricing_hourlycost WHERE hour >= %(start)s AND hour < %(end)s
+    FROM {HourlyCost._meta.db_table} WHERE hour >= %(start)s AND hour < %(end)s
     GROUP BY 1, 2, 3, 4, 5
-) c JOIN ingest_dimset d ON d.id = c.dims_id;
-DELETE FROM dashboards_dailylineclass WHERE day = %(start)s;
-DELETE FROM dashboards_dailylinecost WHERE day = %(start)s;
-INSERT INTO dashboards_dailylineclass (day, model_id, business_line, reason_id, component, tokens)
+) c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id;
+DELETE FROM {DailyLineClass._meta.db_table} WHERE day = %(start)s;
+DELETE FROM {DailyLineCost._meta.db_table} WHERE day = %(start)s;
+INSERT INTO {DailyLineClass._meta.db_table} (day, model_id, business_line, reason_id, component, tokens)
 SELECT day, model_id, business_line, reason_id, component, sum(tokens)::bigint
-FROM dashboards_dailyclass WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5;
-INSERT INTO dashboards_dailylinecost (day, model_id, business_line, reason_id, component, currency, tokens, cost)
+FROM {DailyClass._meta.db_table} WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5;
+INSERT INTO {DailyLineCost._meta.db_table}
+    (day, model_id, business_line, reason_id, component, currency, tokens, cost)
 SELECT day, model_id, business_line, reason_id, component, currency, sum(tokens)::bigint, sum(cost)
-FROM dashboards_dailycost WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6;
-DELETE FROM dashboards_hourlylineclass WHERE hour >= %(start)s AND hour < %(day_end)s;
-INSERT INTO dashboards_hourlylineclass (hour, model_id, business_line, reason_id, component, tokens)
+FROM {DailyCost._meta.db_table} WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6;
+DELETE FROM {HourlyLineClass._meta.db_table} WHERE hour >= %(start)s AND hour < %(day_end)s;
+INSERT INTO {HourlyLineClass._meta.db_table} (hour, model_id, business_line, reason_id, component, tokens)
 SELECT c.hour, c.model_id, d.business_line, c.reason_id, c.component, sum(c.tokens)::bigint
-FROM classification_hourlyclass c JOIN ingest_dimset d ON d.id = c.dims_id
+FROM {HourlyClass._meta.db_table} c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
 WHERE c.hour >= %(start)s AND c.hour < %(end)s
 GROUP BY 1, 2, 3, 4, 5 HAVING sum(c.tokens) <> 0;
-INSERT INTO dashboards_builtday (day, through) VALUES (%(day)s, %(end)s)
+INSERT INTO {BuiltDay._meta.db_table} (day, through) VALUES (%(day)s, %(end)s)
 ON CONFLICT (day) DO UPDATE SET through = excluded.through;
 """
 
@@ -89,7 +103,8 @@ def refresh_day(day: date, *, now: datetime | None = None) -> bool:
 def stale_days(*, now: datetime | None = None) -> list[date]:
     """Days with a changed hour that has ended: what the refresh job rebuilds."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT day FROM dashboards_staleday WHERE hour < %s ORDER BY day", [now or hour_now()])
+        sql = f"SELECT DISTINCT day FROM {StaleDay._meta.db_table} WHERE hour < %s ORDER BY day"
+        cursor.execute(sql, [now or hour_now()])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -155,8 +170,8 @@ def _built_between(first: date, last: date) -> dict[date, datetime]:
     """The days in [first, last] whose daily rows serve: built, with no hour before the cutoff changed since."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT b.day, b.through FROM dashboards_builtday b WHERE b.day >= %s AND b.day <= %s AND NOT EXISTS "
-            "(SELECT 1 FROM dashboards_staleday s WHERE s.day = b.day AND s.hour < b.through)",
+            f"SELECT b.day, b.through FROM {BuiltDay._meta.db_table} b WHERE b.day >= %s AND b.day <= %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {StaleDay._meta.db_table} s WHERE s.day = b.day AND s.hour < b.through)",
             [first, last],
         )
         return dict(cursor.fetchall())

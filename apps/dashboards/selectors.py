@@ -16,14 +16,16 @@ from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
 from apps.common.replica import read_connection
 from apps.dashboards.filters import Filters
+from apps.dashboards.models import DailyClass, DailyCost, DailyLineClass, DailyLineCost, HourlyLineClass
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import DimSet, Record, ServedModel
+from apps.pricing.models import HourlyCost
 
 # The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
-CLASS = ("dashboards_dailylineclass", "dashboards_dailyclass", "classification_hourlyclass")
-COST = ("dashboards_dailylinecost", "dashboards_dailycost", "pricing_hourlycost")
+CLASS = (DailyLineClass._meta.db_table, DailyClass._meta.db_table, HourlyClass._meta.db_table)
+COST = (DailyLineCost._meta.db_table, DailyCost._meta.db_table, HourlyCost._meta.db_table)
 # The class rollup by business line and hour, for the built hours (drawn by the hour).
-HOURLY_LINE = "dashboards_hourlylineclass"
+HOURLY_LINE = HourlyLineClass._meta.db_table
 # What the daily rows by business line can group by (any filter but a dim other than the line).
 LINE_GROUPS = {"period", "component", "currency", "class", "reason", "model", "business_line"}
 MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}  # over the columns of the same names
@@ -104,7 +106,7 @@ def _part(
     columns = [*select, *(f"c.{m}" for m in measures)]
     inner = f"SELECT {', '.join(columns)} FROM {table} c"
     if join:
-        inner += " JOIN ingest_dimset d ON d.id = c.dims_id"
+        inner += f" JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id"
     inner += " WHERE " + " AND ".join(where)
     out = [f"g{i}" for i in range(len(names))]
     grouping = f"GROUPING({', '.join(out)})" if len(sets) > 1 else "0"
@@ -358,20 +360,20 @@ class Duplicate:
 # model name and business line lies within DUPLICATE_WINDOW_SECONDS before it (apps.classification
 # .services.duplicates_find); the original shown is that nearest earlier one, found through the
 # (prompt_hash, ts) index one probe per listed request.
-_DUPLICATES_SQL = """
+_DUPLICATES_SQL = f"""
 SELECT r.ts, r.source_id, r.record_key, o.ts, o.source_id, o.record_key
-FROM ingest_record r
-JOIN ingest_dimset d ON d.id = r.dims_id
-JOIN ingest_servedmodel m ON m.id = r.model_id
+FROM {Record._meta.db_table} r
+JOIN {DimSet._meta.db_table} d ON d.id = r.dims_id
+JOIN {ServedModel._meta.db_table} m ON m.id = r.model_id
 CROSS JOIN LATERAL (
-    SELECT o.ts, o.source_id, o.record_key FROM ingest_record o
-    JOIN ingest_dimset od ON od.id = o.dims_id JOIN ingest_servedmodel om ON om.id = o.model_id
+    SELECT o.ts, o.source_id, o.record_key FROM {Record._meta.db_table} o
+    JOIN {DimSet._meta.db_table} od ON od.id = o.dims_id JOIN {ServedModel._meta.db_table} om ON om.id = o.model_id
     WHERE o.prompt_hash = r.prompt_hash AND o.source_id = r.source_id AND om.name = m.name
       AND o.status = 0 AND od.business_line = d.business_line
       AND o.ts < r.ts AND o.ts >= r.ts - make_interval(secs => %s)
     ORDER BY o.ts DESC LIMIT 1
 ) o
-WHERE r.status = 0 AND r.prompt_hash IS NOT NULL AND r.ts >= %s AND r.ts < %s AND {where}
+WHERE r.status = 0 AND r.prompt_hash IS NOT NULL AND r.ts >= %s AND r.ts < %s AND {{where}}
 ORDER BY r.ts DESC, r.source_id DESC, r.record_key DESC
 LIMIT %s
 """

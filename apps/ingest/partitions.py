@@ -12,7 +12,9 @@ from datetime import date, datetime
 
 from django.db import connection
 
-PARENT = "ingest_record"
+from apps.ingest.models import Record
+
+PARENT = Record._meta.db_table
 
 
 def month_start(value: date | datetime) -> date:

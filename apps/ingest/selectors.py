@@ -56,6 +56,7 @@ def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> 
     qs: QuerySet[Record] = Record.objects.filter(ts__gte=flt.start, ts__lt=flt.end).select_related(
         "model", "dims", "source"
     )
+    records = Record._meta.db_table  # the RawSQL conditions below qualify its columns
     if flt.model:
         qs = qs.filter(model_id__in=list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
     if flt.status is not None:
@@ -71,7 +72,7 @@ def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> 
         ids = list(sets.values_list("id", flat=True))
         # One array parameter: a list of hundreds of ids compiled element by element per query
         # costs more than the query.
-        qs = qs.filter(RawSQL("ingest_record.dims_id = ANY(%s)", [ids], output_field=BooleanField()))
+        qs = qs.filter(RawSQL(f"{records}.dims_id = ANY(%s)", [ids], output_field=BooleanField()))
     elif flt.business_lines is not None:
         qs = qs.filter(dims__business_line__in=flt.business_lines)
     if flt.finish_reason is not None:
@@ -85,7 +86,7 @@ def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> 
             raise InvalidCursor("cursor is not one this API returned") from exc
         qs = qs.filter(
             RawSQL(
-                "(ingest_record.ts, ingest_record.source_id, ingest_record.record_key) < (%s::timestamptz, %s, %s)",
+                f"({records}.ts, {records}.source_id, {records}.record_key) < (%s::timestamptz, %s, %s)",
                 [ts, source_id, key],
                 output_field=BooleanField(),
             )
@@ -142,7 +143,7 @@ def usage_series(
         f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
         f"JOIN {ServedModel._meta.db_table} m ON m.id = u.model_id "
         f"JOIN {CollectorKey._meta.db_table} k ON k.id = u.source_id "
-        f"JOIN ingest_dimset d ON d.id = u.dims_id WHERE {where} "
+        f"JOIN {DimSet._meta.db_table} d ON d.id = u.dims_id WHERE {where} "
         f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))} ORDER BY 1, {len(select) + 1} DESC"
     )
     with read_connection().cursor() as cursor:
@@ -166,12 +167,12 @@ def rejections_list(*, source_id: int | None, limit: int, after: int | None) -> 
 # Known values of a dim offered as a list; a dim with more (a user id) is typed instead.
 DIM_VALUES_LISTED = 200
 
-_DIM_VALUES_SQL = """
+_DIM_VALUES_SQL = f"""
 SELECT key, value FROM (
     SELECT e.key, e.value, row_number() OVER (PARTITION BY e.key ORDER BY e.value) AS n
     FROM (SELECT DISTINCT e.key, e.value
-          FROM ingest_dimset d CROSS JOIN LATERAL jsonb_each_text(d.dims) AS e(key, value)
-          WHERE d.rollup_id IS NULL AND e.key = ANY(%s) AND e.value <> '' {lines}) AS e
+          FROM {DimSet._meta.db_table} d CROSS JOIN LATERAL jsonb_each_text(d.dims) AS e(key, value)
+          WHERE d.rollup_id IS NULL AND e.key = ANY(%s) AND e.value <> '' {{lines}}) AS e
 ) AS listed
 WHERE n <= %s
 ORDER BY key, value

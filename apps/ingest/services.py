@@ -28,7 +28,7 @@ from apps.ingest.contract import (
     decode_batch,
 )
 from apps.ingest.metrics import ingest_counted
-from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Rejection
+from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
 from apps.ingest.partitions import month_start, partitions_ensure
 from apps.ingest.ratelimit import body_cost
 from apps.ingest.retention import ingest_max_age
@@ -65,13 +65,14 @@ _TOKEN_LIST = ", ".join(TOKEN_FIELDS)
 _TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
 _ROLLUP_KEY = "hour, source_id, model_id, dims_id, endpoint, status"
 
-_STAGE = "ingest_record_stage"
+_RECORD = Record._meta.db_table
+_STAGE = f"{_RECORD}_stage"
 # Insert what is new and add exactly those rows to the hourly usage rollup, in one statement.
 # Rollup rows are upserted in key order so concurrent batches lock them in the same order. A
 # companion (below) appends its CTEs after `up`; the final SELECT reads `agg`.
 _INSERT_HEAD = f"""
 WITH ins AS (
-    INSERT INTO ingest_record ({_COLUMN_NAMES})
+    INSERT INTO {_RECORD} ({_COLUMN_NAMES})
     SELECT {_COLUMN_NAMES} FROM {{stage}}
     ON CONFLICT DO NOTHING
     RETURNING ts, record_key, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}
@@ -83,7 +84,7 @@ WITH ins AS (
     FROM ins JOIN dims m ON m.dims_id = ins.dims_id
     GROUP BY 1, 2, 3, 4, 5, 6
 ), up AS (
-    INSERT INTO ingest_hourlyusage AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
+    INSERT INTO {HourlyUsage._meta.db_table} AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
     SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
     ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
 )"""
@@ -140,8 +141,7 @@ def _statement(companion: Companion | None) -> _Statement:
     stage = f"{_STAGE}_{companion.name}" if companion else _STAGE
     extra_select = "".join(f", 0::{kind} AS {name}" for name, kind in extra)
     create = (
-        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS "
-        f"SELECT {_COLUMN_NAMES}{extra_select} FROM ingest_record WITH NO DATA"
+        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {_COLUMN_NAMES}{extra_select} FROM {_RECORD} WITH NO DATA"
     )
     columns = ", ".join([_COLUMN_NAMES, *(name for name, _ in extra)])
     ctes = companion.ctes(stage) if companion else ""
@@ -209,12 +209,12 @@ def served_models_resolve(*, keys: Iterable[tuple[str, str]]) -> dict[tuple[str,
         names, versions = [k[0] for k in missing], [k[1] for k in missing]
         with connection.cursor() as cursor:
             cursor.execute(
-                "INSERT INTO ingest_servedmodel (name, version) SELECT * FROM unnest(%s::text[], %s::text[]) "
-                "ON CONFLICT DO NOTHING",
+                f"INSERT INTO {ServedModel._meta.db_table} (name, version) "
+                "SELECT * FROM unnest(%s::text[], %s::text[]) ON CONFLICT DO NOTHING",
                 [names, versions],
             )
             cursor.execute(
-                "SELECT s.name, s.version, s.id FROM ingest_servedmodel s "
+                f"SELECT s.name, s.version, s.id FROM {ServedModel._meta.db_table} s "
                 "JOIN unnest(%s::text[], %s::text[]) AS k(name, version) USING (name, version)",
                 [names, versions],
             )
@@ -232,7 +232,8 @@ def _rollup_part(key: DimsKey) -> DimsKey:
 def _dimset_ids(digests: dict[DimsKey, bytes]) -> dict[DimsKey, int]:
     """Ids of the dim sets with these digests that exist (committed)."""
     with _bound_cursor() as cursor:
-        cursor.execute("SELECT digest, id FROM ingest_dimset WHERE digest = ANY(%b)", [list(digests.values())])
+        sql = f"SELECT digest, id FROM {DimSet._meta.db_table} WHERE digest = ANY(%b)"
+        cursor.execute(sql, [list(digests.values())])
         by_digest = {bytes(digest): pk for digest, pk in cursor.fetchall()}
     return {key: by_digest[digest] for key, digest in digests.items() if digest in by_digest}
 
@@ -243,7 +244,7 @@ def _dimsets_create(
     dicts = [dict(k) for k in keys]
     with _bound_cursor() as cursor:
         cursor.execute(
-            "INSERT INTO ingest_dimset (digest, dims, business_line, rollup_id) "
+            f"INSERT INTO {DimSet._meta.db_table} (digest, dims, business_line, rollup_id) "
             "SELECT * FROM unnest(%b::bytea[], %b::text[]::jsonb[], %b::text[], %b::int[]) "
             "ON CONFLICT (digest) DO NOTHING",
             [

@@ -20,8 +20,9 @@ from typing import Any
 from django.db import connection
 
 from apps.common.buckets import month_end, month_of, month_start
-from apps.ingest.models import Status
+from apps.ingest.models import DimSet, HourlyUsage, Status
 from apps.ledger.models import Budget, BudgetOverride, budget_scope
+from apps.pricing.models import HourlyCost
 
 # Tokens a budget counts: every prompt token (cached ones included) and every generated one.
 TOKENS = "(u.prompt + u.completion)"
@@ -127,13 +128,15 @@ def _by_scope(rows: list[tuple[Any, ...]], width: int) -> Usage:
 # The scope of a rollup row: its line, team and caller (the edges' name of who called).
 _SCOPE = "d.business_line, d.dims->>'team', d.dims->>'caller'"
 _FROM_DIMS = (
-    "JOIN ingest_dimset d ON d.id = {t}.dims_id WHERE {t}.hour >= %s AND {t}.hour < %s AND d.business_line = ANY(%s)"
+    f"JOIN {DimSet._meta.db_table} d ON d.id = {{t}}.dims_id "
+    "WHERE {t}.hour >= %s AND {t}.hour < %s AND d.business_line = ANY(%s)"
 )
+_USAGE = HourlyUsage._meta.db_table
 
 
 def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
     sql = (
-        f"SELECT {_SCOPE}, c.currency, sum(c.cost) FROM pricing_hourlycost c "
+        f"SELECT {_SCOPE}, c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
         + _FROM_DIMS.format(t="c")
         + " GROUP BY 1, 2, 3, 4"
     )
@@ -141,12 +144,12 @@ def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, 
 
 
 def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = f"SELECT {_SCOPE}, sum({TOKENS}) FROM ingest_hourlyusage u " + _FROM_DIMS.format(t="u")
+    sql = f"SELECT {_SCOPE}, sum({TOKENS}) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
     return _by_scope(_rows(sql + " GROUP BY 1, 2, 3", [start, end, lines]), 3)
 
 
 def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = f"SELECT {_SCOPE}, sum(u.records) FROM ingest_hourlyusage u " + _FROM_DIMS.format(t="u")
+    sql = f"SELECT {_SCOPE}, sum(u.records) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
     return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2, 3", [start, end, lines, Status.REJECTED]), 3)
 
 

@@ -11,6 +11,12 @@ from typing import Any
 
 from django.db import connection
 
+from apps.accounts.models import CollectorKey
+from apps.alerts.models import AlertState, Channel, Notification, Rule
+from apps.classification.models import HourlyClass, Reason
+from apps.ingest.models import DimSet, HourlyUsage, Record, Rejection, ServedModel, Status
+from apps.pricing.models import HourlyCost, UnpricedHour
+
 HOUR = timedelta(hours=1)
 OTHER = "other"
 NONE = "(none)"  # records without a business_line dim
@@ -18,6 +24,7 @@ NONE = "(none)"  # records without a business_line dim
 # A label value: the name when it is in the top list (a text[] parameter), else 'other'.
 _LINE = "CASE WHEN d.business_line = ANY(%s) THEN d.business_line ELSE 'other' END"
 _MODEL = "CASE WHEN m.name = ANY(%s) THEN m.name ELSE 'other' END"
+_USAGE, _DIMS, _MODELS = HourlyUsage._meta.db_table, DimSet._meta.db_table, ServedModel._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -66,11 +73,11 @@ def _label(value: str) -> str:
 def top_lines_and_models(*, w: Windows, lines: int, models: int) -> tuple[list[str], list[str]]:
     """The business lines and model names with most tokens in the day window, at most N each."""
     usage = (
-        "SELECT {label} FROM ingest_hourlyusage u JOIN {join} WHERE u.hour >= %s "
+        f"SELECT {{label}} FROM {_USAGE} u JOIN {{join}} WHERE u.hour >= %s "
         "GROUP BY 1 ORDER BY sum(u.prompt + u.completion) DESC, 1 LIMIT %s"
     )
-    top_lines = _rows(usage.format(label="d.business_line", join="ingest_dimset d ON d.id = u.dims_id"), [w.day, lines])
-    top_models = _rows(usage.format(label="m.name", join="ingest_servedmodel m ON m.id = u.model_id"), [w.day, models])
+    top_lines = _rows(usage.format(label="d.business_line", join=f"{_DIMS} d ON d.id = u.dims_id"), [w.day, lines])
+    top_models = _rows(usage.format(label="m.name", join=f"{_MODELS} m ON m.id = u.model_id"), [w.day, models])
     return [row[0] for row in top_lines], [row[0] for row in top_models]
 
 
@@ -86,46 +93,44 @@ def _windowed(
 
 
 _CLASS_JOINS = (
-    "JOIN classification_reason r ON r.id = c.reason_id JOIN ingest_servedmodel m ON m.id = c.model_id "
-    "JOIN ingest_dimset d ON d.id = c.dims_id"
+    f"JOIN {Reason._meta.db_table} r ON r.id = c.reason_id JOIN {_MODELS} m ON m.id = c.model_id "
+    f"JOIN {_DIMS} d ON d.id = c.dims_id"
 )
 
 
 def tokens_by_reason(*, w: Windows, lines: list[str], models: list[str]) -> list[tuple[Any, ...]]:
     """(class, reason, model, business line, tokens hour, tokens day) from the class rollup."""
     select = f"split_part(r.name, '.', 1), r.name, {_MODEL}, {_LINE}"
-    rows = _windowed(select, "classification_hourlyclass", "c.tokens", _CLASS_JOINS, w, [models, lines], 4)
+    rows = _windowed(select, HourlyClass._meta.db_table, "c.tokens", _CLASS_JOINS, w, [models, lines], 4)
     return [(c, r, m, _label(line), int(h or 0), int(d or 0)) for c, r, m, line, h, d in rows]
 
 
 def cost_by_class(*, w: Windows, lines: list[str], models: list[str]) -> list[tuple[Any, ...]]:
     """(class, model, business line, currency, cost hour, cost day) from the cost rollup."""
     select = f"split_part(r.name, '.', 1), {_MODEL}, {_LINE}, c.currency"
-    rows = _windowed(select, "pricing_hourlycost", "c.cost", _CLASS_JOINS, w, [models, lines], 4)
+    rows = _windowed(select, HourlyCost._meta.db_table, "c.cost", _CLASS_JOINS, w, [models, lines], 4)
     return [(c, m, _label(line), cur, Decimal(h or 0), Decimal(d or 0)) for c, m, line, cur, h, d in rows]
 
 
 def records_by_status(*, w: Windows, lines: list[str], models: list[str]) -> list[tuple[Any, ...]]:
     """(model, business line, status, records hour, records day) from the usage rollup."""
-    from apps.ingest.models import Status
-
-    joins = "JOIN ingest_servedmodel m ON m.id = c.model_id JOIN ingest_dimset d ON d.id = c.dims_id"
+    joins = f"JOIN {_MODELS} m ON m.id = c.model_id JOIN {_DIMS} d ON d.id = c.dims_id"
     select = f"{_MODEL}, {_LINE}, c.status"
-    rows = _windowed(select, "ingest_hourlyusage", "c.records", joins, w, [models, lines], 3)
+    rows = _windowed(select, _USAGE, "c.records", joins, w, [models, lines], 3)
     names = dict(Status.choices)
     return [(m, _label(line), names.get(s, str(s)), int(h or 0), int(d or 0)) for m, line, s, h, d in rows]
 
 
 def prompt_day(*, w: Windows) -> tuple[int, int]:
     """All prompt tokens and the cached ones in the day window (the cache hit rate)."""
-    rows = _rows("SELECT sum(prompt), sum(prompt_cached) FROM ingest_hourlyusage WHERE hour >= %s", [w.day])
+    rows = _rows(f"SELECT sum(prompt), sum(prompt_cached) FROM {_USAGE} WHERE hour >= %s", [w.day])
     prompt, cached = rows[0]
     return int(prompt or 0), int(cached or 0)
 
 
 def unpriced_day(*, w: Windows, models: list[str]) -> list[tuple[str, int]]:
     sql = (
-        f"SELECT {_MODEL}, sum(c.tokens) FROM pricing_unpricedhour c JOIN ingest_servedmodel m ON m.id = c.model_id "
+        f"SELECT {_MODEL}, sum(c.tokens) FROM {UnpricedHour._meta.db_table} c JOIN {_MODELS} m ON m.id = c.model_id "
         "WHERE c.hour >= %s GROUP BY 1"
     )
     return [(m, int(t)) for m, t in _rows(sql, [models, w.day])]
@@ -135,12 +140,12 @@ def source_lag(*, w: Windows) -> list[tuple[str, float | None, float | None]]:
     """Per collector key that is not revoked: when it last sent (epoch s) and the ts of its
     newest record (epoch s), looked for only in the last hour bucket it has rows in over the
     last two days, so a scrape reads one hour of one index per source."""
-    sql = """
+    sql = f"""
         SELECT k.name, extract(epoch FROM k.last_seen_at),
-               extract(epoch FROM (SELECT max(r.ts) FROM ingest_record r WHERE r.source_id = k.id
+               extract(epoch FROM (SELECT max(r.ts) FROM {Record._meta.db_table} r WHERE r.source_id = k.id
                                    AND r.ts >= u.last_hour AND r.ts < u.last_hour + interval '1 hour'))
-        FROM accounts_collectorkey k
-        LEFT JOIN LATERAL (SELECT max(hour) AS last_hour FROM ingest_hourlyusage
+        FROM {CollectorKey._meta.db_table} k
+        LEFT JOIN LATERAL (SELECT max(hour) AS last_hour FROM {_USAGE}
                            WHERE source_id = k.id AND hour >= %s) u ON true
         WHERE k.revoked_at IS NULL
         ORDER BY k.name
@@ -156,28 +161,31 @@ def _float(value: Any) -> float | None:
 def rejections(*, w: Windows) -> list[tuple[Any, ...]]:
     """(source, refused hour, refused day): dead-letter rows received in the rolling windows."""
     sql = (
-        "SELECT k.name, count(*) FILTER (WHERE j.received_at >= %s), count(*) FROM ingest_rejection j "
-        "JOIN accounts_collectorkey k ON k.id = j.source_id WHERE j.received_at >= %s GROUP BY 1"
+        f"SELECT k.name, count(*) FILTER (WHERE j.received_at >= %s), count(*) FROM {Rejection._meta.db_table} j "
+        f"JOIN {CollectorKey._meta.db_table} k ON k.id = j.source_id WHERE j.received_at >= %s GROUP BY 1"
     )
     return _rows(sql, [w.now - HOUR, w.now - 24 * HOUR])
+
+
+_NOTIFICATIONS = Notification._meta.db_table
 
 
 def deliveries(*, w: Windows) -> tuple[list[tuple[Any, ...]], int]:
     """(channel kind, status, attempts hour, attempts day) of alert notifications due in the
     rolling windows, and the queued ones already due (the backlog)."""
     rows = _rows(
-        "SELECT c.kind, n.status, count(*) FILTER (WHERE n.due_at >= %s), count(*) FROM alerts_notification n "
-        "JOIN alerts_channel c ON c.id = n.channel_id WHERE n.due_at >= %s GROUP BY 1, 2",
+        f"SELECT c.kind, n.status, count(*) FILTER (WHERE n.due_at >= %s), count(*) FROM {_NOTIFICATIONS} n "
+        f"JOIN {Channel._meta.db_table} c ON c.id = n.channel_id WHERE n.due_at >= %s GROUP BY 1, 2",
         [w.now - HOUR, w.now - 24 * HOUR],
     )
-    overdue = _rows("SELECT count(*) FROM alerts_notification WHERE status = 'queued' AND due_at <= %s", [w.now])
+    overdue = _rows(f"SELECT count(*) FROM {_NOTIFICATIONS} WHERE status = 'queued' AND due_at <= %s", [w.now])
     return rows, int(overdue[0][0])
 
 
 def firing() -> list[tuple[str, int]]:
     sql = (
-        "SELECT r.detector, count(*) FROM alerts_alertstate s JOIN alerts_rule r ON r.id = s.rule_id "
-        "WHERE s.status = 'firing' GROUP BY 1"
+        f"SELECT r.detector, count(*) FROM {AlertState._meta.db_table} s "
+        f"JOIN {Rule._meta.db_table} r ON r.id = s.rule_id WHERE s.status = 'firing' GROUP BY 1"
     )
     return [(detector, int(n)) for detector, n in _rows(sql, [])]
 

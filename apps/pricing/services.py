@@ -27,7 +27,17 @@ from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
 from apps.ingest.models import ServedModel
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
-from apps.pricing.models import CostPool, Currency, Kind, Price, PriceVersion
+from apps.pricing.models import (
+    CostPool,
+    Currency,
+    DirtyHour,
+    HourlyCost,
+    Kind,
+    PoolIdleHour,
+    Price,
+    PriceVersion,
+    UnpricedHour,
+)
 from apps.pricing.selectors import price_book_load
 
 HOUR = timedelta(hours=1)
@@ -144,9 +154,9 @@ class PricedHours:
 
 # As the trigger on the class rollup marks them (migrations/pricing/0003): an hour already marked
 # is not marked again.
-_MARK_HOURS = """
-INSERT INTO pricing_dirtyhour (hour) SELECT h FROM unnest(%s::timestamptz[]) AS h
-WHERE NOT EXISTS (SELECT 1 FROM pricing_dirtyhour d WHERE d.hour = h)
+_MARK_HOURS = f"""
+INSERT INTO {DirtyHour._meta.db_table} (hour) SELECT h FROM unnest(%s::timestamptz[]) AS h
+WHERE NOT EXISTS (SELECT 1 FROM {DirtyHour._meta.db_table} d WHERE d.hour = h)
 """
 
 
@@ -184,7 +194,7 @@ def day_price(*, day: date, hours: list[datetime] | None = None, book: PriceBook
     hours = hours if hours is not None else [utc_day_start(day) + i * HOUR for i in range(24)]
     with transaction.atomic(), connection.cursor() as cursor:
         _day_lock(cursor, day)
-        cursor.execute("DELETE FROM pricing_dirtyhour WHERE hour = ANY(%s)", [hours])
+        cursor.execute(f"DELETE FROM {DirtyHour._meta.db_table} WHERE hour = ANY(%s)", [hours])
         return _hours_write(cursor, hours, book, pool_ready_before())
 
 
@@ -203,8 +213,8 @@ class _Plan:
 
 
 def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_before: datetime) -> PricedHours:
-    for table in ("pricing_hourlycost", "pricing_poolidlehour", "pricing_unpricedhour"):
-        cursor.execute(f"DELETE FROM {table} WHERE hour = ANY(%s)", [hours])
+    for model in (HourlyCost, PoolIdleHour, UnpricedHour):
+        cursor.execute(f"DELETE FROM {model._meta.db_table} WHERE hour = ANY(%s)", [hours])
     plan = _plan(cursor, hours, book, ready_before)
     result = PricedHours(hours=len(hours), pending_pool_hours=len({h for h, _ in plan.pending}))
     result.book_rows = _book_rows_insert(cursor, hours, plan)
@@ -242,8 +252,8 @@ def _book_rows_insert(cursor: Any, hours: list[datetime], plan: _Plan) -> int:
     columns = list(zip(*plan.book, strict=True))
     # tokens x per_million x 0.000001 is exact (a division would round to the result's scale).
     cursor.execute(
-        "INSERT INTO pricing_hourlycost (hour, source_id, model_id, dims_id, reason_id, component, tokens, cost, "
-        "currency, price_version_id, pool_id) "
+        f"INSERT INTO {HourlyCost._meta.db_table} "
+        "(hour, source_id, model_id, dims_id, reason_id, component, tokens, cost, currency, price_version_id, pool_id) "
         "SELECT hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, SUM(hc.tokens), "
         "SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
         f"FROM {HourlyClass._meta.db_table} hc "
@@ -280,8 +290,8 @@ def _pool_rows_insert(
                 costs.append((*key, tokens, cost, pool.currency, pool.id))
             cost_of_hour = (pool.hourly_cost, split.allocated, split.idle, split.used, split.utilisation)
             idle.append((pool.id, hour, pool.currency, *cost_of_hour))
-    _unnest_insert(cursor, "pricing_hourlycost", _POOL_COST_COLUMNS, costs)
-    _unnest_insert(cursor, "pricing_poolidlehour", _IDLE_COLUMNS, idle)
+    _unnest_insert(cursor, HourlyCost._meta.db_table, _POOL_COST_COLUMNS, costs)
+    _unnest_insert(cursor, PoolIdleHour._meta.db_table, _IDLE_COLUMNS, idle)
     return len(costs), len(idle)
 
 
@@ -349,7 +359,7 @@ def _pool_rows(
 
 def _unpriced_insert(cursor: Any, plan: _Plan) -> int:
     rows = [(*key, tokens) for key, tokens in sorted(plan.unpriced.items())]
-    _unnest_insert(cursor, "pricing_unpricedhour", _UNPRICED_COLUMNS, rows)
+    _unnest_insert(cursor, UnpricedHour._meta.db_table, _UNPRICED_COLUMNS, rows)
     return len(rows)
 
 
@@ -361,7 +371,7 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
     first, at most `max_days` days per call (the rest on the next call)."""
     ready_before = pool_ready_before()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT hour FROM pricing_dirtyhour")
+        cursor.execute(f"SELECT DISTINCT hour FROM {DirtyHour._meta.db_table}")
         dirty_days = {h.astimezone(UTC).date() for (h,) in cursor.fetchall()}
     pending = _pool_hours_pending(ready_before)
     days = sorted(dirty_days | {h.date() for h in pending})[:max_days]
@@ -373,7 +383,7 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
         with transaction.atomic(), connection.cursor() as cursor:
             _day_lock(cursor, day)
             cursor.execute(
-                "DELETE FROM pricing_dirtyhour WHERE hour >= %s AND hour < %s RETURNING hour",
+                f"DELETE FROM {DirtyHour._meta.db_table} WHERE hour >= %s AND hour < %s RETURNING hour",
                 [utc_day_start(day), utc_day_start(day) + DAY],
             )
             hours = sorted({h for (h,) in cursor.fetchall()} | set(extra))
@@ -385,10 +395,10 @@ def _pool_hours_pending(ready_before: datetime) -> list[datetime]:
     """Ended hours in some pool's range that have no allocation yet (PoolIdleHour row)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT DISTINCT h FROM pricing_costpool p CROSS JOIN LATERAL generate_series("
+            f"SELECT DISTINCT h FROM {CostPool._meta.db_table} p CROSS JOIN LATERAL generate_series("
             "  p.effective_from, LEAST(COALESCE(p.effective_to, %(ready)s), %(ready)s) - interval '1 hour',"
             "  interval '1 hour') AS h "
-            "WHERE NOT EXISTS (SELECT 1 FROM pricing_poolidlehour i WHERE i.pool_id = p.id AND i.hour = h)",
+            f"WHERE NOT EXISTS (SELECT 1 FROM {PoolIdleHour._meta.db_table} i WHERE i.pool_id = p.id AND i.hour = h)",
             {"ready": ready_before},
         )
         return sorted(h.astimezone(UTC) for (h,) in cursor.fetchall())

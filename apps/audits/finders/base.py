@@ -184,7 +184,9 @@ def pct(value: Decimal) -> str:
 
 
 # SQL: each record's rollup dims id, from the dims set table (a rollup set is its own rollup).
-ROLLUP_JOIN = "JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id FROM ingest_dimset) d ON d.id = r.dims_id"
+ROLLUP_JOIN = (
+    f"JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id FROM {DimSet._meta.db_table}) d ON d.id = r.dims_id"
+)
 MONTH = "r.ts >= %(start)s AND r.ts < %(end)s"
 # Token sums by price kind over records r (optionally FILTERed or scaled per group).
 KIND_SUMS = "sum(r.prompt - r.prompt_cached), sum(r.prompt_cached), sum(r.completion)"

@@ -25,7 +25,7 @@ from apps.audits.finders.base import (
     share,
 )
 from apps.audits.models import FindingKind, ModelDowngrade
-from apps.ingest.models import ServedModel
+from apps.ingest.models import DimSet, Record, ServedModel
 
 # Per (rollup dims, model, prompt hash) of ok requests: how many requests and how many distinct
 # "units" asked it (a conversation is one unit, a request without one is its own); repeats
@@ -35,9 +35,9 @@ WITH h AS (
     SELECT d.rollup_id, r.model_id, count(*) AS n,
            count(DISTINCT d.conv) + count(*) FILTER (WHERE d.conv IS NULL) AS units,
            sum(r.prompt - r.prompt_cached) AS u, sum(r.prompt_cached) AS c, sum(r.completion) AS o
-    FROM ingest_record r
+    FROM {Record._meta.db_table} r
     JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id, dims ->> 'conversation_id' AS conv
-          FROM ingest_dimset) d ON d.id = r.dims_id
+          FROM {DimSet._meta.db_table}) d ON d.id = r.dims_id
     WHERE {MONTH} AND r.status = 0 AND r.prompt_hash IS NOT NULL
     GROUP BY d.rollup_id, r.model_id, r.prompt_hash
     HAVING count(*) > 1
@@ -96,13 +96,13 @@ def duplicates(window: AuditWindow) -> list[Draft]:
 
 # Per (conversation, rollup dims, model, prompt hash): the calls; a conversation is a loop when
 # it has many calls and a large share of them repeat a prompt hash it already sent.
-_LOOPS_SQL = """
+_LOOPS_SQL = f"""
 WITH h AS (
     SELECT d.conv, d.rollup_id, r.model_id, r.prompt_hash IS NOT NULL AS hashed, count(*) AS n,
            sum(r.prompt - r.prompt_cached) AS u, sum(r.prompt_cached) AS c, sum(r.completion) AS o
-    FROM ingest_record r
+    FROM {Record._meta.db_table} r
     JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id, dims ->> 'conversation_id' AS conv
-          FROM ingest_dimset WHERE dims ? 'conversation_id') d ON d.id = r.dims_id
+          FROM {DimSet._meta.db_table} WHERE dims ? 'conversation_id') d ON d.id = r.dims_id
     WHERE r.ts >= %(start)s AND r.ts < %(end)s
     GROUP BY d.conv, d.rollup_id, r.model_id, r.prompt_hash
 ), conv AS (
@@ -176,7 +176,7 @@ WITH h AS (
            sum(r.prompt - r.prompt_cached) FILTER (WHERE r.status <> 0) AS u,
            sum(r.prompt_cached) FILTER (WHERE r.status <> 0) AS c,
            sum(r.completion) FILTER (WHERE r.status <> 0) AS o
-    FROM ingest_record r {ROLLUP_JOIN}
+    FROM {Record._meta.db_table} r {ROLLUP_JOIN}
     WHERE {MONTH}
     GROUP BY 1, 2, 3
 )
@@ -245,7 +245,7 @@ SELECT d.rollup_id, r.model_id, count(*)::bigint,
         for col in ("r.prompt - r.prompt_cached", "r.prompt_cached", "r.completion")
     )
 }
-FROM ingest_record r
+FROM {Record._meta.db_table} r
 JOIN unnest(%(model_ids)s::int[], %(max_prompt)s::int[], %(max_completion)s::int[])
      AS m(model_id, max_prompt, max_completion) ON m.model_id = r.model_id
 {ROLLUP_JOIN}

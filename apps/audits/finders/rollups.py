@@ -26,9 +26,13 @@ from apps.audits.finders.base import (
 )
 from apps.audits.models import FindingKind
 from apps.classification.engine import REASONING, WASTE_REASONING_OVERSPEND
+from apps.classification.models import HourlyClass
 from apps.common.buckets import parse_month
+from apps.ingest.models import HourlyUsage
 from apps.ledger.models import Finding
+from apps.pricing.models import HourlyCost
 
+_USAGE = HourlyUsage._meta.db_table
 _USAGE_MONTH = "u.hour >= %(start)s AND u.hour < %(end)s"
 
 # Per rollup dims seen in most hours of the month: its hourly token sums (sum and sum of
@@ -36,7 +40,7 @@ _USAGE_MONTH = "u.hour >= %(start)s AND u.hour < %(end)s"
 _ZOMBIE_SQL = f"""
 WITH h AS (
     SELECT u.dims_id, u.hour, sum(u.prompt + u.completion) AS t
-    FROM ingest_hourlyusage u WHERE {_USAGE_MONTH}
+    FROM {_USAGE} u WHERE {_USAGE_MONTH}
     GROUP BY 1, 2
 ), s AS (
     SELECT dims_id, count(*) AS active, sum(t) AS total, sum(t::numeric * t) AS sq
@@ -48,7 +52,7 @@ GROUP BY 1, 2, 3, 4, 5
 """
 _MODEL_TOKENS_SQL = f"""
 SELECT u.dims_id, u.model_id, sum(u.prompt - u.prompt_cached), sum(u.prompt_cached), sum(u.completion)
-FROM ingest_hourlyusage u WHERE {_USAGE_MONTH} AND u.dims_id = ANY(%(dims_ids)s)
+FROM {_USAGE} u WHERE {_USAGE_MONTH} AND u.dims_id = ANY(%(dims_ids)s)
 GROUP BY 1, 2
 """
 
@@ -132,7 +136,7 @@ def zombies(window: AuditWindow) -> list[Draft]:
 _SYSTEM_SQL = f"""
 SELECT u.dims_id, u.model_id, sum(u.records)::bigint, sum(u.prompt)::bigint, sum(u.system)::bigint,
        sum(greatest(u.system - u.prompt_cached, 0))::bigint
-FROM ingest_hourlyusage u WHERE {_USAGE_MONTH}
+FROM {_USAGE} u WHERE {_USAGE_MONTH}
 GROUP BY 1, 2
 HAVING sum(u.system) >= %(min_share)s * sum(u.prompt) AND sum(u.prompt) > 0
 """
@@ -175,7 +179,7 @@ def system_prompt(window: AuditWindow) -> list[Draft]:
 _CONTEXT_SQL = f"""
 SELECT u.dims_id, u.model_id, floor(extract(epoch FROM u.hour - %(start)s) / 604800)::int AS week,
        sum(u.records)::bigint, sum(u.prompt)::bigint, sum(u.tool)::bigint
-FROM ingest_hourlyusage u WHERE {_USAGE_MONTH} AND u.status = 0
+FROM {_USAGE} u WHERE {_USAGE_MONTH} AND u.status = 0
 GROUP BY 1, 2, 3
 """
 
@@ -240,16 +244,16 @@ def _bloat_draft(
 # reasoning and completion of the month there, for scale.
 _OVERSPEND_SQL = f"""
 WITH o AS (
-    SELECT c.dims_id, c.model_id, sum(c.tokens)::bigint AS tokens FROM classification_hourlyclass c
+    SELECT c.dims_id, c.model_id, sum(c.tokens)::bigint AS tokens FROM {HourlyClass._meta.db_table} c
     WHERE c.hour >= %(start)s AND c.hour < %(end)s AND c.reason_id = %(reason)s AND c.component = %(component)s
     GROUP BY 1, 2
 ), m AS (
-    SELECT p.dims_id, p.model_id, sum(p.cost) AS cost FROM pricing_hourlycost p
+    SELECT p.dims_id, p.model_id, sum(p.cost) AS cost FROM {HourlyCost._meta.db_table} p
     WHERE p.hour >= %(start)s AND p.hour < %(end)s AND p.reason_id = %(reason)s AND p.currency = %(currency)s
     GROUP BY 1, 2
 ), u AS (
     SELECT u.dims_id, u.model_id, sum(u.reasoning)::bigint AS reasoning, sum(u.completion)::bigint AS completion
-    FROM ingest_hourlyusage u WHERE {_USAGE_MONTH} GROUP BY 1, 2
+    FROM {_USAGE} u WHERE {_USAGE_MONTH} GROUP BY 1, 2
 )
 SELECT o.dims_id, o.model_id, o.tokens, m.cost, coalesce(u.reasoning, 0), coalesce(u.completion, 0)
 FROM o LEFT JOIN m USING (dims_id, model_id) LEFT JOIN u USING (dims_id, model_id)

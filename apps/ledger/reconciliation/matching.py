@@ -27,11 +27,12 @@ from fnmatch import fnmatchcase
 
 from apps.classification.engine import CACHED, OUTPUT, REASONING, STRUCTURAL, UNCACHED
 from apps.common.buckets import month_days, month_of
+from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.reconciliation.models import Bill, BillAdjustment, Supplier
 from apps.ledger.rounding import round_half_up
 from apps.ledger.services.accrual import analytic_cursor, month_window
-from apps.pricing.models import MINOR_UNITS
+from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
 
 KINDS = ("bill_only", "platform_only", "amount", "tokens")
 Key = tuple[date, str, str]  # (day, model, key)
@@ -129,28 +130,28 @@ def bill_side(bill: Bill | None) -> dict[Key, Side]:
     return sides
 
 
-_HOSTED_SQL = """
-SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), m.name, {key}, d.business_line,
+_HOSTED_SQL = f"""
+SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), m.name, {{key}}, d.business_line,
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0),
        SUM(c.cost)
-FROM pricing_hourlycost c
-JOIN ingest_servedmodel m ON m.id = c.model_id
-JOIN ingest_dimset d ON d.id = c.dims_id
+FROM {HourlyCost._meta.db_table} c
+JOIN {ServedModel._meta.db_table} m ON m.id = c.model_id
+JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
 WHERE c.hour >= %s AND c.hour < %s AND c.price_version_id IS NOT NULL AND c.currency = %s
 GROUP BY 1, 2, 3, 4
 """
 
-_POOL_COST_SQL = """
-SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), SUM(pool_cost) FROM pricing_poolidlehour
+_POOL_COST_SQL = f"""
+SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), SUM(pool_cost) FROM {PoolIdleHour._meta.db_table}
 WHERE pool_id = %s AND hour >= %s AND hour < %s GROUP BY 1
 """
 
-_POOL_TOKENS_SQL = """
+_POOL_TOKENS_SQL = f"""
 SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), d.business_line,
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0)
-FROM pricing_hourlycost c JOIN ingest_dimset d ON d.id = c.dims_id
+FROM {HourlyCost._meta.db_table} c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
 WHERE c.pool_id = %s AND c.hour >= %s AND c.hour < %s GROUP BY 1, 2
 """
 

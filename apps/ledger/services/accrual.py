@@ -63,7 +63,7 @@ from apps.common.dayrun import jobrun_run
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
-from apps.ledger.models import AccrualDay, DirtyDay, JournalEntry, JournalLine, MissingRate, Period
+from apps.ledger.models import AccrualDay, DirtyDay, ElasticWindow, JournalEntry, JournalLine, MissingRate, Period
 from apps.ledger.rounding import day_amount, largest_remainder
 from apps.ledger.services.rates import DayRate, functional_currency, rates_between
 from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
@@ -200,7 +200,7 @@ FROM {HourlyCost._meta.db_table} c
 JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
 JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
 LEFT JOIN LATERAL (
-    SELECT min(ew.id) AS window_id FROM ledger_elasticwindow ew
+    SELECT min(ew.id) AS window_id FROM {ElasticWindow._meta.db_table} ew
     WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
 ) w ON TRUE
 """
@@ -350,10 +350,11 @@ class DayResult:
 def _period_lock(cursor: Any, month: date) -> str:
     """The period's status, its row locked FOR SHARE (a close waits for us, or we see it)."""
     cursor.execute(
-        "INSERT INTO ledger_period (month, status, tz) VALUES (%s, 'open', %s) ON CONFLICT (month) DO NOTHING",
+        f"INSERT INTO {Period._meta.db_table} (month, status, tz) VALUES (%s, 'open', %s) "
+        "ON CONFLICT (month) DO NOTHING",
         [month, zone_name()],
     )
-    cursor.execute("SELECT status FROM ledger_period WHERE month = %s FOR SHARE", [month])
+    cursor.execute(f"SELECT status FROM {Period._meta.db_table} WHERE month = %s FOR SHARE", [month])
     return str(cursor.fetchone()[0])
 
 
