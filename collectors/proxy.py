@@ -42,8 +42,8 @@ bounded queue) and handed to wire.shipper.Pipeline:
   timing      e2e, and ttft for streams (first content delta)
 
 With --budget-poll the proxy holds hard budgets (wire/budgets.py, docs/budgets.md): a new
-request of a line (or team) whose hard budget is spent is answered 429 here, never forwarded,
-and recorded as rejected.
+request of a line (or a team or caller of it) whose hard budget is spent is answered 429
+here, never forwarded, and recorded as rejected.
 """
 
 from __future__ import annotations
@@ -769,7 +769,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=0.0,
         help="hold hard budgets: read the platform's budget state every this many seconds and refuse new "
-        "requests of a line (or team) whose hard budget is spent with a 429 (docs/budgets.md); 0 = off (default)",
+        "requests of a line (or a team or caller of it) whose hard budget is spent with a 429 (docs/budgets.md); "
+        "0 = off (default)",
     )
     parser.add_argument(
         "--budget-fail",

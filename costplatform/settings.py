@@ -304,7 +304,10 @@ INGEST_RATE_REQUESTS = envint("COSTPLATFORM_RATE_REQUESTS", 1_000)
 INGEST_RATE_RECORDS = envint("COSTPLATFORM_RATE_RECORDS", 100_000)
 INGEST_RATE_BURST_SECONDS = envint("COSTPLATFORM_RATE_BURST_SECONDS", 10)
 # Dims kept in the hourly rollups; per-user or per-conversation dims stay on the records only.
-ROLLUP_DIMS = envlist("COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "project", "feature", "step", "env"])
+# `caller` is the edges' name of who called (wire/attribution.py): caller budgets read it here.
+ROLLUP_DIMS = envlist(
+    "COSTPLATFORM_ROLLUP_DIMS", ["business_line", "team", "caller", "project", "feature", "step", "env"]
+)
 PARTITIONS_AHEAD_MONTHS = envint("COSTPLATFORM_PARTITIONS_AHEAD_MONTHS", 2)
 # Retention (docs/reliability.md): raw records of this month and the N months before it are kept,
 # older monthly partitions dropped whole (0 = keep forever); rollups and the ledger are kept forever.

@@ -53,7 +53,8 @@ def parser() -> argparse.ArgumentParser:
         "--budget-poll",
         type=float,
         help="hold hard budgets: read the platform's budget state every this many seconds and refuse new "
-        "requests of a line (or team) whose hard budget is spent with a 429 (docs/budgets.md). Default: off",
+        "requests of a line (or a team or caller of it) whose hard budget is spent with a 429 (docs/budgets.md). "
+        "Default: off",
     )
     p.add_argument(
         "--budget-fail",

@@ -10,8 +10,10 @@ and the values it may claim. Each dim has a policy:
   free      the caller decides (descriptive dims: feature, step, conversation_id, ...)
 
 business_line and team are `operator` unless the map says otherwise; other dims are free.
-Dims under `costplatform.` (the record kind), `source` and `refused.` are never the
-caller's. A claim that is not obeyed is counted in
+Dims under `costplatform.` (the record kind), `source`, `caller` and `refused.` are never the
+caller's. The platform sets `caller` itself: the name of the map's caller (`[callers.<name>]`)
+that sent the request, absent for the default caller (no token or an unknown one), so the
+rollups and the caller budgets (docs/budgets.md) know who called. A claim that is not obeyed is counted in
 costplatform_serving_attribution_refused_total{dim} and kept on the record as
 `refused.<dim>` (outside settings.ROLLUP_DIMS, so it reaches no rollup).
 
@@ -42,9 +44,10 @@ OPERATOR, ALLOWED, FREE = "operator", "allowed", "free"
 POLICIES = (OPERATOR, ALLOWED, FREE)
 SAFE_POLICY: Mapping[str, str] = {"business_line": OPERATOR, "team": OPERATOR}
 RESERVED_PREFIXES = ("costplatform.", "refused.")
-RESERVED_DIMS = frozenset({"source"})
+CALLER_DIM = "caller"
+RESERVED_DIMS = frozenset({"source", CALLER_DIM})
 REFUSED_PREFIX = "refused."
-_NAMED_RESERVED = frozenset({"source", "costplatform.kind"})  # reserved dims with a label of their own
+_NAMED_RESERVED = frozenset({"source", CALLER_DIM, "costplatform.kind"})  # reserved dims with a label of their own
 RELOAD_INTERVAL = 1.0
 
 REFUSED = Counter(
@@ -96,7 +99,8 @@ EMPTY = AttributionMap()
 
 @dataclass(frozen=True)
 class Decision:
-    """The trusted dims of a request and the claims that were not obeyed."""
+    """The trusted dims of a request (the platform's `caller` among them when the caller is
+    known) and the claims that were not obeyed."""
 
     caller: str
     dims: dict[str, str]
@@ -124,9 +128,11 @@ def decide(
     caller: Caller | None,
     defaults: Mapping[str, str],
 ) -> Decision:
-    """Apply the policy: server defaults, then the caller's defaults, then the claims it may make."""
+    """Apply the policy: server defaults, then the caller's defaults, then the claims it may make;
+    last the platform's `caller` dim, the caller's name (none for the default caller)."""
     who = caller or amap.default
     dims = {**defaults, **who.dims}
+    dims.pop(CALLER_DIM, None)  # only ever the map's name of who sent the request
     refused: dict[str, str] = {}
     for dim, value in claims.items():
         if dims.get(dim) == value:
@@ -136,6 +142,8 @@ def decide(
         else:
             refused[dim] = value
             REFUSED.labels(_label(amap, who, dim)).inc()
+    if who.name:
+        dims[CALLER_DIM] = who.name
     return Decision(caller=who.name, dims=dims, refused=refused)
 
 

@@ -1,17 +1,19 @@
 """Hard budgets at the edge: a poller that caches the platform's budget state and a gate that
-refuses new requests of a business line (or team) whose hard budget is spent.
+refuses new requests of a business line, team or caller whose hard budget is spent.
 
 One implementation for the serving middleware and the proxy. `BudgetGate` polls
 GET <platform>/api/v1/budgets/state with the edge's collector key every `interval` seconds on
 a thread of its own; `check(dims)` answers from the cache, never from the network, so a
-request waits on nothing. A refusal is an OpenAI-style error (HTTP 429, type and code
+request waits on nothing. A budget covers a request of its line and, where the budget names
+them, of its team and of its caller (the `caller` dim the attribution map's decision sets,
+wire/attribution.py). A refusal is an OpenAI-style error (HTTP 429, type and code
 `budget_exceeded`) naming the budget, what was used, the limit and when it resets, with
 Retry-After in seconds. Requests already running are never touched: they finish.
 
 When the state is unknown (no answer yet, or none for `stale` seconds) the gate fails open
 (serves) or, with `fail_closed`, refuses every request with a 503 `budget_state_unavailable`.
 Refusals are counted in costplatform_serving_budget_refused_total{business_line,reason}.
-Standard library and prometheus_client only: no Django, no vLLM.
+Standard library, prometheus_client and wire/ only: no Django, no vLLM.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter, Gauge
+
+from wire.attribution import CALLER_DIM
 
 log = logging.getLogger("costplatform.budgets")
 
@@ -77,6 +81,7 @@ class Budget:
     used_tokens: int
     resets_at: str
     override_until: str | None = None
+    caller: str = ""  # a platform that predates caller budgets does not send it: every caller
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> Budget:
@@ -87,11 +92,15 @@ class Budget:
         """Whether a request with these (trusted) dims is charged to this budget."""
         if dims.get("business_line", "") != self.business_line:
             return False
-        return not self.team or dims.get("team", "") == self.team
+        if self.team and dims.get("team", "") != self.team:
+            return False
+        return not self.caller or dims.get(CALLER_DIM, "") == self.caller
 
     @property
     def scope(self) -> str:
-        return f"business line {self.business_line!r}" + (f", team {self.team!r}" if self.team else "")
+        team = f", team {self.team!r}" if self.team else ""
+        caller = f", caller {self.caller!r}" if self.caller else ""
+        return f"business line {self.business_line!r}{team}{caller}"
 
     def usage_text(self) -> str:
         parts = []
@@ -127,6 +136,7 @@ def spent_refusal(budget: Budget, now: datetime) -> Refusal:
         "id": budget.id,
         "business_line": budget.business_line,
         "team": budget.team or None,
+        "caller": budget.caller or None,
         "used_tokens": budget.used_tokens,
         "limit_tokens": budget.tokens,
         "used_amount": budget.used_amount if budget.amount is not None else None,

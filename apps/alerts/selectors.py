@@ -124,7 +124,7 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
     from apps.ledger.models import Budget
 
     start, end = _month_bounds(now)
-    budgets = Budget.objects.filter(month=month_of(now), team="")
+    budgets = Budget.objects.of_lines().filter(month=month_of(now))
     if business_line:
         budgets = budgets.filter(business_line=business_line)
     if not budgets:

@@ -14,6 +14,7 @@ LABELS: dict[str, Promise] = {
     # dims, and what the waste page groups by
     "business_line": _("business line"),
     "team": _("team"),
+    "caller": _("caller"),
     "project": _("project"),
     "feature": _("feature"),
     "step": _("step"),

@@ -154,8 +154,20 @@ class CostCentreAdmin(ScopedModelAdmin):
 @admin.register(Budget)
 class BudgetAdmin(ScopedModelAdmin):
     line_field = "business_line"
-    list_display = ["month", "business_line", "amount", "currency", "tokens", "updated_by", "updated_at"]
-    list_filter = ["month"]
+    list_display = [
+        "month",
+        "business_line",
+        "team",
+        "caller",
+        "hard",
+        "amount",
+        "currency",
+        "tokens",
+        "updated_by",
+        "updated_at",
+    ]
+    list_filter = ["month", "hard"]
+    search_fields = ["business_line", "team", "caller"]
     readonly_fields = ["updated_by", "updated_at"]
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:

@@ -1,5 +1,7 @@
-"""Where each budget of the accounting month stands: what its line (or team) has used so far,
-read from the hourly rollups, and whether a hard budget now holds (spent, no active override).
+"""Where each budget of the accounting month stands: what its scope (the line, one team of it,
+one caller of it, or one caller within one team) has used so far, read from the hourly rollups,
+and whether a hard budget now holds (spent, no active override). A team is the rollups' `team`
+dim, a caller their `caller` dim (the attribution map's name of who called, set by the edges).
 
 The edge (wire/budgets.py, polling GET /api/v1/budgets/state) refuses new requests of a budget
 that holds; /metrics and the budgets page show the same figures. Money comes from pricing's
@@ -19,13 +21,13 @@ from django.db import connection
 
 from apps.common.buckets import month_end, month_of, month_start
 from apps.ingest.models import DimSet, HourlyUsage, Status
-from apps.ledger.models import Budget, BudgetOverride
+from apps.ledger.models import Budget, BudgetOverride, budget_scope
 from apps.pricing.models import HourlyCost
 
 # Tokens a budget counts: every prompt token (cached ones included) and every generated one.
 TOKENS = "(u.prompt + u.completion)"
-# A line's usage keyed by (business line, team); team "" sums the whole line.
-Usage = dict[tuple[str, str], Any]
+# A line's usage keyed by (business line, team, caller, ...); "" sums every team (caller).
+Usage = dict[tuple[Any, ...], Any]
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class BudgetState:
     id: int
     business_line: str
     team: str
+    caller: str
     month: date
     hard: bool
     currency: str
@@ -40,7 +43,7 @@ class BudgetState:
     tokens: int | None
     used_amount: Decimal
     used_tokens: int
-    refused: int  # requests of the line (or team) rejected this month (refusals by the edge among them)
+    refused: int  # requests of the scope rejected this month (refusals by the edge among them)
     resets_at: datetime
     override_until: datetime | None = None
     override_reason: str = ""
@@ -62,14 +65,14 @@ class BudgetState:
 
     @property
     def scope(self) -> str:
-        return f"{self.business_line}/{self.team}" if self.team else self.business_line
+        return budget_scope(self.business_line, self.team, self.caller)
 
 
 def budget_states(*, now: datetime, business_lines: list[str] | None = None) -> list[BudgetState]:
     """The budgets of the accounting month holding `now`, with their use; only the lines in
     `business_lines` unless it is None."""
     month = month_of(now)
-    budgets = list(Budget.objects.filter(month=month).order_by("business_line", "team"))
+    budgets = list(Budget.objects.filter(month=month).order_by("business_line", "team", "caller"))
     if business_lines is not None:
         budgets = [b for b in budgets if b.business_line in business_lines]
     if not budgets:
@@ -81,19 +84,21 @@ def budget_states(*, now: datetime, business_lines: list[str] | None = None) -> 
     states = []
     for b in budgets:
         override = overrides.get(b.id)
+        scope = (b.business_line, b.team, b.caller)
         states.append(
             BudgetState(
                 id=b.id,
                 business_line=b.business_line,
                 team=b.team,
+                caller=b.caller,
                 month=month,
                 hard=b.hard,
                 currency=b.currency,
                 amount=b.amount,
                 tokens=b.tokens,
-                used_amount=money.get((b.business_line, b.team, b.currency), Decimal(0)),
-                used_tokens=int(tokens.get((b.business_line, b.team), 0)),
-                refused=int(refused.get((b.business_line, b.team), 0)),
+                used_amount=money.get((*scope, b.currency), Decimal(0)),
+                used_tokens=int(tokens.get(scope, 0)),
+                refused=int(refused.get(scope, 0)),
                 resets_at=end,
                 override_until=override.until if override else None,
                 override_reason=override.reason if override else "",
@@ -108,17 +113,20 @@ def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
-def _by_scope(rows: list[tuple[Any, ...]], width: int) -> dict[tuple[Any, ...], Any]:
-    """Sum rows of (line, team, *key, value) both per team and for the whole line (team "")."""
-    out: dict[tuple[Any, ...], Any] = defaultdict(int)
+def _by_scope(rows: list[tuple[Any, ...]], width: int) -> Usage:
+    """Sum rows of (line, team, caller, *key, value) into every scope a budget may have: the
+    whole line (team "", caller ""), its team, its caller, and its caller within its team."""
+    out: Usage = defaultdict(int)
     for row in rows:
-        line, team, key, value = row[0], row[1] or "", tuple(row[2:width]), row[width]
-        out[(line, "", *key)] += value
-        if team:
-            out[(line, team, *key)] += value
+        line, team, caller, key, value = row[0], row[1] or "", row[2] or "", tuple(row[3:width]), row[width]
+        for scope_team in {"", team}:
+            for scope_caller in {"", caller}:
+                out[(line, scope_team, scope_caller, *key)] += value
     return out
 
 
+# The scope of a rollup row: its line, team and caller (the edges' name of who called).
+_SCOPE = "d.business_line, d.dims->>'team', d.dims->>'caller'"
 _FROM_DIMS = (
     f"JOIN {DimSet._meta.db_table} d ON d.id = {{t}}.dims_id "
     "WHERE {t}.hour >= %s AND {t}.hour < %s AND d.business_line = ANY(%s)"
@@ -128,21 +136,21 @@ _USAGE = HourlyUsage._meta.db_table
 
 def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
     sql = (
-        f"SELECT d.business_line, d.dims->>'team', c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
+        f"SELECT {_SCOPE}, c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
         + _FROM_DIMS.format(t="c")
-        + " GROUP BY 1, 2, 3"
+        + " GROUP BY 1, 2, 3, 4"
     )
-    return _by_scope(_rows(sql, [start, end, lines]), 3)
+    return _by_scope(_rows(sql, [start, end, lines]), 4)
 
 
 def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = f"SELECT d.business_line, d.dims->>'team', sum({TOKENS}) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
-    return _by_scope(_rows(sql + " GROUP BY 1, 2", [start, end, lines]), 2)
+    sql = f"SELECT {_SCOPE}, sum({TOKENS}) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
+    return _by_scope(_rows(sql + " GROUP BY 1, 2, 3", [start, end, lines]), 3)
 
 
 def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = f"SELECT d.business_line, d.dims->>'team', sum(u.records) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
-    return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2", [start, end, lines, Status.REJECTED]), 2)
+    sql = f"SELECT {_SCOPE}, sum(u.records) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
+    return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2, 3", [start, end, lines, Status.REJECTED]), 3)
 
 
 def _active_overrides(budget_ids: list[int], now: datetime) -> dict[int, BudgetOverride]:

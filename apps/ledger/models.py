@@ -374,16 +374,30 @@ class DirtyDay(models.Model):
     day = models.DateField(db_index=True)
 
 
+class BudgetQuerySet(models.QuerySet["Budget"]):
+    def of_lines(self) -> BudgetQuerySet:
+        """The business lines' own budgets: neither a team's nor a caller's."""
+        return self.filter(team="", caller="")
+
+
 class Budget(models.Model):
     """A business line's budget for a month, in money and/or tokens; optionally of one team of
-    the line. A soft budget alerts (apps/alerts); a hard one is also held at the edge: the
-    serving middleware and the proxy refuse the line's (or team's) new requests once it is
-    spent, unless an override is active (apps/ledger/holds.py, docs/budgets.md)."""
+    the line, of one caller (the attribution map's name of who called, the records' `caller`
+    dim), or of one caller within one team. A soft budget alerts (apps/alerts); a hard one is
+    also held at the edge: the serving middleware and the proxy refuse the scope's new requests
+    once it is spent, unless an override is active (apps/ledger/holds.py, docs/budgets.md)."""
 
     business_line = models.CharField(max_length=256)
     # Database defaults too: rows written in SQL (and code that predates these) stay line budgets, soft.
     team = models.CharField(
         max_length=256, blank=True, default="", db_default="", help_text="Empty: the whole business line."
+    )
+    caller = models.CharField(
+        max_length=256,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A caller of the attribution map ([callers.<name>]): its requests only. Empty: every caller.",
     )
     hard = models.BooleanField(
         default=False, db_default=False, help_text="Hard: the edge refuses new requests once spent. Soft: alerts only."
@@ -395,10 +409,12 @@ class Budget(models.Model):
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = BudgetQuerySet.as_manager()
+
     class Meta:
         ordering = ["-month", "business_line"]
         constraints = [
-            models.UniqueConstraint(fields=["business_line", "team", "month"], name="ledger_budget_key"),
+            models.UniqueConstraint(fields=["business_line", "team", "caller", "month"], name="ledger_budget_key"),
             models.CheckConstraint(
                 condition=Q(amount__isnull=False) | Q(tokens__isnull=False), name="ledger_budget_some"
             ),
@@ -411,11 +427,16 @@ class Budget(models.Model):
         ]
 
     def __str__(self) -> str:
-        scope = f"{self.business_line}/{self.team}" if self.team else self.business_line
-        return f"{scope} {self.month:%Y-%m}"
+        return f"{budget_scope(self.business_line, self.team, self.caller)} {self.month:%Y-%m}"
 
     def clean(self) -> None:
         validate_month_open(self, "budget")
+
+
+def budget_scope(business_line: str, team: str, caller: str) -> str:
+    """A budget's scope in short: `line`, `line/team`, `line caller=name`, `line/team caller=name`."""
+    scope = f"{business_line}/{team}" if team else business_line
+    return f"{scope} caller={caller}" if caller else scope
 
 
 class Revenue(models.Model):
@@ -531,7 +552,7 @@ class CloseRequest(models.Model):
 
 
 class BudgetOverride(models.Model):
-    """Finance lets a budget's line (or team) be served past its spent hard budget until a
+    """Finance lets a budget's scope (line, team, caller) be served past its spent hard budget until a
     time, with a reason. Audit-logged; the edge learns it with the budget state."""
 
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="overrides")

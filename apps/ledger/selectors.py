@@ -272,7 +272,7 @@ def budget_vs_actual(*, month: date, business_lines: list[str] | None = None) ->
     month = month_of(month)
     actual: dict[str, dict[str, Any]] = defaultdict(lambda: {"amounts": defaultdict(Decimal), "tokens": 0})
     lines = JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
-    budget_rows = Budget.objects.filter(month=month, team="")
+    budget_rows = Budget.objects.of_lines().filter(month=month)
     if business_lines is not None:
         lines = lines.filter(cost_centre__in=business_lines)
         budget_rows = budget_rows.filter(business_line__in=business_lines)

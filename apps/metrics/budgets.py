@@ -1,5 +1,6 @@
 """Budget state on /metrics: each budget of the accounting month, its limit and use, whether it
-holds at the edge, its override and the requests of its line (or team) rejected this month.
+holds at the edge, its override and the requests of its scope (line, team, caller) rejected this
+month.
 The edge counts its own refusals (costplatform_serving_budget_refused_total on its /metrics)."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from apps.ledger.budget_state import BudgetState
 
-LABELS = ["business_line", "team", "kind"]
-SCOPE = ["business_line", "team"]
+SCOPE = ["business_line", "team", "caller"]
+LABELS = [*SCOPE, "kind"]
 
 
 def _limits(states: Iterable[BudgetState]) -> Iterable[tuple[list[str], float, float]]:
@@ -19,9 +20,13 @@ def _limits(states: Iterable[BudgetState]) -> Iterable[tuple[list[str], float, f
     for s in states:
         kind = "hard" if s.hard else "soft"
         if s.tokens is not None:
-            yield [s.business_line, s.team, kind, "tokens"], float(s.tokens), float(s.used_tokens)
+            yield [*_scope(s), kind, "tokens"], float(s.tokens), float(s.used_tokens)
         if s.amount is not None:
-            yield [s.business_line, s.team, kind, s.currency], float(s.amount), float(s.used_amount)
+            yield [*_scope(s), kind, s.currency], float(s.amount), float(s.used_amount)
+
+
+def _scope(state: BudgetState) -> list[str]:
+    return [state.business_line, state.team, state.caller]
 
 
 def budget_families(states: list[BudgetState]) -> list[Metric]:
@@ -31,7 +36,9 @@ def budget_families(states: list[BudgetState]) -> list[Metric]:
         labels=[*LABELS, "unit"],
     )
     used = GaugeMetricFamily(
-        "costplatform_budget_used", "What the budget's line (or team) used this month so far.", labels=[*LABELS, "unit"]
+        "costplatform_budget_used",
+        "What the budget's scope (line, team, caller) used this month so far.",
+        labels=[*LABELS, "unit"],
     )
     for labels, cap, spent in _limits(states):
         limit.add_metric(labels, cap)
@@ -48,13 +55,12 @@ def budget_families(states: list[BudgetState]) -> list[Metric]:
     )
     refused = GaugeMetricFamily(
         "costplatform_budget_rejected_requests",
-        "Requests of the budget's line (or team) recorded as rejected this month (the edge's budget refusals "
-        "among them).",
+        "Requests of the budget's scope recorded as rejected this month (the edge's budget refusals among them).",
         labels=SCOPE,
     )
     for s in states:
-        holding.add_metric([s.business_line, s.team], 1.0 if s.holds else 0.0)
-        refused.add_metric([s.business_line, s.team], float(s.refused))
+        holding.add_metric(_scope(s), 1.0 if s.holds else 0.0)
+        refused.add_metric(_scope(s), float(s.refused))
         if s.override_until is not None:
-            override.add_metric([s.business_line, s.team], s.override_until.timestamp())
+            override.add_metric(_scope(s), s.override_until.timestamp())
     return [limit, used, holding, override, refused]

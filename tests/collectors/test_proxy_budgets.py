@@ -1,8 +1,9 @@
 """Hard budgets through the proxy: a real platform (live server, PostgreSQL) the proxy ships its
 records to and polls for budget state, a loopback upstream (tests/collectors/openai_upstream.py).
 A line is served until its hard budget is spent, then refused with the 429 body while another
-line is served; a finance override serves it again; with the platform down the gate fails open
-or closed as set."""
+line is served; a finance override serves it again; a caller's budget refuses that caller (by
+the name the attribution map gives its key) while another caller of the line is served; with
+the platform down the gate fails open or closed as set."""
 
 from __future__ import annotations
 
@@ -25,10 +26,14 @@ from wire.attribution import Policy
 from wire.budgets import BudgetGate, http_fetch
 from wire.shipper import Pipeline
 
-REFUNDS, BILLING = "refunds-key", "billing-key"
+REFUNDS, BILLING, REFUNDS_BATCH = "refunds-key", "billing-key", "refunds-batch-key"
 BUDGET_MAP = f"""
 [callers.refunds-app]
 tokens = ["{REFUNDS}"]
+dims = {{ business_line = "refunds", team = "cs-bot" }}
+
+[callers.refunds-batch]
+tokens = ["{REFUNDS_BATCH}"]
 dims = {{ business_line = "refunds", team = "cs-bot" }}
 
 [callers.billing-app]
@@ -176,6 +181,37 @@ def test_its_refusals_are_recorded_as_rejected_with_no_tokens(platform_rig: tupl
     assert stored.dims.dims["business_line"] == "refunds"
 
 
+def test_a_callers_spent_budget_refuses_that_caller_only_and_names_it(
+    platform_rig: tuple[Rig, Pipeline, str],
+) -> None:
+    from apps.common.buckets import month_of
+    from apps.ingest.models import Record
+    from apps.ledger.services.planning import budget_set
+
+    rig, pipeline, _ = platform_rig
+    month = month_of(datetime.now(UTC))
+    budget_set(business_line="refunds", caller="refunds-app", month=month, tokens=PER_REQUEST + 1, hard=True)
+    budget_set(business_line="refunds", month=month, tokens=100 * PER_REQUEST, hard=True)  # the line's: unspent
+    assert chat(rig, REFUNDS)[0] == 200
+    assert chat(rig, REFUNDS_BATCH)[0] == 200
+    settled(pipeline)
+    assert chat(rig, REFUNDS)[0] == 200  # 1 answer (its own) leaves it unspent; the batch's are not its
+    settled(pipeline)
+
+    status, _, body = chat(rig, REFUNDS)
+    posing, posing_headers, _ = chat(rig, REFUNDS, **{"X-Costplatform-Caller": "refunds-batch"})  # not its to claim
+    other, _, _ = chat(rig, REFUNDS_BATCH)  # the same line and team, another caller
+    assert pipeline.flush(10)
+
+    assert (status, posing, other) == (429, 429, 200)
+    error = body["error"]
+    assert error["budget"]["caller"] == "refunds-app" and error["budget"]["business_line"] == "refunds"
+    assert "caller 'refunds-app'" in error["message"]
+    assert (error["budget"]["used_tokens"], error["budget"]["limit_tokens"]) == (2 * PER_REQUEST, PER_REQUEST + 1)
+    refused = Record.objects.select_related("dims").get(record_id=posing_headers["X-Costplatform-Record-Id"])
+    assert refused.dims.dims["caller"] == "refunds-app" and refused.dims.dims["refused.caller"] == "refunds-batch"
+
+
 # --- the platform down --------------------------------------------------------------------------
 
 
@@ -245,3 +281,22 @@ def test_a_team_budget_refuses_its_team_only() -> None:
     error = json.loads(refusal.body)["error"]
     assert "10.40 of 10.00 CNY" in error["message"] and "team 'cs-bot'" in error["message"]
     assert (error["budget"]["used_amount"], error["budget"]["limit_amount"]) == ("10.40", "10.00")
+    assert error["budget"]["caller"] is None and "caller" not in error["message"]  # an answer without caller
+
+
+def test_a_caller_budget_within_a_team_refuses_that_caller_of_that_team_only() -> None:
+    budget = {"id": 2, "business_line": "refunds", "team": "cs-bot", "caller": "refunds-app", "hard": True,
+              "holds": True, "currency": "", "amount": None, "used_amount": "0.00", "tokens": 10, "used_tokens": 12,
+              "resets_at": "2099-01-01T00:00:00+08:00"}  # fmt: skip
+    gate = BudgetGate(lambda: {"budgets": [budget]}, interval=60)
+    assert gate.poll()
+    line = {"business_line": "refunds", "team": "cs-bot"}
+
+    refusal = gate.check(line | {"caller": "refunds-app"})
+
+    assert refusal is not None and refusal.status == 429
+    assert gate.check(line | {"caller": "refunds-batch"}) is None and gate.check(line) is None
+    assert gate.check({"business_line": "refunds", "team": "cs-web", "caller": "refunds-app"}) is None
+    error = json.loads(refusal.body)["error"]
+    assert "business line 'refunds', team 'cs-bot', caller 'refunds-app'" in error["message"]
+    assert (error["budget"]["team"], error["budget"]["caller"]) == ("cs-bot", "refunds-app")

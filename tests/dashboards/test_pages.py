@@ -139,3 +139,20 @@ def test_it_speaks_chinese_after_the_language_switch(traffic, as_user) -> None:
 
     assert "浪费率" in page and "概览" in page and '<html lang="zh-hans">' in page
     assert "浪费下钻" in client.get("/waste/").content.decode()
+
+
+def test_it_filters_by_the_caller_the_edges_recorded_labelled_in_both_languages(collector, as_user) -> None:
+    callers = (("support-bot", 1200), ("batch-job", 3400))
+    records = [factories.record(dims={"business_line": "support", "caller": name},
+                                tokens={"prompt": n - 10, "completion": 10}) for name, n in callers]  # fmt: skip
+    assert collector.send(records).json()["accepted"] == 2
+    viewer = as_user("viewer")
+
+    english = viewer.get("/overview/?range=24h").content.decode()
+    chinese = viewer.get("/overview/?range=24h", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    one = viewer.get("/overview/?range=24h&dims.caller=support-bot").content.decode()
+
+    assert re.search(r"<label>caller\s*<select name=\"dims.caller\">", english)
+    assert re.search(r"<label>调用方\s*<select name=\"dims.caller\">", chinese)
+    assert '<option value="support-bot" >' in english and '<option value="batch-job" >' in english
+    assert "4,600" in english and "1,200" in one and "4,600" not in one

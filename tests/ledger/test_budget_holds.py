@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.auditlog.models import AuditEntry
 from apps.common.buckets import month_end, month_of
+from apps.ledger.budget_state import budget_states
 from apps.ledger.models import Budget, BudgetOverride
 from apps.ledger.services.planning import budget_set
 from apps.metrics.collector import platform_collector
@@ -23,25 +24,24 @@ from tests.conftest import Collector
 STATE = "/api/v1/budgets/state"
 
 
-def spend(collector: Collector, line: str, tokens: int, team: str = "web", count: int = 1) -> None:
+def spend(collector: Collector, line: str, tokens: int, team: str = "web", count: int = 1, caller: str = "") -> None:
+    dims = {"business_line": line, "team": team} | ({"caller": caller} if caller else {})
     records = [
-        factories.record(
-            **{"dims": {"business_line": line, "team": team}, "tokens": {"prompt": tokens - 10, "completion": 10}}
-        )
-        for _ in range(count)
+        factories.record(**{"dims": dims, "tokens": {"prompt": tokens - 10, "completion": 10}}) for _ in range(count)
     ]
     response = collector.send(records)
     assert response.status_code == 200 and response.json()["accepted"] == count, response.content
 
 
-def hard(line: str, tokens: int, team: str = "") -> Budget:
-    return budget_set(business_line=line, team=team, month=month_of(datetime.now(UTC)), tokens=tokens, hard=True)
+def hard(line: str, tokens: int, team: str = "", caller: str = "") -> Budget:
+    month = month_of(datetime.now(UTC))
+    return budget_set(business_line=line, team=team, caller=caller, month=month, tokens=tokens, hard=True)
 
 
 def state_of(client: Client, secret: str) -> dict[str, Any]:
     response = client.get(STATE, HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert response.status_code == 200, response.content
-    return {(b["business_line"], b["team"]): b for b in response.json()["budgets"]}
+    return {(b["business_line"], b["team"], b["caller"]): b for b in response.json()["budgets"]}
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer cpk_not-a-key", "Basic dGVzdGVyOnB3"])
@@ -67,8 +67,8 @@ def test_it_tells_a_key_only_the_budgets_of_its_lines(db: None, client: Client) 
     search_only = factories.collector_key(business_lines=["search"]).secret
     every_line = factories.collector_key().secret
 
-    assert set(state_of(client, search_only)) == {("search", "")}
-    assert set(state_of(client, every_line)) == {("search", ""), ("ads", "")}
+    assert set(state_of(client, search_only)) == {("search", "", "")}
+    assert set(state_of(client, every_line)) == {("search", "", ""), ("ads", "", "")}
 
 
 def test_a_hard_budget_holds_once_its_line_used_it_and_not_before(
@@ -83,11 +83,11 @@ def test_a_hard_budget_holds_once_its_line_used_it_and_not_before(
     spend(collector, "search", 300)
     after = state_of(client, collector.secret)
 
-    assert (before[("search", "")]["used_tokens"], before[("search", "")]["holds"]) == (800, False)
-    assert (after[("search", "")]["used_tokens"], after[("search", "")]["holds"]) == (1100, True)
-    assert after[("ads", "")]["spent"] and not after[("ads", "")]["holds"]
+    assert (before[("search", "", "")]["used_tokens"], before[("search", "", "")]["holds"]) == (800, False)
+    assert (after[("search", "", "")]["used_tokens"], after[("search", "", "")]["holds"]) == (1100, True)
+    assert after[("ads", "", "")]["spent"] and not after[("ads", "", "")]["holds"]
     resets = month_end(month_of(datetime.now(UTC)))
-    assert datetime.fromisoformat(after[("search", "")]["resets_at"]) == resets
+    assert datetime.fromisoformat(after[("search", "", "")]["resets_at"]) == resets
 
 
 def test_a_team_budget_counts_its_team_only(db: None, client: Client, collector: Collector) -> None:
@@ -98,10 +98,78 @@ def test_a_team_budget_counts_its_team_only(db: None, client: Client, collector:
 
     state = state_of(client, collector.secret)
 
-    assert state[("search", "web")]["used_tokens"] == 400 and not state[("search", "web")]["holds"]
-    assert state[("search", "")]["used_tokens"] == 1300
+    assert state[("search", "web", "")]["used_tokens"] == 400 and not state[("search", "web", "")]["holds"]
+    assert state[("search", "", "")]["used_tokens"] == 1300
     spend(collector, "search", 200, team="web")
-    assert state_of(client, collector.secret)[("search", "web")]["holds"]
+    assert state_of(client, collector.secret)[("search", "web", "")]["holds"]
+
+
+def test_a_caller_budget_counts_that_callers_requests_only(db: None, client: Client, collector: Collector) -> None:
+    hard("search", 500, caller="search-web")
+    hard("search", 300, team="web", caller="search-app")
+    hard("search", 5000)
+    spend(collector, "search", 400, caller="search-web")
+    spend(collector, "search", 250, team="web", caller="search-app")
+    spend(collector, "search", 250, team="app", caller="search-app")  # another team: not that budget's
+    spend(collector, "search", 900)  # the map's default caller: no caller dim
+    dims = {"business_line": "search", "caller": "search-web"}
+    rejected = factories.record(dims=dims, outcome={"status": "rejected"}, tokens={"prompt": 0, "completion": 0})
+    assert collector.send([rejected]).json()["accepted"] == 1
+
+    state = state_of(client, collector.secret)
+
+    web, app, line = (
+        state[("search", "", "search-web")],
+        state[("search", "web", "search-app")],
+        state[("search", "", "")],
+    )
+    assert (web["used_tokens"], web["holds"]) == (400, False)
+    assert (app["used_tokens"], line["used_tokens"]) == (250, 1800)
+    spend(collector, "search", 200, caller="search-web")
+    after = state_of(client, collector.secret)
+    assert after[("search", "", "search-web")]["holds"]
+    assert not after[("search", "web", "search-app")]["holds"] and not after[("search", "", "")]["holds"]
+    states = {s.scope: s for s in budget_states(now=datetime.now(UTC))}
+    assert (states["search caller=search-web"].refused, states["search/web caller=search-app"].refused) == (1, 0)
+    assert states["search"].refused == 1
+
+
+def test_a_caller_budget_sums_that_callers_priced_hours(db: None, client: Client) -> None:
+    now = datetime.now(UTC)
+    month, hour = month_of(now), now.replace(minute=0, second=0, microsecond=0)
+    for caller in ("search-web", "search-app"):
+        budget_set(
+            business_line="search", caller=caller, month=month, amount=Decimal("10.00"), currency="CNY", hard=True
+        )
+    budget_set(business_line="search", month=month, amount=Decimal("100.00"), currency="CNY", hard=True)
+    for caller, cost in (("search-web", "12.5"), ("search-app", "3"), ("", "1.25")):
+        dims = {"business_line": "search"} | ({"caller": caller} if caller else {})
+        factories.hourly_cost(hour=hour, dims=dims, cost=cost, currency="CNY")
+
+    state = state_of(client, factories.collector_key().secret)
+
+    web, app, line = state[("search", "", "search-web")], state[("search", "", "search-app")], state[("search", "", "")]
+    assert (web["used_amount"], web["holds"], app["used_amount"], app["holds"]) == ("12.50", True, "3.00", False)
+    assert (line["used_amount"], line["holds"]) == ("16.75", False)
+
+
+def test_finance_sets_a_caller_budget_next_to_the_lines_own_through_the_api(db: None, client: Client) -> None:
+    client.force_login(factories.finance_user())
+    month = f"{month_of(datetime.now(UTC)):%Y-%m}"
+    url = "/api/v1/ledger/budgets"
+
+    mine = client.put(url, {"business_line": "search", "month": month, "tokens": 100, "caller": "search-web",
+                            "hard": True}, content_type="application/json")  # fmt: skip
+    line = client.put(url, {"business_line": "search", "month": month, "tokens": 1000}, content_type="application/json")
+    again = client.put(url, {"business_line": "search", "month": month, "tokens": 200, "caller": "search-web"},
+                       content_type="application/json")  # fmt: skip
+
+    assert (mine.status_code, line.status_code, again.status_code) == (200, 200, 200), mine.content
+    assert (mine.json()["caller"], line.json()["caller"]) == ("search-web", "")
+    stored = {(b.caller, b.tokens, b.hard) for b in Budget.objects.all()}
+    assert stored == {("search-web", 200, True), ("", 1000, False)}
+    rows = client.get(f"{url}?period={month}").json()["rows"]
+    assert sorted(r["caller"] for r in rows) == ["", "search-web"]
 
 
 def test_a_money_budget_holds_on_the_priced_hours(db: None, client: Client) -> None:
@@ -111,7 +179,7 @@ def test_a_money_budget_holds_on_the_priced_hours(db: None, client: Client) -> N
     factories.hourly_cost(hour=now.replace(minute=0, second=0, microsecond=0), dims={"business_line": "search"},
                           cost="12.5", currency="CNY")  # fmt: skip
 
-    state = state_of(client, secret)[("search", "")]
+    state = state_of(client, secret)[("search", "", "")]
 
     assert (state["used_amount"], state["amount"], state["holds"]) == ("12.50", "10.00", True)
 
@@ -126,7 +194,7 @@ def test_a_finance_override_lets_a_spent_line_be_served_and_is_audit_logged(
 ) -> None:
     budget = hard("search", 100)
     spend(collector, "search", 150)
-    assert state_of(client, collector.secret)[("search", "")]["holds"]
+    assert state_of(client, collector.secret)[("search", "", "")]["holds"]
     finance = factories.finance_user()
     client.force_login(finance)
     until = (datetime.now(UTC) + timedelta(hours=2)).replace(second=0, microsecond=0)
@@ -135,7 +203,7 @@ def test_a_finance_override_lets_a_spent_line_be_served_and_is_audit_logged(
     response = grant(client, budget, until)
 
     assert response.status_code == 302
-    state = state_of(client, collector.secret)[("search", "")]
+    state = state_of(client, collector.secret)[("search", "", "")]
     assert state["spent"] and not state["holds"]
     assert datetime.fromisoformat(state["override_until"]) == until
     override = BudgetOverride.objects.get(budget=budget)
@@ -185,18 +253,31 @@ def test_the_budgets_page_shows_what_each_budget_used_its_kind_state_and_rejecti
 
 def test_metrics_show_each_budget_its_use_and_whether_it_holds(db: None, client: Client, collector: Collector) -> None:
     hard("search", 100)
+    hard("search", 1000, caller="search-web")
     spend(collector, "search", 150)
+    spend(collector, "search", 40, caller="search-web")
     platform_collector.clear()
 
     text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
 
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text)
                for s in f.samples}  # fmt: skip
-    scope = (("business_line", "search"), ("team", ""))
+    scope = (("business_line", "search"), ("caller", ""), ("team", ""))
     assert samples[("costplatform_budget_holding", scope)] == 1
-    used = (("business_line", "search"), ("kind", "hard"), ("team", ""), ("unit", "tokens"))
-    assert samples[("costplatform_budget_used", used)] == 150
+    used = (("business_line", "search"), ("caller", ""), ("kind", "hard"), ("team", ""), ("unit", "tokens"))
+    assert samples[("costplatform_budget_used", used)] == 190
     assert samples[("costplatform_budget_limit", used)] == 100
+    caller = (("business_line", "search"), ("caller", "search-web"), ("team", ""))
+    assert samples[("costplatform_budget_holding", caller)] == 0
+    caller_used = (("business_line", "search"), ("caller", "search-web"), ("kind", "hard"), ("team", ""),
+                   ("unit", "tokens"))  # fmt: skip
+    assert (
+        samples[("costplatform_budget_used", caller_used)],
+        samples[("costplatform_budget_limit", caller_used)],
+    ) == (
+        40,
+        1000,
+    )
 
 
 def test_copying_last_months_budgets_keeps_a_hard_budget_hard(db: None) -> None:
@@ -211,3 +292,14 @@ def test_copying_last_months_budgets_keeps_a_hard_budget_hard(db: None) -> None:
 
     copied = {b.business_line: b.hard for b in Budget.objects.filter(month=next_month(month))}
     assert copied == {"search": True, "ads": False}
+
+
+def test_a_rollup_dims_setting_without_caller_is_warned_of(settings: Any) -> None:
+    from apps.ledger.checks import budget_scope_dims_check
+
+    assert budget_scope_dims_check() == []
+    settings.ROLLUP_DIMS = ["business_line", "team", "feature"]
+
+    (warning,) = budget_scope_dims_check()
+
+    assert warning.id == "ledger.W001" and "lacks caller" in warning.msg

@@ -98,6 +98,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "collectors/": page(EDITORS, scope="company"),
     "budgets/": page(),
     "budgets/<int:budget_id>/override/": page(MONEY, methods=("POST",)),  # a budget of the user's lines
+    "budgets/scoped/": page(MONEY, methods=("POST",)),  # a team's or caller's budget of the user's lines
     "alerts/": page(),
     "alerts/channels/": page(),
     "alerts/channels/<int:channel_id>/test/": page(EDITORS, scope="none", methods=("POST",)),

@@ -60,8 +60,9 @@ def test_it_lets_a_caller_claim_only_within_its_allowed_set() -> None:
     mine = decide({"business_line": "search-labs"}, amap=amap, caller=search, defaults={})
     theirs = decide({"business_line": "ads", "team": "ads-team"}, amap=amap, caller=search, defaults={})
 
-    assert mine.dims == {"business_line": "search-labs", "team": "search-web"} and mine.refused == {}
-    assert theirs.dims == {"business_line": "search", "team": "search-web"}
+    assert mine.dims == {"business_line": "search-labs", "team": "search-web", "caller": "search-web"}
+    assert mine.refused == {}
+    assert theirs.dims == {"business_line": "search", "team": "search-web", "caller": "search-web"}
     assert theirs.refused == {"business_line": "ads", "team": "ads-team"}
 
 
@@ -79,6 +80,19 @@ def test_it_never_lets_a_caller_set_the_record_kind_or_the_source() -> None:
     assert decision.refused == {"costplatform.kind": "reconciliation", "source": "vllm-1", "refused.business_line": "x"}
 
 
+def test_it_names_the_caller_itself_and_refuses_a_claimed_caller() -> None:
+    amap = parse(MAP)
+    before = refused("caller")
+
+    ads = decide({"caller": "search-web"}, amap=amap, caller=amap.caller("sk-ads"), defaults={"caller": "ops"})
+    anonymous = decide({"caller": "ads"}, amap=amap, caller=None, defaults={"caller": "ops"})
+
+    assert ads.dims == {"business_line": "ads", "caller": "ads"} and ads.caller == "ads"
+    assert ads.record_dims()["refused.caller"] == "search-web"
+    assert "caller" not in anonymous.dims and anonymous.record_dims()["refused.caller"] == "ads"
+    assert refused("caller") == before + 2
+
+
 def test_it_knows_a_caller_by_the_sha256_of_its_token_and_others_as_the_default() -> None:
     amap = parse(MAP)
 
@@ -86,6 +100,7 @@ def test_it_knows_a_caller_by_the_sha256_of_its_token_and_others_as_the_default(
     assert amap.caller("sk-unknown") is None and amap.caller(None) is None
     decision = decide({"business_line": "search"}, amap=amap, caller=None, defaults={})
     assert decision.dims == {"business_line": "shared"} and decision.refused == {"business_line": "search"}
+    assert decide({}, amap=amap, caller=amap.caller("sk-ads"), defaults={}).dims["caller"] == "ads"
 
 
 def test_it_reads_the_token_of_a_bearer_header_only() -> None:
@@ -104,6 +119,8 @@ def test_it_reads_the_token_of_a_bearer_header_only() -> None:
         ("[callers.a]\ntokens = ['t']\n[callers.b]\ntokens = ['t']", "a token of 'a' too"),
         ("[callers.a]\ntoken_sha256 = ['abc']", "not a SHA-256"),
         ("[callers.a]\ntokens = ['t']\ndims = { source = 'x' }", "set by the platform"),
+        ("[callers.a]\ntokens = ['t']\ndims = { caller = 'b' }", "set by the platform"),
+        ("[policy]\ncaller = 'free'", "never the caller's"),
         ("[default]\ntokens = ['t']", "has no tokens"),
         ("[polcy]\nteam = 'free'", "unknown key(s) polcy"),
         ("[policy\n", "not TOML"),
@@ -130,11 +147,11 @@ def test_it_reloads_the_map_when_the_file_changes_and_keeps_the_last_good_one_on
     assert policy.decide({}, "Bearer sk-new").dims == {"env": "prod", "business_line": "shared"}
 
     write(path, MAP + '\n[callers.labs]\ntokens = ["sk-new"]\ndims = { business_line = "labs" }\n')
-    assert policy.decide({}, "Bearer sk-new").dims == {"env": "prod", "business_line": "labs"}
+    assert policy.decide({}, "Bearer sk-new").dims == {"env": "prod", "business_line": "labs", "caller": "labs"}
 
     with caplog.at_level(logging.ERROR, logger="costplatform.attribution"):
         write(path, "[policy\n")
-        assert policy.decide({}, "Bearer sk-new").dims == {"env": "prod", "business_line": "labs"}
+        assert policy.decide({}, "Bearer sk-new").dims == {"env": "prod", "business_line": "labs", "caller": "labs"}
     assert "not reloaded" in caplog.text
 
 

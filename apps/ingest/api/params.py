@@ -89,7 +89,7 @@ def usage_parameters(groups: Iterable[str]) -> list[OpenApiParameter]:
             "group_by",
             str,
             description=f"Comma-separated: {', '.join(groups)}, or a rollup dim "
-            "(COSTPLATFORM_ROLLUP_DIMS: business_line, team, project, feature, step, env by default).",
+            "(COSTPLATFORM_ROLLUP_DIMS: business_line, team, caller, project, feature, step, env by default).",
         ),
         OpenApiParameter("dims.<name>", str, description="Filter on a rollup dim."),
     ]

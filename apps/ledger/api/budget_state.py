@@ -32,6 +32,7 @@ def state_json(state: BudgetState) -> dict[str, Any]:
         "id": state.id,
         "business_line": state.business_line,
         "team": state.team,
+        "caller": state.caller,
         "hard": state.hard,
         "spent": state.spent,
         "holds": state.holds,
@@ -52,6 +53,9 @@ class BudgetOut(serializers.Serializer):
     id = serializers.IntegerField()
     business_line = serializers.CharField()
     team = serializers.CharField(help_text="Empty: the whole business line.")
+    caller = serializers.CharField(
+        help_text="A caller of the attribution map (the records' caller dim): its requests only. Empty: every caller."
+    )
     hard = serializers.BooleanField()
     spent = serializers.BooleanField()
     holds = serializers.BooleanField(help_text="Hard, spent and no active override: refuse new requests.")

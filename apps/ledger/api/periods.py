@@ -187,6 +187,13 @@ class BudgetsView(APIView):
         currency = serializers.ChoiceField(choices=Currency.choices, required=False, allow_blank=True, default="")
         tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
         team = serializers.CharField(max_length=256, required=False, allow_blank=True, default="")
+        caller = serializers.CharField(
+            max_length=256,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="A caller of the attribution map ([callers.<name>]): a budget of its requests only.",
+        )
         hard = serializers.BooleanField(
             required=False, allow_null=True, default=None, help_text="Hard: held at the edge. Omitted: unchanged."
         )
@@ -202,6 +209,7 @@ class BudgetsView(APIView):
         currency = serializers.CharField()
         tokens = serializers.IntegerField(allow_null=True)
         team = serializers.CharField()
+        caller = serializers.CharField()
         hard = serializers.BooleanField()
         updated_at = serializers.DateTimeField()
 

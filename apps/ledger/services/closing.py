@@ -283,7 +283,7 @@ def _findings(month: date, business_lines: list[str] | None) -> CheckItem:
 
 
 def _budgets_unspent(month: date, business_lines: list[str] | None) -> CheckItem:
-    budgets = Budget.objects.filter(month=month, team="")
+    budgets = Budget.objects.of_lines().filter(month=month)
     if business_lines is not None:
         budgets = budgets.filter(business_line__in=business_lines)
     booked = set(

@@ -1,4 +1,4 @@
-"""Temporary overrides of hard budgets: finance lets a spent line (or team) be served until a
+"""Temporary overrides of hard budgets: finance lets a spent line (team, caller) be served until a
 time, with a reason. Each grant is a row of its own (audit-logged by apps/auditlog), so the
 log shows who let which line run past its budget, why, and until when."""
 
@@ -22,7 +22,7 @@ class OverrideError(ValueError):
 
 
 def budget_override_grant(*, budget: Budget, until: datetime, reason: str, user: Any, now: datetime) -> BudgetOverride:
-    """Let `budget`'s line (or team) be served until `until`, whatever it has used."""
+    """Let `budget`'s scope (line, team, caller) be served until `until`, whatever it has used."""
     reason = reason.strip()
     if not reason:
         raise OverrideError(OVERRIDE_NO_REASON)

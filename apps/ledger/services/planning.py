@@ -38,17 +38,19 @@ def budget_set(
     tokens: int | None = None,
     user: Any = None,
     team: str = "",
+    caller: str = "",
     hard: bool | None = None,
 ) -> Budget:
-    """Set (create or replace) a business line's (or one of its teams') budget for a month;
-    `hard` None keeps what the budget was (soft for a new one)."""
+    """Set (create or replace) a business line's budget for a month, or one of its team's, of
+    one caller (the attribution map's name), or of one caller within one team; `hard` None
+    keeps what the budget was (soft for a new one)."""
     if amount is None and tokens is None:
         raise PlanningError(BUDGET_EMPTY)
     if amount is not None and not currency:
         raise PlanningError("an amount needs its currency")
     _month_open_check(month, "budget")
     with transaction.atomic():
-        key = {"business_line": business_line, "team": team, "month": month_of(month)}
+        key = {"business_line": business_line, "team": team, "caller": caller, "month": month_of(month)}
         budget = Budget.objects.select_for_update().filter(**key).first() or Budget(**key)
         budget.hard = budget.hard if hard is None else hard
         budget.amount, budget.currency, budget.tokens = amount, currency if amount is not None else "", tokens
@@ -111,7 +113,7 @@ def plan_lines(*, month: date, business_lines: list[str] | None = None) -> list[
         .distinct()
     )
     lines |= set(CostCentre.objects.filter(active=True).values_list("business_line", flat=True))
-    lines |= set(Budget.objects.filter(month__in=months, team="").values_list("business_line", flat=True))
+    lines |= set(Budget.objects.of_lines().filter(month__in=months).values_list("business_line", flat=True))
     lines |= set(Revenue.objects.filter(month__in=months).values_list("business_line", flat=True))
     lines -= {conf.get("LEDGER_UNASSIGNED"), conf.get("LEDGER_IDLE_COST_CENTRE")}
     return sorted(line for line in lines if business_lines is None or line in business_lines)
@@ -120,7 +122,7 @@ def plan_lines(*, month: date, business_lines: list[str] | None = None) -> list[
 def plan_rows(*, month: date, business_lines: list[str] | None = None) -> list[PlanRow]:
     """Each line's budget and revenue of the month (a line's first revenue currency if it has several)."""
     month = month_of(month)
-    budgets = {b.business_line: b for b in Budget.objects.filter(month=month, team="")}
+    budgets = {b.business_line: b for b in Budget.objects.of_lines().filter(month=month)}
     revenue: dict[str, Revenue] = {}
     for r in Revenue.objects.filter(month=month).order_by("business_line", "currency"):
         revenue.setdefault(r.business_line, r)
@@ -189,7 +191,7 @@ def _row_save(month: date, row: PlanRow, stored: PlanRow | None, user: Any) -> i
 def _budget_replace(month: date, row: PlanRow, user: Any, *, hard: bool | None = None) -> None:
     """The line's budget as the row has it; a row with neither amount nor tokens removes it."""
     if row.budget_amount is None and row.budget_tokens is None:
-        Budget.objects.filter(business_line=row.business_line, team="", month=month).delete()
+        Budget.objects.of_lines().filter(business_line=row.business_line, month=month).delete()
         return
     budget_set(
         business_line=row.business_line,
@@ -229,8 +231,8 @@ def plans_copy_previous(*, month: date, user: Any = None, business_lines: list[s
     before = previous_month(month)
     copied = 0
     with transaction.atomic():
-        have = set(Budget.objects.filter(month=month, team="").values_list("business_line", flat=True))
-        for budget in Budget.objects.filter(month=before, team="").exclude(business_line__in=have):
+        have = set(Budget.objects.of_lines().filter(month=month).values_list("business_line", flat=True))
+        for budget in Budget.objects.of_lines().filter(month=before).exclude(business_line__in=have):
             if business_lines is None or budget.business_line in business_lines:
                 _budget_replace(
                     month,
