@@ -40,6 +40,9 @@ dims = {{ business_line = "ads", team = "ads-web" }}
 """
 
 
+BUDGET_POLL = 0.3  # seconds between the session server's polls of the budget state
+
+
 @pytest.fixture(scope="session")
 def attribution_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("attribution") / "attribution.toml"
@@ -65,8 +68,10 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformServe
 def vllm_server(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
 ) -> Iterator[VllmServer]:
-    """The real vLLM server with the whole instrumentation (stat logger + middleware)."""
-    extra = ["--attribution-map", str(attribution_map)]
+    """The real vLLM server with the whole instrumentation (stat logger + middleware), holding
+    hard budgets (polling the platform every BUDGET_POLL seconds: tests/serving/test_budgets_on_vllm.py
+    sets them, and lifts them when done, so other tests' lines are served)."""
+    extra = ["--attribution-map", str(attribution_map), "--budget-poll", str(BUDGET_POLL)]
     server = VllmServer(tmp_path_factory.mktemp("vllm"), tiny_model, platform, extra=extra).start()
     yield server
     server.stop()

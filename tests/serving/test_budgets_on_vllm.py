@@ -1,8 +1,9 @@
-"""Hard budgets on the real vLLM server (one engine start for the module): the instrumented
+"""Hard budgets on the real vLLM server (the session's engine): the instrumented
 server polls the real platform's budget state (`--budget-poll`), serves a line until its hard
 budget is spent, then refuses it with the 429 body while another line is served, serves it again
 after finance grants an override on the budgets page; and the overshoot of concurrent clients
-past a limit stays within the bound docs/budgets.md gives."""
+past a limit stays within the bound docs/budgets.md gives; a caller's own budget refuses that
+caller while another caller of the line is served."""
 
 from __future__ import annotations
 
@@ -13,36 +14,41 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.processes import PlatformServer, VllmServer
+from tests.serving.conftest import BUDGET_POLL
 
 pytestmark = pytest.mark.slow
 
-POLL = 0.3
+POLL = BUDGET_POLL
+SET: set[tuple[str, str]] = set()  # (line, caller) of the budgets the running test set
 STATS_WAIT = 2.0  # the servers' COSTPLATFORM_STATS_WAIT (tests/processes.py)
 BASIC = ("tester", "pw-for-tests-only")  # the platform's superuser (tests/processes.py)
+SEARCH_KEY = "sk-search"  # search-app's key in the session's attribution map (tests/serving/conftest.py)
 QUESTION = [{"role": "user", "content": "how much is left in the budget?"}]
 
 
-@pytest.fixture(scope="module")
-def held_server(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
-) -> Iterator[VllmServer]:
-    """The instrumented server holding hard budgets, polling every POLL seconds."""
-    extra = ["--attribution-map", str(attribution_map), "--budget-poll", str(POLL)]
-    server = VllmServer(tmp_path_factory.mktemp("vllm-budgets"), tiny_model, platform, extra=extra).start(timeout=900)
-    yield server
-    server.stop()
+@pytest.fixture
+def held_server(vllm_server: VllmServer, platform: PlatformServer) -> Iterator[VllmServer]:
+    """The session's instrumented server, which holds hard budgets (polling every POLL seconds);
+    the budgets a test sets are lifted afterwards, so the session's other tests are served."""
+    yield vllm_server
+    month = datetime.now(UTC).strftime("%Y-%m")
+    for line, caller in SET:
+        body = {"business_line": line, "caller": caller, "month": month, "tokens": 10**12, "hard": False}
+        httpx.put(f"{platform.url}/api/v1/ledger/budgets", json=body, auth=BASIC, timeout=30).raise_for_status()
+    SET.clear()
 
 
-def chat(server: VllmServer, line: str, run: str, max_tokens: int = 4) -> httpx.Response:
+def chat(server: VllmServer, line: str, run: str, max_tokens: int = 4, key: str | None = None) -> httpx.Response:
     body = {"model": "tiny-llama", "max_tokens": max_tokens, "ignore_eos": True, "messages": QUESTION}
     headers = {"X-Costplatform-Business-Line": line, "X-Costplatform-Run": run}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     return httpx.post(f"{server.url}/v1/chat/completions", json=body, headers=headers, timeout=120)
 
 
@@ -51,18 +57,23 @@ def used(response: httpx.Response) -> int:
     return int(usage["prompt_tokens"]) + int(usage["completion_tokens"])
 
 
-def budget_put(platform: PlatformServer, line: str, tokens: int) -> None:
+def budget_put(platform: PlatformServer, line: str, tokens: int, caller: str = "") -> None:
     month = datetime.now(UTC).strftime("%Y-%m")  # the tests' accounting zone is UTC
-    body = {"business_line": line, "month": month, "tokens": tokens, "hard": True}
+    body = {"business_line": line, "caller": caller, "month": month, "tokens": tokens, "hard": True}
+    SET.add((line, caller))
     response = httpx.put(f"{platform.url}/api/v1/ledger/budgets", json=body, auth=BASIC, timeout=30)
     assert response.status_code == 200, response.text
 
 
-def state(platform: PlatformServer, line: str) -> dict[str, Any]:
+def state(platform: PlatformServer, line: str, caller: str = "") -> dict[str, Any]:
     answer = httpx.get(
         f"{platform.url}/api/v1/budgets/state", headers={"Authorization": f"Bearer {platform.key}"}, timeout=30
     ).json()
-    (budget,) = [b for b in answer["budgets"] if b["business_line"] == line and not b["team"]]
+    (budget,) = [
+        b
+        for b in answer["budgets"]
+        if b["business_line"] == line and not b["team"] and (b.get("caller") or "") == caller
+    ]
     return budget
 
 
@@ -183,3 +194,24 @@ def test_concurrent_clients_overshoot_a_limit_by_no_more_than_the_documented_bou
     )
     assert len(served) >= 12  # served until spent
     assert 0 <= overshoot <= math.ceil(bound)
+
+
+def test_a_callers_spent_budget_refuses_that_caller_while_another_caller_of_the_line_is_served(
+    held_server: VllmServer, platform: PlatformServer
+) -> None:
+    """search-app (the map's caller of key sk-search, line search) spends its own budget; a caller
+    without a key, claiming the same line, is still served."""
+    run = uuid.uuid4().hex
+    first = chat(held_server, "search", run, key=SEARCH_KEY)
+    assert first.status_code == 200, first.text
+    budget_put(platform, "search", 10**9, caller="search-app")
+    settle(platform, run, 1)
+    budget_put(platform, "search", state(platform, "search", "search-app")["used_tokens"], caller="search-app")
+    time.sleep(3 * POLL)
+
+    refused = chat(held_server, "search", run, key=SEARCH_KEY)
+    assert refused.status_code == 429, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "budget_exceeded" and error["budget"]["caller"] == "search-app"
+    assert "caller 'search-app'" in error["message"]
+    assert chat(held_server, "search", run).status_code == 200  # the line's other caller
