@@ -9,6 +9,7 @@ import pytest
 
 from apps.ledger.models import Budget
 from apps.ledger.services.accrual import month_of
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +83,18 @@ def test_only_finance_within_its_lines_sets_a_scoped_budget(as_user) -> None:
 
     assert (engineer.status_code, elsewhere.status_code) == (403, 403)
     assert not Budget.objects.exists() and 'id="scoped-budget"' not in viewer_page
+
+
+def test_the_scoped_budget_form_suggests_the_readers_lines_teams_and_callers(as_user, collector) -> None:
+    for line, team, caller in (("support", "cs-web", "support-bot"), ("search", "web", "search-app")):
+        record = factories.record(dims={"business_line": line, "team": team, "caller": caller})
+        assert collector.send([record]).json()["accepted"] == 1
+
+    page = as_user("finance", lines=["support"], money=True).get("/budgets/").content.decode()
+
+    form = page[page.index('id="scoped-budget"') :].split("</form>")[0]
+    assert 'name="caller" maxlength="256" list="known-caller"' in form
+    assert '<datalist id="known-caller"><option value="support-bot"></datalist>' in form
+    assert '<datalist id="known-team"><option value="cs-web"></datalist>' in form
+    assert '<datalist id="known-business_line"><option value="support"></datalist>' in form
+    assert "search" not in form.split('id="known-business_line"')[1]

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts.scopes import business_lines_of, sees_money
 from apps.common.buckets import accounting_zone, month_of
 from apps.common.formats import when_text
+from apps.ingest.selectors import dim_values
 from apps.ledger.budget_state import BudgetState, budget_states
 from apps.ledger.models import Budget
 from apps.ledger.services.overrides import OverrideError, budget_override_grant
@@ -33,6 +34,7 @@ from apps.pricing.models import Currency
 
 OVERRIDE_PERMISSION = "ledger.add_budgetoverride"
 SET_PERMISSION = "ledger.change_budget"
+SUGGESTED = ("business_line", "team", "caller")  # the scoped budget form's fields with a list of known values
 
 
 class OverrideForm(forms.Form):
@@ -77,13 +79,17 @@ class ScopedBudgetForm(forms.Form):
 
 def holds_context(request: HttpRequest, *, now: datetime) -> dict[str, Any]:
     """The partial's context: the month's budgets the reader may see, as they stand now."""
-    states = budget_states(now=now, business_lines=business_lines_of(request.user))
+    lines = business_lines_of(request.user)
+    states = budget_states(now=now, business_lines=lines)
+    may_set = request.user.has_perm(SET_PERMISSION)
     return {
         "states": states,
         "hold_month": f"{month_of(now):%Y-%m}",
         "money": sees_money(request.user),
         "may_override": request.user.has_perm(OVERRIDE_PERMISSION),
-        "may_set": request.user.has_perm(SET_PERMISSION),
+        "may_set": may_set,
+        # What the form suggests: the lines, teams and callers the reader's records carry.
+        "known": dim_values(names=list(SUGGESTED), lines=lines) if may_set else {},
         "zone": accounting_zone().key,
         "currencies": Currency.values,
     }
