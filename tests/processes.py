@@ -168,7 +168,11 @@ class PlatformServer:
 
 
 class VllmServer:
-    """The real vLLM OpenAI server on the CPU, started through `python -m serving`."""
+    """The real vLLM OpenAI server on the CPU, started through `python -m serving`.
+
+    In eager mode (`--enforce-eager`): the same engine, scheduler, KV cache and prefix caching,
+    without torch.compile of the model's graph, which takes about 30 s a start and changes
+    nothing the instrumentation sees. `make bench-serving` measures the compiled engine."""
 
     def __init__(self, workdir: Path, model: Path, platform: PlatformServer, *, extra: list[str] | None = None) -> None:
         self.workdir = workdir
@@ -205,6 +209,7 @@ class VllmServer:
             "--max-model-len", "4096",
             "--enable-prefix-caching",
             "--dtype", "float32",
+            "--enforce-eager",
             *self.extra,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
