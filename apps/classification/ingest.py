@@ -7,15 +7,18 @@ the statement), and apps.pipeline composes the two. Each staged row carries the 
 of its eight token components, decided in Python (engine.Classifier) before the transaction;
 the days a late record may have turned stored records into duplicates are marked in
 classification's own DirtyDay in the batch's transaction (the reclassify job consumes them).
+The batch holds its days' reclassification locks shared, so reclassifying a day waits for the
+batches of that day in flight and holds new ones back, while other days' batches go on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC
 
 from apps.classification.engine import COMPONENTS
 from apps.classification.models import HourlyClass
-from apps.classification.services import batch_classify, dirty_days_mark
+from apps.classification.services import batch_classify, days_lock_shared, dirty_days_mark
 from apps.classification.sql import component_tokens_sql
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import Companion, Prepared
@@ -60,12 +63,18 @@ def class_rollup_ctes(stage: str) -> str:
 def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
     """Classify a batch with the active rule set (before the batch's transaction)."""
     classified = batch_classify(source_id=source_id, records=records)
+    # The days whose class rollup the batch adds to or marks dirty: a reclassification of one
+    # of them waits for the batch, and the batch for it (classification.services.days_lock_shared).
+    days = {r.ts.astimezone(UTC).date() for r in records} | classified.dirty_days
+
+    def before() -> None:
+        days_lock_shared(days=days)
 
     def after() -> None:
         if classified.dirty_days:
             dirty_days_mark(days=classified.dirty_days)
 
-    return Prepared(values=classified.reasons, params=[classified.ruleset_id], after=after)
+    return Prepared(values=classified.reasons, params=[classified.ruleset_id], after=after, before=before)
 
 
 CLASSES = Companion(

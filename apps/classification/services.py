@@ -320,10 +320,12 @@ def dirty_days_mark(*, days: Iterable[date]) -> None:
 # --- reclassification -------------------------------------------------------------------------
 
 DAY = timedelta(days=1)
-# Advisory lock key: (namespace, day ordinal) serialises the reclassification of a day.
+# Advisory lock key: (namespace, day ordinal), a day's class rollup (UTC day): held by its
+# reclassification alone, shared by the ingest batches that add to it or mark it dirty.
 _DAY_LOCK = 0x434C4459
 NOT_A_DRAFT = "A draft cannot classify stored records: it may still change. Activate it first."
 RUN_KIND = "reclassify"  # JobRun.kind of reclassify runs; their key is the rule set id
+RECLASSIFY_WORKERS = 2  # days reclassified at once (each its own transaction and connection)
 
 
 class ReclassifyError(ValueError):
@@ -340,14 +342,28 @@ def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str
     return ruleset_sql(disabled=parts.disabled, moves=moves, prefix=prefix)
 
 
+def days_lock_shared(*, days: Iterable[date]) -> None:
+    """In an ingest batch's transaction, before it takes any other lock: hold these days' rollup
+    locks shared (in day order, as every batch takes them), waiting for a reclassification of
+    any of them in flight; one of them starting later waits for the batch to commit."""
+    ordinals = sorted(day.toordinal() for day in set(days))
+    if ordinals:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock_shared(%s::int, d) FROM unnest(%s::int[]) AS d", [_DAY_LOCK, ordinals]
+            )
+
+
 def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     """Replace a day's class rollup (every rule set's rows) by the day's records classified with
     `ruleset`, in one transaction and one INSERT ... SELECT, and clear the day's DirtyDay row
     (pricing's trigger on the rollup notes the hours whose rows changed). Returns the number of rollup rows written.
 
-    Ingest adds to the same rows in its own transactions; the SHARE ROW EXCLUSIVE lock on the
-    rollup waits for those in flight (their records are then visible to the recompute) and holds
-    new ones back until this commits (their records were not seen: they add to the new rows).
+    Ingest adds to the same rows in its own transactions; the day's lock, which every batch of
+    the day holds shared (days_lock_shared), waits for those in flight (their records are then
+    visible to the recompute) and holds new ones back until this commits (their records were not
+    seen: they add to the new rows). Batches of other days, and the reclassification of other
+    days, go on meanwhile.
     """
     if ruleset.status == RuleSet.Status.DRAFT:
         raise ReclassifyError(NOT_A_DRAFT)
@@ -360,7 +376,6 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
         # The records before the rollup: ingest holds them in that order when it makes a partition.
         cursor.execute(f"LOCK TABLE {Record._meta.db_table} IN ACCESS SHARE MODE")
-        cursor.execute(f"LOCK TABLE {HourlyClass._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
         # The statement's cost makes PostgreSQL compile and optimise it with LLVM, which takes
         # longer (about 0.3 s a day) than the compiled expressions save on one day of records.
@@ -376,7 +391,8 @@ def reclassify_run(
     *, start: date, end: date, ruleset: RuleSet | None = None, progress: Progress | None = None
 ) -> JobRun:
     """Reclassify the days in [start, end) with `ruleset` (the active one by default), a day per
-    transaction, through the resumable runner (apps.common.dayrun): after a crash the same call
+    transaction, RECLASSIFY_WORKERS days at once, through the resumable runner
+    (apps.common.dayrun; the days commit in order): after a crash the same call
     resumes at the first day not done; once a run is done, the same call starts a new one (and
     gives the same result). The run's key is the rule set's id."""
     if end <= start:
@@ -390,7 +406,15 @@ def reclassify_run(
     def work(day: date) -> None:
         reclassify_day(day=day, ruleset=chosen)
 
-    return jobrun_run(kind=RUN_KIND, key=str(ruleset.pk), start=start, end=end, work=work, progress=progress)
+    return jobrun_run(
+        kind=RUN_KIND,
+        key=str(ruleset.pk),
+        start=start,
+        end=end,
+        work=work,
+        progress=progress,
+        workers=RECLASSIFY_WORKERS,
+    )
 
 
 def _records_present(start: date, end: date) -> None:

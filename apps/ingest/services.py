@@ -96,12 +96,14 @@ SELECT coalesce(sum(records), 0)::bigint FROM agg
 @dataclass(frozen=True)
 class Prepared:
     """What a companion computed for a batch before its transaction: per record the values of
-    its staging columns, the parameters of its CTEs, and what it writes after the statement
-    (inside the batch's transaction, so it commits or rolls back with the records)."""
+    its staging columns, the parameters of its CTEs, what it does first in the batch's
+    transaction (before any lock of ingest's: the locks it takes there come first) and what it
+    writes after the statement (in the transaction, so it commits or rolls back with the records)."""
 
     values: Sequence[tuple]
     params: Sequence[Any]
     after: Callable[[], None] | None = None
+    before: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -389,6 +391,8 @@ def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Com
     statement = _statement(companion)
     prepared = companion.prepare(source_id, records) if companion else None
     with transaction.atomic(), connection.cursor() as cursor:
+        if prepared is not None and prepared.before is not None:
+            prepared.before()
         partitions_ensure(built.months)
         cursor.execute(statement.create)
         cursor.execute(f"TRUNCATE {statement.stage}")

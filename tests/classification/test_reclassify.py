@@ -313,6 +313,34 @@ def test_an_ingest_waits_for_a_reclassification_and_adds_to_its_result(truncate_
     _settled()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_reclassification_of_another_day_does_not_wait_for_an_ingest_in_flight(truncate_records: None) -> None:
+    """The lock is the day's, not the rollup table's: two days reclassify at once (reclassify_run)
+    while other days' batches go on."""
+    _errors.clear()
+    source = collector_key("vllm-eu").key.pk
+    store(source, [plain(DAY1 + timedelta(days=1, hours=3))])
+    written, release = threading.Event(), threading.Event()
+
+    def ingest() -> None:
+        with transaction.atomic():
+            store(source, [plain(DAY1 + timedelta(hours=3)), plain(DAY1 + timedelta(hours=3, minutes=1))])
+            written.set()
+            release.wait(10)
+
+    ingesting = _in_thread(ingest)
+    assert written.wait(10)
+    reclassifying = _in_thread(lambda: reclassify_day(day=START + timedelta(days=1), ruleset=active_ruleset()))
+    reclassifying.join(5)
+    done_while_ingesting = not reclassifying.is_alive()
+    release.set()
+    ingesting.join(10)
+
+    assert done_while_ingesting
+    assert classes()["waste.duplicate"] == 600
+    _settled()
+
+
 def test_yesterday_is_marked_for_the_nightly_recompute(db):
     from datetime import UTC, datetime, timedelta
 
