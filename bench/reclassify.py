@@ -517,11 +517,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{profile['bytes'] / profile['records']:.0f} bytes a record stored", flush=True)  # fmt: skip
     days = [date.fromisoformat(d) for d in info["days"]]
     start, end = days[0], days[-1] + timedelta(days=1)
+    from apps.classification.services import RECLASSIFY_WORKERS
     from apps.pricing.services import REPRICE_WORKERS
 
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "cpus": os.cpu_count(),
                                "code": checkout_describe(), "data": info, "profile": profile, "rounds": [],
-                               "reprice_workers": REPRICE_WORKERS}  # fmt: skip
+                               "reprice_workers": REPRICE_WORKERS,
+                               "reclassify_workers": RECLASSIFY_WORKERS}  # fmt: skip
     for round_ in range(args.rounds):
         steps: dict[str, Any] = {}
         for name in ("reclassify", "reprice"):
@@ -571,8 +573,8 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
                   f"{seconds / target:>7.0%} |")  # fmt: skip
         print("\nCPU, core-seconds (this process: Django and the pricing's Python; backends: PostgreSQL serving the "
               "bench database; other: the rest of the machine; 'CPU floor': (this process + backends) / the streams "
-              "that can run at once (1 for reclassify, a day at a time under its table lock; REPRICE_WORKERS for "
-              "reprice, at most the cores), the least it could take with the cores to itself):")  # fmt: skip
+              "that can run at once (RECLASSIFY_WORKERS and REPRICE_WORKERS days at a time, at most the cores), "
+              "the least it could take with the cores to itself):")  # fmt: skip
         header = (f"| {'step':<14} | {'this process':>12} | {'backends':>8} | {'other':>6} | {'machine busy':>13} | "
                   f"{'CPU floor':>9} |")  # fmt: skip
         print(header)
@@ -581,7 +583,8 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> int:
         for name in ("reclassify", "reprice"):
             cpu = steps[name]["cpu"]
             busy = cpu["machine"] / (cpu["wall"] * cpu["cpus"])
-            streams = 1 if name == "reclassify" else max(1, min(results["reprice_workers"], cpu["cpus"]))
+            workers = results.get(f"{name}_workers", 1)
+            streams = max(1, min(workers, cpu["cpus"]))
             steps[name]["alone_seconds"] = seconds = (cpu["client"] + cpu["backends"]) / streams
             alone += seconds
             print(f"| {name + '_run':<14} | {cpu['client']:>12.1f} | {cpu['backends']:>8.1f} | {cpu['other']:>6.1f} | "
