@@ -194,11 +194,11 @@ def builtins_ensure() -> RuleSet:
     return active
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """What the duplicate rule needs of a record: its key and its time."""
+class Candidate(NamedTuple):
+    """What the duplicate rule needs of a record: its key and its time (a tuple: one is made
+    for every record of a batch and every stored record it is compared with)."""
 
-    key: tuple[Any, ...]  # (prompt hash, model id, business line)
+    key: tuple[Any, ...]  # (prompt hash, model name, business line)
     ts: datetime
 
 
