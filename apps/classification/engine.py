@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
@@ -133,6 +134,20 @@ def builtin_reasons(
     )
 
 
+@lru_cache(maxsize=1024)
+def _builtin_reasons(
+    status: str, finish_reason: str | None, duplicate: bool, reconciliation: bool, disabled: frozenset[str]
+) -> Reasons:
+    """builtin_reasons, decided once per combination: a batch has a few dozen of them."""
+    return builtin_reasons(
+        status=status,
+        finish_reason=finish_reason,
+        duplicate=duplicate,
+        reconciliation=reconciliation,
+        disabled=disabled,
+    )
+
+
 @dataclass(frozen=True)
 class Move:
     """A custom rule: when `matches(record)`, these components go to `reason_id`."""
@@ -153,13 +168,9 @@ class Classifier:
     moves: tuple[Move, ...] = field(default=())
 
     def classify(self, record: Any, *, duplicate: bool) -> Reasons:
-        reasons = builtin_reasons(
-            status=record.outcome.status,
-            finish_reason=record.outcome.finish_reason,
-            duplicate=duplicate,
-            reconciliation=record.dims.get(RECONCILIATION_DIM) == RECONCILIATION_VALUE,
-            disabled=self.disabled,
-        )
+        outcome = record.outcome
+        reconciliation = record.dims.get(RECONCILIATION_DIM) == RECONCILIATION_VALUE
+        reasons = _builtin_reasons(outcome.status, outcome.finish_reason, duplicate, reconciliation, self.disabled)
         if not self.moves:
             return reasons
         result = list(reasons)

@@ -28,6 +28,7 @@ from apps.classification.rules import Node, attribute_accessor, compile_predicat
 from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
 from apps.common.buckets import utc_day_start
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
+from apps.common.db import bound_cursor
 from apps.common.models import JobRun
 from apps.ingest.models import DimSet, Record, ServedModel
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
@@ -193,11 +194,11 @@ def builtins_ensure() -> RuleSet:
     return active
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """What the duplicate rule needs of a record: its key and its time."""
+class Candidate(NamedTuple):
+    """What the duplicate rule needs of a record: its key and its time (a tuple: one is made
+    for every record of a batch and every stored record it is compared with)."""
 
-    key: tuple[Any, ...]  # (prompt hash, model id, business line)
+    key: tuple[Any, ...]  # (prompt hash, model name, business line)
     ts: datetime
 
 
@@ -264,10 +265,10 @@ SELECT r.prompt_hash,
        (SELECT m.name FROM {ServedModel._meta.db_table} m WHERE m.id = r.model_id),
        (SELECT d.business_line FROM {DimSet._meta.db_table} d WHERE d.id = r.dims_id),
        r.ts
-FROM unnest(%s::bytea[]) AS h(hash)
+FROM unnest(%b::bytea[]) AS h(hash)
 CROSS JOIN LATERAL (
     SELECT prompt_hash, model_id, dims_id, ts FROM {Record._meta.db_table}
-    WHERE prompt_hash = h.hash AND status = 0 AND source_id = %s AND ts >= %s AND ts <= %s
+    WHERE prompt_hash = h.hash AND status = 0 AND source_id = %b::int AND ts >= %b AND ts <= %b
     OFFSET 0
 ) r
 """
@@ -275,7 +276,8 @@ CROSS JOIN LATERAL (
 
 def _stored_candidates(source_id: int, present: list[Candidate], window: timedelta) -> list[Candidate]:
     hashes = sorted({c.key[0] for c in present})
-    with transaction.atomic(), connection.cursor() as cursor:
+    # Bound server side: the ~3,000 hashes of a batch quoted into the SQL text cost more than the query.
+    with transaction.atomic(), bound_cursor() as cursor:
         cursor.execute("SET LOCAL jit = off")
         cursor.execute(
             _STORED_CANDIDATES,

@@ -11,11 +11,11 @@ from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
 from apps.accounts.models import CollectorKey
+from apps.common.db import bound_cursor
 from apps.ingest.contract import (
     ENDPOINTS,
     FINISH_REASONS,
@@ -163,13 +163,6 @@ class StoreResult:
     duplicates: int
 
 
-def _bound_cursor() -> psycopg.Cursor:
-    """A cursor on Django's connection (same transaction) that binds parameters server side,
-    so %b sends arrays in binary: Django's cursors quote every array element into the SQL."""
-    connection.ensure_connection()
-    return psycopg.Cursor(connection.connection)
-
-
 def record_key(record_id: str) -> int:
     """The 64-bit key that, with source and ts, identifies a stored record."""
     return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=8).digest(), "big", signed=True)
@@ -209,15 +202,15 @@ def served_models_resolve(*, keys: Iterable[tuple[str, str]]) -> dict[tuple[str,
     missing = sorted(set(keys) - ids.keys())
     if missing:
         names, versions = [k[0] for k in missing], [k[1] for k in missing]
-        with connection.cursor() as cursor:
+        with bound_cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {ServedModel._meta.db_table} (name, version) "
-                "SELECT * FROM unnest(%s::text[], %s::text[]) ON CONFLICT DO NOTHING",
+                "SELECT * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING",
                 [names, versions],
             )
             cursor.execute(
                 f"SELECT s.name, s.version, s.id FROM {ServedModel._meta.db_table} s "
-                "JOIN unnest(%s::text[], %s::text[]) AS k(name, version) USING (name, version)",
+                "JOIN unnest(%b::text[], %b::text[]) AS k(name, version) USING (name, version)",
                 [names, versions],
             )
             found = {(name, version): pk for name, version, pk in cursor.fetchall()}
@@ -233,7 +226,7 @@ def _rollup_part(key: DimsKey) -> DimsKey:
 
 def _dimset_ids(digests: dict[DimsKey, bytes]) -> dict[DimsKey, int]:
     """Ids of the dim sets with these digests that exist (committed)."""
-    with _bound_cursor() as cursor:
+    with bound_cursor() as cursor:
         sql = f"SELECT digest, id FROM {DimSet._meta.db_table} WHERE digest = ANY(%b)"
         cursor.execute(sql, [list(digests.values())])
         by_digest = {bytes(digest): pk for digest, pk in cursor.fetchall()}
@@ -244,7 +237,7 @@ def _dimsets_create(
     keys: list[DimsKey], digests: dict[DimsKey, bytes], rollup_ids: dict[DimsKey, int | None]
 ) -> dict[DimsKey, int]:
     dicts = [dict(k) for k in keys]
-    with _bound_cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {DimSet._meta.db_table} (digest, dims, business_line, rollup_id) "
             "SELECT * FROM unnest(%b::bytea[], %b::text[]::jsonb[], %b::text[], %b::int[]) "
@@ -405,7 +398,7 @@ def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Com
             else:
                 for row, extra in zip(built.rows, prepared.values, strict=True):
                     write(row + extra)
-        with _bound_cursor() as bound:
+        with bound_cursor() as bound:
             bound.execute(statement.insert, [list(dims_ids), list(rollup_ids), *(prepared.params if prepared else ())])
             (accepted,) = bound.fetchone()  # type: ignore[misc]
         if prepared is not None and prepared.after is not None:

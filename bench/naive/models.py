@@ -35,6 +35,7 @@ class NaiveRecord(models.Model):
     draft = _count(default=0)
     draft_accepted = _count(default=0)
     recomputed = _count(default=0)
+    reasoning = _count(default=0)
     status = models.CharField(max_length=16, choices=_choices(STATUSES))
     finish_reason = models.CharField(max_length=16, choices=_choices(FINISH_REASONS), null=True, blank=True)
     queued = _count(null=True, blank=True)
