@@ -120,39 +120,23 @@ def _month_bounds(now: datetime) -> tuple[datetime, datetime]:
 
 
 def budget_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
+    """Each budget of the month, a business line's own and those of its teams and callers, with
+    what it has used (apps.ledger.budget_state, the figures the edge and the budgets page read):
+    a money budget in its currency, a token budget as "<scope> tokens"."""
     from apps.alerts.detectors.money import BudgetInput
-    from apps.ledger.models import Budget
+    from apps.ledger.budget_state import budget_states
 
     start, end = _month_bounds(now)
-    budgets = Budget.objects.of_lines().filter(month=month_of(now))
-    if business_line:
-        budgets = budgets.filter(business_line=business_line)
-    if not budgets:
-        return
-    money: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    sql = (
-        f"SELECT d.business_line, c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
-        f"JOIN {_DIMS} d ON d.id = c.dims_id WHERE c.hour >= %s AND c.hour < %s GROUP BY 1, 2"
-    )
-    for line, currency, cost in _rows(sql, [start, end]):
-        money[(line, currency)] += cost
-    tokens: dict[str, Decimal] = {}
-    if any(b.tokens is not None for b in budgets):  # a month of usage rows is read only when needed
-        sql = (
-            f"SELECT d.business_line, sum({TOKENS}) FROM {_USAGE} u "
-            f"JOIN {_DIMS} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
-        )
-        tokens = {line: Decimal(total) for line, total in _rows(sql, [start, end])}
+    states = budget_states(now=now, business_lines=[business_line] if business_line else None)
     elapsed = (now - start) / (end - start)
     link, window = finance_link(month_of(now)), (start, hour_floor(now) + HOUR)
-    for b in budgets:
+    for b in states:
         if b.amount is not None:
-            spent = money.get((b.business_line, b.currency), Decimal(0))
-            subject = Subject(b.business_line, b.business_line, link, window=window, rank_by="cost")
-            yield subject, BudgetInput(spent, b.amount, elapsed, b.currency)
+            subject = Subject(b.scope, b.business_line, link, window=window, rank_by="cost")
+            yield subject, BudgetInput(b.used_amount, b.amount, elapsed, b.currency)
         if b.tokens is not None:
-            subject = Subject(f"{b.business_line} tokens", b.business_line, link, window=window, rank_by="tokens")
-            yield subject, BudgetInput(tokens.get(b.business_line, Decimal(0)), Decimal(b.tokens), elapsed, "tokens")
+            subject = Subject(f"{b.scope} tokens", b.business_line, link, window=window, rank_by="tokens")
+            yield subject, BudgetInput(Decimal(b.used_tokens), Decimal(b.tokens), elapsed, "tokens")
 
 
 def health_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:

@@ -104,6 +104,32 @@ def test_it_sends_again_when_a_budget_level_rises(receiver):
     assert rule_evaluate(rule_id=rule.id, now=NOW) == []
 
 
+def test_a_teams_and_a_callers_budget_alert_on_their_own_use():
+    from apps.ledger.models import Budget
+
+    month = NOW.date().replace(day=1)
+    Budget.objects.create(business_line="search", month=month, currency="CNY", amount=Decimal(10_000))
+    Budget.objects.create(business_line="search", team="web", month=month, currency="CNY", amount=Decimal(1000))
+    Budget.objects.create(business_line="search", caller="search-app", month=month, tokens=10_000)
+    factories.hourly_cost(hour=NOW - timedelta(days=2), cost="850", dims={"business_line": "search", "team": "web"})
+    factories.hourly_cost(hour=NOW - timedelta(days=2), cost="900", dims={"business_line": "search", "team": "batch"})
+    usage_dims = {"business_line": "search", "caller": "search-app"}
+    factories.hourly_cost(hour=NOW - timedelta(days=1), cost="1", dims={"business_line": "search", "caller": "other"})
+    key = factories.collector_key("vllm-budget").key
+    model = ServedModel.objects.get_or_create(name="qwen2.5-7b-instruct", version="")[0]
+    HourlyUsage.objects.create(
+        hour=HOUR, source_id=key.id, model=model, dims=factories.dimset(usage_dims), endpoint=1, status=0,
+        prompt=9000, completion=1200, prompt_cached=0,
+    )  # fmt: skip
+    rule = factories.alert_rule("budget", params={"forecast": False})
+
+    fired = {a.subject: a for a in rule_evaluate(rule_id=rule.id, now=NOW)}
+
+    assert set(fired) == {"search/web", "search caller=search-app tokens"}  # the line: 1,751 of 10,000
+    assert fired["search/web"].level == "80" and fired["search/web"].business_line == "search"
+    assert fired["search caller=search-app tokens"].level == "100"
+
+
 def test_it_fires_on_three_days_of_rising_unit_cost():
     rule = factories.alert_rule("trend")
     for day, cost in enumerate(["1.0", "1.1", "1.2", "1.3"]):

@@ -23,8 +23,9 @@ class BudgetInput:
     levels=("forecast", "80", "100"),
 )
 def budget(series: BudgetInput, p: Params) -> DetectionResult:
-    """A business line's month-to-date spend at 80 % and 100 % of its budget, and a linear
-    forecast to exceed it by month end (from `min_elapsed` of the month on, when noise settles)."""
+    """A budget's month-to-date use (a line's, a team's or a caller's) at 80 % and 100 % of it,
+    and a linear forecast to exceed it by month end (from `min_elapsed` of the month on, when
+    noise settles)."""
     used = series.spent / series.budget if series.budget else Decimal(0)
     forecast = series.spent / Decimal(str(max(series.elapsed, 1e-6)))
     figures = {
