@@ -131,11 +131,12 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
     elapsed = (now - start) / (end - start)
     link, window = finance_link(month_of(now)), (start, hour_floor(now) + HOUR)
     for b in states:
+        dims = tuple((dim, value) for dim, value in (("team", b.team), ("caller", b.caller)) if value)
         if b.amount is not None:
-            subject = Subject(b.scope, b.business_line, link, window=window, rank_by="cost")
+            subject = Subject(b.scope, b.business_line, link, window=window, rank_by="cost", dims=dims)
             yield subject, BudgetInput(b.used_amount, b.amount, elapsed, b.currency)
         if b.tokens is not None:
-            subject = Subject(f"{b.scope} tokens", b.business_line, link, window=window, rank_by="tokens")
+            subject = Subject(f"{b.scope} tokens", b.business_line, link, window=window, rank_by="tokens", dims=dims)
             yield subject, BudgetInput(Decimal(b.used_tokens), Decimal(b.tokens), elapsed, "tokens")
 
 
@@ -266,6 +267,9 @@ def contributors_top(*, subject: Subject, top: int = 3) -> list[dict[str, Any]]:
     if subject.model:
         where += " AND m.name = %s"
         sql_params.append(subject.model)
+    for dim, dim_value in subject.dims:
+        where += " AND d.dims->>%s = %s"
+        sql_params += [dim, dim_value]
     sql = (
         f"SELECT m.name, coalesce(d.dims->>'feature', ''), coalesce(d.dims->>'step', ''), sum({value}) "
         f"FROM {table} u JOIN {_DIMS} d ON d.id = u.dims_id JOIN {_MODELS} m ON m.id = u.model_id "

@@ -112,7 +112,8 @@ def test_a_teams_and_a_callers_budget_alert_on_their_own_use():
     Budget.objects.create(business_line="search", team="web", month=month, currency="CNY", amount=Decimal(1000))
     Budget.objects.create(business_line="search", caller="search-app", month=month, tokens=10_000)
     factories.hourly_cost(hour=NOW - timedelta(days=2), cost="850", dims={"business_line": "search", "team": "web"})
-    factories.hourly_cost(hour=NOW - timedelta(days=2), cost="900", dims={"business_line": "search", "team": "batch"})
+    batch = {"business_line": "search", "team": "batch"}
+    factories.hourly_cost(hour=NOW - timedelta(days=2), cost="900", model="llama-3-70b", dims=batch)
     usage_dims = {"business_line": "search", "caller": "search-app"}
     factories.hourly_cost(hour=NOW - timedelta(days=1), cost="1", dims={"business_line": "search", "caller": "other"})
     key = factories.collector_key("vllm-budget").key
@@ -127,6 +128,8 @@ def test_a_teams_and_a_callers_budget_alert_on_their_own_use():
 
     assert set(fired) == {"search/web", "search caller=search-app tokens"}  # the line: 1,751 of 10,000
     assert fired["search/web"].level == "80" and fired["search/web"].business_line == "search"
+    # Who spent it: the team's own records, not the line's (llama-3-70b is the batch team's).
+    assert [c["model"] for c in fired["search/web"].figures["_contributors"]] == ["qwen2.5-7b-instruct"]
     assert fired["search caller=search-app tokens"].level == "100"
 
 

@@ -18,7 +18,8 @@ from typing import Any
 class Subject:
     """What a detector judges: a business line, a model, a collector; with the page a receiver
     opens (`link`, a path), the window its figures were measured over (UTC instants), and what
-    its top contributors are ranked by when it fires (a key of selectors.CONTRIBUTORS)."""
+    its top contributors are ranked by when it fires (a key of selectors.CONTRIBUTORS), among
+    the records of its `dims` too (a team's or a caller's budget: (("team", "web"),))."""
 
     key: str
     business_line: str = ""
@@ -26,6 +27,7 @@ class Subject:
     model: str = ""
     window: tuple[datetime, datetime] | None = None
     rank_by: str = ""
+    dims: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
