@@ -110,9 +110,7 @@ def budget_override(request: HttpRequest, budget_id: int) -> HttpResponse:
     if not request.user.has_perm(OVERRIDE_PERMISSION):
         raise PermissionDenied("overriding a budget needs the finance or admin role")
     budget = get_object_or_404(Budget, pk=budget_id)
-    lines = business_lines_of(request.user)
-    if lines is not None and budget.business_line not in lines:
-        raise PermissionDenied("this budget's business line is outside your scope")
+    _line_check(request, budget.business_line)
     form = OverrideForm(request.POST)
     back = reverse("budgets") + "#budget-holds"
     if not form.is_valid():
@@ -144,9 +142,7 @@ def budget_scoped_set(request: HttpRequest) -> HttpResponse:
         messages.error(request, _("Budget not set: %(errors)s") % {"errors": _form_errors(form)})
         return redirect(back)
     data = form.cleaned_data
-    lines = business_lines_of(request.user)
-    if lines is not None and data["business_line"] not in lines:
-        raise PermissionDenied("this business line is outside your scope")
+    _line_check(request, data["business_line"])
     try:
         budget = budget_set(
             business_line=data["business_line"],
@@ -165,6 +161,13 @@ def budget_scoped_set(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     messages.success(request, _("Budget %(budget)s set.") % {"budget": budget})
     return redirect(back)
+
+
+def _line_check(request: HttpRequest, business_line: str) -> None:
+    """Refuse a budget of a business line outside the reader's scope."""
+    lines = business_lines_of(request.user)
+    if lines is not None and business_line not in lines:
+        raise PermissionDenied("this business line is outside your scope")
 
 
 def _form_errors(form: forms.Form) -> str:
