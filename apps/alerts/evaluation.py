@@ -54,6 +54,8 @@ def _explained(subject: Subject, result: DetectionResult) -> DetectionResult:
     top = contributors_top(subject=subject)
     if top:
         figures["_contributors"] = top
+    if subject.dims:  # a team's or a caller's budget: the message names them in its language
+        figures["_scope"] = dict(subject.dims)
     return replace(result, figures=figures)
 
 

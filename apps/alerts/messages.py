@@ -42,6 +42,8 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "test_body": "This channel is set up correctly.",
         "model_subject": "model {name}",
         "tokens_subject": "{name} (tokens)",
+        "team_subject": "team {name}",
+        "caller_subject": "caller {name}",
         "unattributed_subject": "(unattributed)",
         "all_lines": "the company",
     },
@@ -61,6 +63,8 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "test_body": "此通道配置正确。",
         "model_subject": "模型 {name}",
         "tokens_subject": "{name}(Token)",
+        "team_subject": "团队 {name}",
+        "caller_subject": "调用方 {name}",
         "unattributed_subject": "(未归属)",
         "all_lines": "全公司",
     },
@@ -283,8 +287,14 @@ def _subject(alert: Alert, language: str) -> str:
         return f"{found.get('period', '')} {kind} {found.get('business_line') or text['all_lines']}"
     if alert.kind == "spike" and subject.startswith("model "):
         return text["model_subject"].format(name=subject[len("model ") :])
-    if alert.kind == "budget" and subject.endswith(" tokens"):
-        return text["tokens_subject"].format(name=subject[: -len(" tokens")])
+    if alert.kind == "budget":
+        scope = alert.figures.get("_scope") or {}
+        if scope:  # a team's or a caller's budget: its line, then each in words
+            named = [text[f"{dim}_subject"].format(name=value) for dim, value in scope.items()]
+            name = " · ".join([alert.business_line, *named])
+        else:
+            name = subject.removesuffix(" tokens")
+        return text["tokens_subject"].format(name=name) if subject.endswith(" tokens") else name
     return subject.replace("(unattributed)", text["unattributed_subject"])
 
 

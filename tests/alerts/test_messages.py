@@ -292,3 +292,20 @@ def test_the_pages_take_hour_windows_and_refuse_a_bad_one():
     assert viewer.get("/overview/?from=2026-11-30T18:00&to=2026-11-30T17:00").status_code == 404
     days = viewer.get("/overview/?from=2026-11-29&to=2026-11-30").context["flt"]
     assert days.params()["to"] == "2026-11-30"  # days stay days
+
+
+def test_a_callers_and_a_teams_budget_are_named_in_the_channels_language():
+    from apps.ledger.models import Budget
+
+    month = NOW.date().replace(day=1)
+    Budget.objects.create(business_line="search", caller="search-app", month=month, currency="CNY", amount=Decimal(500))
+    Budget.objects.create(business_line="search", team="web", month=month, currency="CNY", amount=Decimal(100))
+    factories.hourly_cost(hour=NOW - timedelta(days=2), cost="600", dims={**LINE, "caller": "search-app"})
+    factories.hourly_cost(hour=NOW - timedelta(days=1), cost="200", dims={**LINE, "team": "web"})
+    fired = {a.subject: a for a in rule_evaluate(rule_id=factories.alert_rule("budget").id, now=NOW)}
+
+    caller, team = fired["search caller=search-app"], fired["search/web"]
+    assert text_of(caller, "en").startswith("Budget exceeded: search · caller search-app\n")
+    assert text_of(caller, "zh-hans").startswith("预算已超支:search · 调用方 search-app\n")
+    assert text_of(team, "zh-hans").startswith("预算已超支:search · 团队 web\n")
+    assert "caller=" not in text_of(caller, "zh-hans") + text_of(caller, "en")
