@@ -11,7 +11,7 @@ from django.db.models import Q
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENTS
 from apps.classification.models import Reason
-from apps.ingest.models import DimSet, ServedModel
+from apps.ingest.models import ROLLUP_REF, DimSet, ServedModel
 
 
 class Currency(models.TextChoices):
@@ -135,11 +135,14 @@ class HourlyCost(models.Model):
     """The cost of an HourlyClass row (summed over rule sets) and what priced it: a price
     version or a cost pool. Hours without a price have no row here (see UnpricedHour)."""
 
+    # Derived rows, written by the hundred thousand on a reprice: like the rollups they price
+    # (see HourlyUsage), no foreign-key checks or single-column indexes on what they share with
+    # HourlyClass; the price version and the pool, which say what priced a row, keep theirs.
     hour = models.DateTimeField()
-    source = models.ForeignKey(CollectorKey, on_delete=models.PROTECT, related_name="+")
-    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="+")
-    dims = models.ForeignKey(DimSet, on_delete=models.PROTECT, related_name="+")
-    reason = models.ForeignKey(Reason, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(CollectorKey, related_name="+", **ROLLUP_REF)
+    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
+    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
+    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
     component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
     tokens = models.BigIntegerField()
     # Exact for price-book rows: tokens * per_million (6 places) * 10^-6 has 12 places.
