@@ -62,10 +62,13 @@ browser:
 	  && command -v pdftoppm >/dev/null \
 	  || (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei libreoffice-calc-nogui poppler-utils)
 
-# The slowest tests are listed at the end, to keep an eye on the suite's time.
+# The slowest tests are listed at the end, to keep an eye on the suite's time. TEST_WORKERS
+# processes run it (a test file stays on one worker, the vLLM tests together: tests/conftest.py);
+# TEST_WORKERS=0 runs it in this process alone.
+TEST_WORKERS ?= 2
 test: install services browser cluster-packages
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
-	  $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+	  $(PY) -m pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 # The cluster's engines: nginx and PgBouncer from Debian (PostgreSQL and RabbitMQ come with `make services`).
 cluster-packages:

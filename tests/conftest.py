@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import collections
+import functools
 import gzip
 import importlib
 import itertools
 import json
+import os
+import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -18,6 +22,66 @@ from apps.ingest import services
 from apps.pricing.services import hours_price, price_set
 from tests import factories
 from tests.factories import record
+from tests.processes import XDIST_WORKER
+
+# --- running on several workers (`make test` runs `pytest -n 2`) ----------------------------
+
+def _broker_of_this_worker(url: str) -> str:
+    """Each worker its own Redis database: a Celery worker one test starts must not take the
+    tasks of the other worker's tests, nor a purge empty its queue."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "redis" or not XDIST_WORKER:
+        return url
+    base, n = int(parts.path.lstrip("/") or 0), int(XDIST_WORKER.removeprefix("gw"))
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{base - n if base >= n else base + n}"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    from costplatform.celery import app
+
+    url = _broker_of_this_worker(settings.CELERY_BROKER_URL)
+    settings.CELERY_BROKER_URL = app.conf.broker_url = os.environ["CELERY_BROKER_URL"] = url
+
+
+# The tests of the real vLLM engines share them (tests/serving/conftest.py): one worker runs them
+# all. They and the other long ones start first; started last they would run on one worker alone.
+VLLM_TESTS = "tests/serving/"
+LONG_FIRST = (VLLM_TESTS, "tests/cluster/", "tests/faults/", "tests/test_run.py", "tests/hostile/")
+
+
+def work_unit(nodeid: str) -> str:
+    """What one worker runs whole: a test file (its module fixtures start once), or every vLLM test."""
+    return VLLM_TESTS if nodeid.startswith(VLLM_TESTS) else nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seen = collections.Counter(item.nodeid for item in items)
+    for item in items:
+        if seen[item.nodeid] > 1:
+            # Schemathesis gives all its cases one node id ("…::test_every_operation…"); xdist
+            # schedules by node id and would run one of them alone, silently. Their names differ.
+            item._id = type(item._id).parse(f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")
+    shared = [nodeid for nodeid, n in collections.Counter(item.nodeid for item in items).items() if n > 1]
+    if shared:
+        raise pytest.UsageError(f"tests share a node id, which xdist would run once: {shared}")
+    first = {prefix: rank for rank, prefix in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: next((r for p, r in first.items() if item.nodeid.startswith(p)), len(first)))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test` runs on two workers (`-n 2`): work units as work_unit says, in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -30,19 +94,57 @@ def _fresh_reference_caches() -> Iterator[None]:
     services._dimsets.ids.clear()
 
 
+@functools.cache
+def _migrated_apps() -> Any:
+    """The models as the migrations see them: they send no signals (no audit entries)."""
+    from django.db.migrations.loader import MigrationLoader
+
+    return MigrationLoader(connection).project_state().apps
+
+
 def seeded_defaults() -> None:
-    """What the data migrations write (the built-in reasons and rule set, the chart of accounts),
-    written again where an earlier transactional test's flush removed it."""
-    from django.apps import apps
+    """What the data migrations write (the built-in reasons and rule set, the chart of accounts,
+    the default alert rules), written again where a transactional test's flush removed it."""
+    apps = _migrated_apps()
 
-    from apps.classification.models import Reason
-    from apps.ledger.models import Account, ConfigVersion
+    def migration(name: str) -> Any:
+        return importlib.import_module(f"migrations.{name}")
 
-    if not Reason.objects.exists():
-        importlib.import_module("migrations.classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
-    if not Account.objects.exists():
-        ConfigVersion.objects.get_or_create(id=1)
-        importlib.import_module("migrations.ledger.0003_seed_chart").seed(apps, None)
+    if not apps.get_model("classification", "Reason").objects.exists():
+        migration("classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
+        migration("classification.0007_reasoning_component").seed(apps, None)
+    if not apps.get_model("ledger", "Account").objects.exists():
+        apps.get_model("ledger", "ConfigVersion").objects.get_or_create(id=1)
+        migration("ledger.0003_seed_chart").seed(apps, None)
+    if not apps.get_model("alerts", "Rule").objects.exists():
+        migration("alerts.0002_default_rules").create(apps, None)
+        migration("alerts.0003_rule_every").set_every(apps, None)
+
+
+_db_blocker: list[Any] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _keep_db_blocker(django_db_blocker: Any) -> None:
+    _db_blocker.append(django_db_blocker)
+
+
+def _transactional(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    marker = item.get_closest_marker("django_db")
+    return "transactional_db" in names or "live_server" in names or bool(marker and marker.kwargs.get("transaction"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """A transactional test ends with a flush, which empties the data migrations' rows too. In
+    one process pytest-django runs those tests last; on two workers (`make test`) a test file
+    runs whole, and another file's tests may follow: the rows are written back after the flush."""
+    result = yield
+    if _transactional(item) and _db_blocker:
+        with _db_blocker[0].unblock():
+            seeded_defaults()
+    return result
 
 
 @pytest.fixture

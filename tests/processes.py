@@ -22,6 +22,14 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 
 
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def worker_suffix() -> str:
+    """"_gw1" on xdist's worker gw1, "" in a plain run: for the names of databases the tests make."""
+    return f"_{XDIST_WORKER}" if XDIST_WORKER else ""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from tests import factories
-from tests.processes import PlatformServer
+from tests.processes import PlatformServer, worker_suffix
 
 pytestmark = pytest.mark.slow
 LIMIT = 10 * 1024 * 1024  # the product's default COSTPLATFORM_INGEST_MAX_BYTES
@@ -27,7 +27,7 @@ BODY_TIMEOUT = 3
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformServer]:
-    platform = PlatformServer(tmp_path_factory.mktemp("hostile"), database="cp_hostile_live").setup()
+    platform = PlatformServer(tmp_path_factory.mktemp("hostile"), database=f"cp_hostile_live{worker_suffix()}").setup()
     platform.env["COSTPLATFORM_INGEST_BODY_TIMEOUT"] = str(BODY_TIMEOUT)
     platform.start()
     yield platform

@@ -10,12 +10,12 @@ import pytest
 
 from devtools import workload
 from devtools.tiny_model import build_tiny_model
-from tests.processes import PlatformServer, VllmServer
+from tests.processes import PlatformServer, VllmServer, worker_suffix
 
 
 def _database_name(suffix: str) -> str:
     base = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/costplatform")
-    return f"{urllib.parse.urlsplit(base).path.lstrip('/')}_{suffix}"
+    return f"{urllib.parse.urlsplit(base).path.lstrip('/')}_{suffix}{worker_suffix()}"
 
 
 # The map the test servers run with. Requests without a key (most tests) may choose among the
