@@ -26,6 +26,7 @@ from tests.processes import XDIST_WORKER
 
 # --- running on several workers (`make test` runs `pytest -n 2`) ----------------------------
 
+
 def _broker_of_this_worker(url: str) -> str:
     """Each worker its own Redis database: a Celery worker one test starts must not take the
     tasks of the other worker's tests, nor a purge empty its queue."""

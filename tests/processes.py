@@ -26,7 +26,7 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 def worker_suffix() -> str:
-    """"_gw1" on xdist's worker gw1, "" in a plain run: for the names of databases the tests make."""
+    """The suffix "_gw1" on xdist's worker gw1, "" in a plain run: for the databases the tests name."""
     return f"_{XDIST_WORKER}" if XDIST_WORKER else ""
 
 
