@@ -141,18 +141,19 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """A transactional test ends with a flush, which empties the data migrations' rows too. In
     one process pytest-django runs those tests last; on two workers (`make test`) a test file
     runs whole, and another file's tests may follow: the rows are written back after the flush."""
-    result = yield
-    if _transactional(item) and _db_blocker:
-        with _db_blocker[0].unblock():
-            seeded_defaults()
-    return result
+    try:
+        return (yield)
+    finally:
+        # After the last test the test database is gone with the session's fixtures.
+        if nextitem is not None and _transactional(item) and _db_blocker:
+            with _db_blocker[0].unblock():
+                seeded_defaults()
 
 
 @pytest.fixture
 def truncate_records(transactional_db: None) -> Iterator[None]:
-    """For tests that commit: ingest_record is not a Django-managed table, so flush skips it;
-    the data migrations' rows, which flush does remove, are there again first."""
-    seeded_defaults()
+    """For tests that commit: ingest_record is not a Django-managed table, so flush skips it
+    (the data migrations' rows are written back after a flush: pytest_runtest_teardown)."""
     yield
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE ingest_record")

@@ -30,7 +30,6 @@ from apps.ledger.services.rates import rate_set
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories
-from tests.conftest import seeded_defaults
 from tests.factories import record
 
 NOV, DEC = date(2026, 11, 1), date(2026, 12, 1)
@@ -52,7 +51,6 @@ def shanghai(settings: Any) -> Iterator[None]:
 
 def _books() -> None:
     """Priced rows on both edges of November and inside it, in two currencies, then accrued."""
-    seeded_defaults()  # the chart, where a committing test's flush removed it
     edges = [
         datetime(2026, 10, 31, 15, tzinfo=UTC),  # 31 Oct 23:00 local: October
         NOV_START,  # 1 Nov 00:00 local
@@ -154,7 +152,6 @@ def test_it_exports_the_months_rows_and_sums_as_the_database_has_them(tmp_path: 
 def test_it_puts_a_record_in_the_accounting_month_of_shanghai(
     collector: Any, tmp_path: Path, ts: str, month: str
 ) -> None:
-    seeded_defaults()
     assert collector.send([record(ts=ts, tokens={"prompt": 1000, "completion": 100})]).json()["accepted"] == 1
     factories.price_version(effective_from=datetime(2026, 1, 1, tzinfo=UTC), prices={"qwen*": ("1", "0.1", "4")})
     hours_price(start=datetime(2026, 11, 30, tzinfo=UTC), end=datetime(2026, 12, 1, tzinfo=UTC))
