@@ -173,10 +173,11 @@ def test_its_refusals_are_recorded_as_rejected_with_no_tokens(platform_rig: tupl
     settled(pipeline)
 
     status, headers, _ = chat(rig, REFUNDS)
-    assert pipeline.flush(10)
-
     assert status == 429
-    stored = Record.objects.select_related("dims").get(record_id=headers["X-Costplatform-Record-Id"])
+    # The refusal's record may reach the spool after the answer: wait for it, then flush.
+    wanted = Record.objects.select_related("dims").filter(record_id=headers["X-Costplatform-Record-Id"])
+    wait_for(lambda: pipeline.flush(1) and wanted.exists())
+    stored = wanted.get()
     assert (stored.status, stored.prompt, stored.completion) == (4, 0, 0)  # rejected
     assert stored.dims.dims["business_line"] == "refunds"
 
