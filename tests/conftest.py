@@ -37,6 +37,9 @@ def _broker_of_this_worker(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=f"/{base - n if base >= n else base + n}"))
 
 
+FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
@@ -44,6 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     url = _broker_of_this_worker(settings.CELERY_BROKER_URL)
     settings.CELERY_BROKER_URL = app.conf.broker_url = os.environ["CELERY_BROKER_URL"] = url
+    # The product hashes passwords with PBKDF2 (half a second a hash here); the users the tests
+    # make are hashed with a fast hasher instead, and a product hash still verifies. A server
+    # a test starts in another process keeps the product's list: its users are made there.
+    settings.PASSWORD_HASHERS = [FAST_HASHER, *settings.PASSWORD_HASHERS]
 
 
 # The tests of the real vLLM engines share them (tests/serving/conftest.py): one worker runs them

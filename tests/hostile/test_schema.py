@@ -71,9 +71,8 @@ def in_process(db: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def credentials(in_process: None, django_user_model: Any, settings: Any) -> dict[str, str]:
-    # Basic auth checks the password on every request; the production hasher costs ~0.5 s a check.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def credentials(in_process: None, django_user_model: Any) -> dict[str, str]:
+    # Basic auth checks the password on every request: the tests hash with a fast hasher (tests/conftest.py).
     django_user_model.objects.create_superuser("fuzz-admin", "fuzz@example.com", PASSWORD)
     key = factories.collector_key("fuzz-collector")
     basic = base64.b64encode(f"fuzz-admin:{PASSWORD}".encode()).decode()

@@ -23,8 +23,7 @@ API = "/api/v1/ledger/accounts"
 
 
 @pytest.fixture
-def alice(settings: Any) -> Any:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # seven checks, not seconds
+def alice() -> Any:
     return factories.finance_user("alice", role="finance")
 
 
