@@ -34,17 +34,17 @@ _COMPONENT_VALUES = ", ".join(f"(p.{column}, {i}, p.tokens_{i})" for i, column i
 _CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
 
 
-def class_rollup_ctes(stage: str) -> str:
-    """The CTEs that add the inserted rows (`ins`) of the staging table `stage` to HourlyClass,
-    in key order (concurrent batches lock rollup rows in the same order). One parameter: the
-    rule set id."""
+def class_rollup_ctes(stage: str, inserted: str) -> str:
+    """The CTEs that add the inserted rows of the staging table `stage` (those of its rows `s`
+    for which the SQL condition `inserted` holds) to HourlyClass, in key order (concurrent
+    batches lock rollup rows in the same order). One parameter: the rule set id."""
     return f""", pre AS (
     -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
     -- far fewer rows to unpivot into components than one a record.
     SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id, {_STAGE_REASONS},
            {_COMPONENT_SUMS}
     FROM {stage} s JOIN dims m ON m.dims_id = s.dims_id
-    WHERE (s.ts, s.source_id, s.record_key) IN (SELECT ts, source_id, record_key FROM ins)
+    WHERE {inserted}
     GROUP BY 1, 2, 3, 4, {_STAGE_REASONS}
 ), cls AS (
     SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id, x.component,

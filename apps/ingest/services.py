@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
+from psycopg.errors import UniqueViolation
 
 from apps.accounts.models import CollectorKey
 from apps.common.db import bound_cursor
@@ -67,16 +68,32 @@ _ROLLUP_KEY = "hour, source_id, model_id, dims_id, endpoint, status"
 
 _RECORD = Record._meta.db_table
 _STAGE = f"{_RECORD}_stage"
+_INSERTED = f"ts, record_key, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}"
 # Insert what is new and add exactly those rows to the hourly usage rollup, in one statement.
 # Rollup rows are upserted in key order so concurrent batches lock them in the same order. A
 # companion (below) appends its CTEs after `up`; the final SELECT reads `agg`.
+#
+# Most batches hold no record stored before: they are inserted as they are (_INSERT_NEW_HEAD),
+# and the rollups read the staging table itself. A record stored before fails that statement
+# (a unique violation, rolled back to its savepoint: _insert) and the batch is inserted again
+# with ON CONFLICT DO NOTHING, the rollups reading the rows it RETURNs (_INSERT_HEAD). Without
+# ON CONFLICT and RETURNING a batch costs PostgreSQL about a fifth less (docs/benchmarks.md); a
+# batch sent again costs the failed attempt, which stops at its first stored record.
 _INSERT_HEAD = f"""
 WITH ins AS (
     INSERT INTO {_RECORD} ({_COLUMN_NAMES})
     SELECT {_COLUMN_NAMES} FROM {{stage}}
     ON CONFLICT DO NOTHING
-    RETURNING ts, record_key, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}
-), dims AS (
+    RETURNING {_INSERTED}
+)"""
+_INSERT_NEW_HEAD = f"""
+WITH stored AS (
+    INSERT INTO {_RECORD} ({_COLUMN_NAMES})
+    SELECT {_COLUMN_NAMES} FROM {{stage}}
+), ins AS (
+    SELECT {_INSERTED} FROM {{stage}}
+)"""
+_ROLLUP = f""", dims AS (
     SELECT * FROM unnest(%b::int[], %b::int[]) AS m(dims_id, rollup_id)
 ), agg AS (
     SELECT date_trunc('hour', ins.ts, 'UTC') AS hour, ins.source_id, ins.model_id, m.rollup_id AS dims_id,
@@ -88,6 +105,9 @@ WITH ins AS (
     SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
     ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
 )"""
+# The staging rows `s` that were inserted: all of them when the batch went in as it was.
+_ALL_NEW = "true"
+_SOME_NEW = "(s.ts, s.source_id, s.record_key) IN (SELECT ts, source_id, record_key FROM ins)"
 _INSERT_TAIL = """
 SELECT coalesce(sum(records), 0)::bigint FROM agg
 """
@@ -113,11 +133,13 @@ class Companion:
     shape; the stage owns it (apps.classification.ingest) and apps.pipeline hands it to
     `records_store`. Its CTEs follow ingest's own and may read `ins` (the rows inserted:
     duplicates are not in it), `dims` (dims id -> rollup dims id) and the staging table, whose
-    name `ctes` is given; they name their parameters %b, after ingest's."""
+    name `ctes` is given with the condition that picks its inserted rows; they name their
+    parameters %b, after ingest's."""
 
     name: str  # the staging table's suffix: a companion's stage has its columns
     columns: tuple[tuple[str, str], ...]  # its staging columns: (name, PostgreSQL binary type)
-    ctes: Callable[[str], str]  # the stage's name -> ", name AS (...)" text
+    # (the stage's name, the condition true of its inserted rows `s`) -> ", name AS (...)" text
+    ctes: Callable[[str, str], str]
     prepare: Callable[[int, Sequence[RecordV1]], Prepared]  # (source id, records), before the transaction
 
 
@@ -127,7 +149,8 @@ class _Statement:
     create: str
     columns: str
     types: list[str]
-    insert: str
+    insert: str  # the batch with ON CONFLICT DO NOTHING
+    insert_new: str  # the batch as it is: fails when a record was stored before
 
 
 _statements: dict[str | None, _Statement] = {}
@@ -146,9 +169,16 @@ def _statement(companion: Companion | None) -> _Statement:
         f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {_COLUMN_NAMES}{extra_select} FROM {_RECORD} WITH NO DATA"
     )
     columns = ", ".join([_COLUMN_NAMES, *(name for name, _ in extra)])
-    ctes = companion.ctes(stage) if companion else ""
-    insert = _INSERT_HEAD.format(stage=stage) + ctes + _INSERT_TAIL
-    found = _statements[key] = _Statement(stage, create, columns, [*_COLUMN_TYPES, *(k for _, k in extra)], insert)
+
+    def insert(head: str, inserted: str) -> str:
+        ctes = companion.ctes(stage, inserted) if companion else ""
+        return head.format(stage=stage) + _ROLLUP + ctes + _INSERT_TAIL
+
+    types = [*_COLUMN_TYPES, *(k for _, k in extra)]
+    found = _Statement(
+        stage, create, columns, types, insert(_INSERT_HEAD, _SOME_NEW), insert(_INSERT_NEW_HEAD, _ALL_NEW)
+    )
+    _statements[key] = found
     return found
 
 
@@ -398,12 +428,26 @@ def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Com
             else:
                 for row, extra in zip(built.rows, prepared.values, strict=True):
                     write(row + extra)
-        with bound_cursor() as bound:
-            bound.execute(statement.insert, [list(dims_ids), list(rollup_ids), *(prepared.params if prepared else ())])
-            (accepted,) = bound.fetchone()  # type: ignore[misc]
+        params = [list(dims_ids), list(rollup_ids), *(prepared.params if prepared else ())]
+        accepted = _insert(statement, params)
         if prepared is not None and prepared.after is not None:
             prepared.after()
     return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
+
+
+def _insert(statement: _Statement, params: list[Any]) -> int:
+    """Insert the staged batch and add it to the rollups; the number of records inserted."""
+    with bound_cursor() as bound:
+        try:
+            with transaction.atomic():  # a savepoint: the failed attempt leaves nothing behind
+                bound.execute(statement.insert_new, params)
+                (accepted,) = bound.fetchone()  # type: ignore[misc]
+                return int(accepted)
+        except UniqueViolation:
+            pass  # a record of the batch is stored already: insert only what is new
+        bound.execute(statement.insert, params)
+        (accepted,) = bound.fetchone()  # type: ignore[misc]
+        return int(accepted)
 
 
 def _pg_text(text: str) -> str:
