@@ -271,7 +271,9 @@ def test_a_trickling_body_is_answered_408_and_the_worker_lives(server: PlatformS
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408"), answer[:300]
     assert b"not received within 3 s" in body
-    assert BODY_TIMEOUT <= waited < BODY_TIMEOUT + 3
+    # The deadline runs from the view's first read of the body; on a loaded machine the worker
+    # can reach it seconds after the bytes were sent (8.2 s once). The server's own timeout is 120 s.
+    assert BODY_TIMEOUT <= waited < BODY_TIMEOUT + 12
     assert stored(server)[0] == 0
     assert workers(server) == pids  # answered by the worker, not killed by the arbiter
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
