@@ -789,7 +789,8 @@ def build_rows(source_id: int, bodies: list[bytes]) -> list[tuple]:
             max_age=timedelta(days=settings.INGEST_MAX_AGE_DAYS),
         )
         assert not batch.rejected and not batch.duplicates, batch.rejected[:1]
-        rows.extend(services.records_rows(source_id=source_id, records=batch.records).rows)
+        # The staging tuples end with the rollup dims id, which ingest_record has not.
+        rows.extend(row[:-1] for row in services.records_rows(source_id=source_id, records=batch.records).rows)
     return rows
 
 

@@ -41,9 +41,9 @@ def class_rollup_ctes(stage: str, inserted: str) -> str:
     return f""", pre AS (
     -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
     -- far fewer rows to unpivot into components than one a record.
-    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, m.rollup_id, {_STAGE_REASONS},
+    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, s.rollup_id, {_STAGE_REASONS},
            {_COMPONENT_SUMS}
-    FROM {stage} s JOIN dims m ON m.dims_id = s.dims_id
+    FROM {stage} s
     WHERE {inserted}
     GROUP BY 1, 2, 3, 4, {_STAGE_REASONS}
 ), cls AS (

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
+import msgspec
 from django.conf import settings
 from django.db import connection, transaction
 from psycopg.errors import UniqueViolation
@@ -60,7 +61,9 @@ RECORD_COLUMNS = (
     ("prompt_hash", "bytea"),
 )
 _COLUMN_NAMES = ", ".join(name for name, _ in RECORD_COLUMNS)
-_COLUMN_TYPES = [kind for _, kind in RECORD_COLUMNS]
+# The staging table has one more column: the id of the record's rollup dims (the rollups' key).
+_STAGE_COLUMNS = f"{_COLUMN_NAMES}, rollup_id"
+_STAGE_TYPES = [*(kind for _, kind in RECORD_COLUMNS), "int4"]
 _TOKEN_SUMS = ", ".join(f"sum(ins.{name})" for name in TOKEN_FIELDS)
 _TOKEN_LIST = ", ".join(TOKEN_FIELDS)
 _TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
@@ -76,38 +79,40 @@ _INSERTED = f"ts, record_key, source_id, model_id, dims_id, endpoint, status, {_
 # Most batches hold no record stored before: they are inserted as they are (_INSERT_NEW_HEAD),
 # and the rollups read the staging table itself. A record stored before fails that statement
 # (a unique violation, rolled back to its savepoint: _insert) and the batch is inserted again
-# with ON CONFLICT DO NOTHING, the rollups reading the rows it RETURNs (_INSERT_HEAD). Without
+# with ON CONFLICT DO NOTHING, the rollups reading the staged rows it RETURNs (_INSERT_HEAD). Without
 # ON CONFLICT and RETURNING, PostgreSQL spends 12 to 14% less CPU a record (docs/benchmarks.md);
 # a batch sent again costs the failed attempt, which stops at its first stored record.
+# The staging rows `s` that were inserted: all of them when the batch went in as it was.
+_ALL_NEW = "true"
+_SOME_NEW = (
+    "(s.ts, s.source_id, s.record_key, s.record_id) IN (SELECT ts, source_id, record_key, record_id FROM stored)"
+)
 _INSERT_HEAD = f"""
-WITH ins AS (
+WITH stored AS (
     INSERT INTO {_RECORD} ({_COLUMN_NAMES})
     SELECT {_COLUMN_NAMES} FROM {{stage}}
     ON CONFLICT DO NOTHING
-    RETURNING {_INSERTED}
+    RETURNING ts, source_id, record_key, record_id
+), ins AS (
+    SELECT {_INSERTED}, rollup_id FROM {{stage}} s WHERE {_SOME_NEW}
 )"""
 _INSERT_NEW_HEAD = f"""
 WITH stored AS (
     INSERT INTO {_RECORD} ({_COLUMN_NAMES})
     SELECT {_COLUMN_NAMES} FROM {{stage}}
 ), ins AS (
-    SELECT {_INSERTED} FROM {{stage}}
+    SELECT {_INSERTED}, rollup_id FROM {{stage}}
 )"""
-_ROLLUP = f""", dims AS (
-    SELECT * FROM unnest(%b::int[], %b::int[]) AS m(dims_id, rollup_id)
-), agg AS (
-    SELECT date_trunc('hour', ins.ts, 'UTC') AS hour, ins.source_id, ins.model_id, m.rollup_id AS dims_id,
+_ROLLUP = f""", agg AS (
+    SELECT date_trunc('hour', ins.ts, 'UTC') AS hour, ins.source_id, ins.model_id, ins.rollup_id AS dims_id,
            ins.endpoint, ins.status, count(*) AS records, {_TOKEN_SUMS}
-    FROM ins JOIN dims m ON m.dims_id = ins.dims_id
+    FROM ins
     GROUP BY 1, 2, 3, 4, 5, 6
 ), up AS (
     INSERT INTO {HourlyUsage._meta.db_table} AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
     SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
     ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
 )"""
-# The staging rows `s` that were inserted: all of them when the batch went in as it was.
-_ALL_NEW = "true"
-_SOME_NEW = "(s.ts, s.source_id, s.record_key) IN (SELECT ts, source_id, record_key FROM ins)"
 _INSERT_TAIL = """
 SELECT coalesce(sum(records), 0)::bigint FROM agg
 """
@@ -132,9 +137,9 @@ class Companion:
     one pass over the new rows, in the batch's transaction). Ingest knows it only by this
     shape; the stage owns it (apps.classification.ingest) and apps.pipeline hands it to
     `records_store`. Its CTEs follow ingest's own and may read `ins` (the rows inserted:
-    duplicates are not in it), `dims` (dims id -> rollup dims id) and the staging table, whose
-    name `ctes` is given with the condition that picks its inserted rows; they name their
-    parameters %b, after ingest's."""
+    duplicates are not in it) and the staging table (ingest_record's columns, `rollup_id`, the
+    id of the record's rollup dims, and the companion's own), whose name `ctes` is given with
+    the condition that picks its inserted rows; they name their parameters %b."""
 
     name: str  # the staging table's suffix: a companion's stage has its columns
     columns: tuple[tuple[str, str], ...]  # its staging columns: (name, PostgreSQL binary type)
@@ -166,15 +171,16 @@ def _statement(companion: Companion | None) -> _Statement:
     stage = f"{_STAGE}_{companion.name}" if companion else _STAGE
     extra_select = "".join(f", 0::{kind} AS {name}" for name, kind in extra)
     create = (
-        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {_COLUMN_NAMES}{extra_select} FROM {_RECORD} WITH NO DATA"
+        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {_COLUMN_NAMES}, 0::int4 AS rollup_id{extra_select} "
+        f"FROM {_RECORD} WITH NO DATA"
     )
-    columns = ", ".join([_COLUMN_NAMES, *(name for name, _ in extra)])
+    columns = ", ".join([_STAGE_COLUMNS, *(name for name, _ in extra)])
 
     def insert(head: str, inserted: str) -> str:
         ctes = companion.ctes(stage, inserted) if companion else ""
         return head.format(stage=stage) + _ROLLUP + ctes + _INSERT_TAIL
 
-    types = [*_COLUMN_TYPES, *(k for _, k in extra)]
+    types = [*_STAGE_TYPES, *(k for _, k in extra)]
     found = _Statement(
         stage, create, columns, types, insert(_INSERT_HEAD, _SOME_NEW), insert(_INSERT_NEW_HEAD, _ALL_NEW)
     )
@@ -199,6 +205,12 @@ def record_key(record_id: str) -> int:
 
 
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=(",", ":"))
+_json_encode = msgspec.json.Encoder().encode
+
+
+def _json_text(dims: dict[str, str]) -> str:
+    """A dim set's dims as JSON text for its jsonb column (which PostgreSQL parses; not the digest's form)."""
+    return _json_encode(dims).decode()
 
 
 def dims_digest(key: DimsKey) -> bytes:
@@ -271,16 +283,19 @@ def _dimsets_create(
         cursor.execute(
             f"INSERT INTO {DimSet._meta.db_table} (digest, dims, business_line, rollup_id) "
             "SELECT * FROM unnest(%b::bytea[], %b::text[]::jsonb[], %b::text[], %b::int[]) "
-            "ON CONFLICT (digest) DO NOTHING",
+            "ON CONFLICT (digest) DO NOTHING RETURNING digest, id",
             [
                 [digests[k] for k in keys],
-                [json.dumps(d) for d in dicts],
+                [_json_text(d) for d in dicts],
                 [d.get("business_line", "") for d in dicts],
                 [rollup_ids.get(k) for k in keys],
             ],
         )
-    # Those another request created meanwhile are there too, committed: a new statement sees them.
-    return _dimset_ids({k: digests[k] for k in keys})
+        made = {bytes(digest): pk for digest, pk in cursor.fetchall()}
+    found = {k: made[digests[k]] for k in keys if digests[k] in made}
+    # Those another request created meanwhile are committed: a new statement sees them.
+    others = {k: digests[k] for k in keys if k not in found}
+    return found | _dimset_ids(others) if others else found
 
 
 def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]]:
@@ -312,12 +327,11 @@ def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]
 
 @dataclass(frozen=True)
 class RecordRows:
-    """What records_store writes for a batch: the ingest_record tuples (RECORD_COLUMNS order),
-    the months (UTC) they fall in, and the (dims id, rollup dims id) pairs they use."""
+    """What records_store writes for a batch: the staging tuples (ingest_record's columns in
+    RECORD_COLUMNS order, then the id of the record's rollup dims) and the months (UTC) they fall in."""
 
     rows: list[tuple]
     months: set[date]
-    dims_pairs: set[tuple[int, int]]
 
 
 _ts = attrgetter("ts")
@@ -352,8 +366,8 @@ def records_rows(*, source_id: int, records: Sequence[RecordV1]) -> RecordRows:
     dims_keys = _dims_keys(records)
     model_ids = served_models_resolve(keys={(r.model, r.model_version or "") for r in records})
     dims_ids = dimsets_resolve(keys=set(dims_keys))
-    rows = _rows(source_id, records, dims_keys, model_ids, {key: ids[0] for key, ids in dims_ids.items()})
-    return RecordRows(rows=rows, months=_months(records), dims_pairs=set(dims_ids.values()))
+    rows = _rows(source_id, records, dims_keys, model_ids, dims_ids)
+    return RecordRows(rows=rows, months=_months(records))
 
 
 def _rows(
@@ -361,7 +375,7 @@ def _rows(
     records: Sequence[RecordV1],
     dims_keys: list[DimsKey],
     model_ids: dict[tuple[str, str], int],
-    dims_ids: dict[DimsKey, int],
+    dims_ids: dict[DimsKey, tuple[int, int]],
 ) -> list[tuple]:
     # The hot loop of ingest (one pass a record): names bound locally, record_key inlined.
     blake2b, from_bytes, fromhex = hashlib.blake2b, int.from_bytes, bytes.fromhex
@@ -375,13 +389,14 @@ def _rows(
         else:
             queued, ttft, prefill, decode, e2e = tm.queued, tm.ttft, tm.prefill, tm.decode, tm.e2e
         rid, endpoint, finish, tier, phash = r.record_id, r.endpoint, o.finish_reason, r.quality_tier, r.prompt_hash
+        dims_id, rollup_id = dims_ids[dims_key]
         append(
             (
                 r.ts,  # timestamptz: the instant is dumped, whatever the offset it came with
                 from_bytes(blake2b(rid.encode(), digest_size=8).digest(), "big", signed=True),  # record_key()
                 source_id,
                 model_ids[(r.model, r.model_version or "")],
-                dims_ids[dims_key],
+                dims_id,
                 t.prompt, t.prompt_cached, t.completion, t.system, t.tool,
                 t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed, t.reasoning,
                 queued, ttft, prefill, decode, e2e,
@@ -393,6 +408,7 @@ def _rows(
                 rid,
                 r.retry_of,
                 fromhex(phash) if phash else None,
+                rollup_id,
             )
         )  # fmt: skip
     return rows
@@ -410,7 +426,6 @@ def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Com
         return StoreResult(accepted=0, duplicates=0)
     # Reference rows commit on their own, before the batch transaction takes any lock.
     built = records_rows(source_id=source_id, records=records)
-    dims_ids, rollup_ids = zip(*built.dims_pairs, strict=True)
     statement = _statement(companion)
     prepared = companion.prepare(source_id, records) if companion else None
     with transaction.atomic(), connection.cursor() as cursor:
@@ -428,7 +443,7 @@ def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Com
             else:
                 for row, extra in zip(built.rows, prepared.values, strict=True):
                     write(row + extra)
-        params = [list(dims_ids), list(rollup_ids), *(prepared.params if prepared else ())]
+        params = list(prepared.params) if prepared else []
         accepted = _insert(statement, params)
         if prepared is not None and prepared.after is not None:
             prepared.after()
