@@ -134,8 +134,10 @@ class HourlyClass(models.Model):
     Written with the records at ingest; replaced day by day by reclassification."""
 
     # Written by the hundred on every ingest and replaced by the day: no foreign-key checks or
-    # single-column indexes (ids come from rows that are never deleted; the unique key leads
-    # with the hour and serves the reads). See ingest.HourlyUsage.
+    # single-column indexes (ids come from rows that are never deleted; the key leads with the
+    # hour and serves the reads). See ingest.HourlyUsage. The key is the primary key: a
+    # surrogate id would cost each new row a second index entry.
+    pk = models.CompositePrimaryKey("hour", "source", "model", "dims", "ruleset", "reason", "component")
     hour = models.DateTimeField()
     source = models.ForeignKey(CollectorKey, related_name="+", **ROLLUP_REF)
     model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
@@ -144,14 +146,6 @@ class HourlyClass(models.Model):
     reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
     component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
     tokens = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["hour", "source", "model", "dims", "ruleset", "reason", "component"],
-                name="classification_hourlyclass_key",
-            )
-        ]
 
 
 class DirtyDay(models.Model):

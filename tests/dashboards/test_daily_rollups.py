@@ -201,8 +201,8 @@ def test_a_refresh_waits_for_a_writer_in_flight_and_sees_its_rows(days) -> None:
         with writer.cursor() as cursor:
             cursor.execute("BEGIN")
             cursor.execute(
-                "UPDATE classification_hourlyclass SET tokens = tokens + 1000 "
-                "WHERE id = (SELECT min(id) FROM classification_hourlyclass WHERE hour >= %s AND hour < %s)",
+                "UPDATE classification_hourlyclass SET tokens = tokens + 1000 WHERE ctid = "
+                "(SELECT ctid FROM classification_hourlyclass WHERE hour >= %s AND hour < %s LIMIT 1)",
                 [DAY0, DAY0 + timedelta(days=1)],
             )
             done = threading.Event()

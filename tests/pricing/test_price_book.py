@@ -91,10 +91,17 @@ def test_it_sums_rule_sets_and_keeps_costs_exact() -> None:
     factories.hourly_class(hour=at(1), tokens=1, component="cached_prompt", reason="cache.prefix_cache")
     # The same key under a retired rule set (a day half reclassified) adds up.
     row = HourlyClass.objects.get(component=1)
-    row.pk = None
-    row.ruleset = RuleSet.objects.create(version=99, status=RuleSet.Status.RETIRED)
-    row.tokens = 11
-    row.save()
+    retired = RuleSet.objects.create(version=99, status=RuleSet.Status.RETIRED)
+    HourlyClass.objects.create(
+        hour=row.hour,
+        source_id=row.source_id,
+        model_id=row.model_id,
+        dims_id=row.dims_id,
+        ruleset=retired,
+        reason_id=row.reason_id,
+        component=row.component,
+        tokens=11,
+    )
 
     hours_price(start=at(1), end=at(2))
 

@@ -69,7 +69,7 @@ def history(seeded: None, collector: Collector, settings: Any) -> None:
 def rollups() -> dict[str, Any]:
     return {
         "usage": HourlyUsage.objects.aggregate(n=Count("id"), records=Sum("records"), prompt=Sum("prompt")),
-        "classes": HourlyClass.objects.aggregate(n=Count("id"), tokens=Sum("tokens")),
+        "classes": HourlyClass.objects.aggregate(n=Count("*"), tokens=Sum("tokens")),
         "costs": sorted(HourlyCost.objects.values_list("hour", "component", "cost")),
         "journal": sorted(JournalLine.objects.values_list("period", "account__code", "debit", "credit", "tokens")),
         "balances": [trial_balance(month=m) for m in (JAN, JUN, FEB)],
