@@ -18,6 +18,7 @@ from psycopg.errors import UniqueViolation
 
 from apps.accounts.models import CollectorKey
 from apps.common.db import bound_cursor
+from apps.common.gcpause import gc_paused
 from apps.ingest.contract import (
     ENDPOINTS,
     FINISH_REASONS,
@@ -543,6 +544,18 @@ def batch_ingest(
     before anything is written; what it raises (a rate limit) leaves nothing stored. A
     `companion` writes its rollup in the statement that stores the records (records_store).
     """
+    with gc_paused():
+        return _batch_ingest(key=key, body=body, ndjson=ndjson, admit=admit, companion=companion)
+
+
+def _batch_ingest(
+    *,
+    key: CollectorKey,
+    body: bytes,
+    ndjson: bool,
+    admit: Callable[[int], None] | None,
+    companion: Companion | None,
+) -> IngestResult:
     started = time.perf_counter()
     source_id = key.pk
     try:
