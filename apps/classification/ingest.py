@@ -3,8 +3,10 @@
 Ingest stores a batch in one statement; for speed the new records' tokens are added to the
 class rollup (HourlyClass) in that same statement and transaction. Ingest does not know
 classification: this module hands it a `Companion` (ingest's shape for a later stage's part of
-the statement), and apps.pipeline composes the two. Each staged row carries the class.reason id
-of its eight token components, decided in Python (engine.Classifier) before the transaction;
+the statement), and apps.pipeline composes the two. The class.reason ids of each record's eight
+token components are decided in Python (engine.Classifier) before the transaction; a batch
+holds a few distinct combinations of them, sent once as arrays, and each staged row carries the
+index of its own;
 the days a late record may have turned stored records into duplicates are marked in
 classification's own DirtyDay in the batch's transaction (the reclassify job consumes them).
 The batch holds its days' reclassification locks shared, so reclassifying a day waits for the
@@ -23,33 +25,40 @@ from apps.classification.sql import component_tokens_sql
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import Companion, Prepared
 
-# The staged rows carry the reason id of each of their token components (engine.COMPONENTS).
+# The staged rows carry the index (from 0) of their combination of reasons in the batch's list,
+# which goes as one array a component (engine.COMPONENTS order) of class.reason ids.
+_REASONS_COLUMN = "reasons"
 _REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
+_COMBO_ARRAYS = ", ".join("%b::int2[]" for _ in COMPONENTS)
 # The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
 _COMPONENT_SQL = component_tokens_sql("s")
-_STAGE_REASONS = ", ".join(f"s.{column}" for column in _REASON_COLUMNS)
 # Summed per group as the per-record filter `tokens > 0` would: only the positive parts count.
 _COMPONENT_SUMS = ", ".join(f"sum(greatest({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(_COMPONENT_SQL))
-_COMPONENT_VALUES = ", ".join(f"(p.{column}, {i}, p.tokens_{i})" for i, column in enumerate(_REASON_COLUMNS))
+_COMPONENT_VALUES = ", ".join(f"(r.{column}, {i}, p.tokens_{i})" for i, column in enumerate(_REASON_COLUMNS))
 _CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
 
 
 def class_rollup_ctes(stage: str, inserted: str) -> str:
     """The CTEs that add the inserted rows of the staging table `stage` (those of its rows `s`
     for which the SQL condition `inserted` holds) to HourlyClass, in key order (concurrent
-    batches lock rollup rows in the same order). One parameter: the rule set id."""
-    return f""", pre AS (
+    batches lock rollup rows in the same order). Parameters: the batch's combinations of reasons
+    (an array of reason ids a component) and the rule set id."""
+    return f""", combos AS (
+    SELECT n - 1 AS reasons, {", ".join(_REASON_COLUMNS)}
+    FROM unnest({_COMBO_ARRAYS}) WITH ORDINALITY AS c({", ".join(_REASON_COLUMNS)}, n)
+), pre AS (
     -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
     -- far fewer rows to unpivot into components than one a record.
-    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, s.rollup_id, {_STAGE_REASONS},
+    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, s.rollup_id, s.{_REASONS_COLUMN},
            {_COMPONENT_SUMS}
     FROM {stage} s
     WHERE {inserted}
-    GROUP BY 1, 2, 3, 4, {_STAGE_REASONS}
+    GROUP BY 1, 2, 3, 4, 5
 ), cls AS (
     SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id, x.component,
            sum(x.tokens)::bigint AS tokens
     FROM pre p
+    JOIN combos r ON r.reasons = p.{_REASONS_COLUMN}
     CROSS JOIN LATERAL (VALUES {_COMPONENT_VALUES}) AS x(reason_id, component, tokens)
     WHERE x.tokens > 0
     GROUP BY 1, 2, 3, 4, 5, 6, 7
@@ -74,12 +83,16 @@ def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
         if classified.dirty_days:
             dirty_days_mark(days=classified.dirty_days)
 
-    return Prepared(values=classified.reasons, params=[classified.ruleset_id], after=after, before=before)
+    combos: dict[tuple[int, ...], int] = {}
+    index = combos.setdefault
+    values = [(index(reasons, len(combos)),) for reasons in classified.reasons]
+    arrays = [[reasons[i] for reasons in combos] for i in range(len(COMPONENTS))]
+    return Prepared(values=values, params=[*arrays, classified.ruleset_id], after=after, before=before)
 
 
 CLASSES = Companion(
     name="classes",
-    columns=tuple((column, "int2") for column in _REASON_COLUMNS),
+    columns=((_REASONS_COLUMN, "int2"),),
     ctes=class_rollup_ctes,
     prepare=batch_prepare,
 )

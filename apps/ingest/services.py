@@ -65,6 +65,7 @@ _COLUMN_NAMES = ", ".join(name for name, _ in RECORD_COLUMNS)
 # The staging table has one more column: the id of the record's rollup dims (the rollups' key).
 _STAGE_COLUMNS = f"{_COLUMN_NAMES}, rollup_id"
 _STAGE_TYPES = [*(kind for _, kind in RECORD_COLUMNS), "int4"]
+_VARIABLE_TYPES = {"text", "bytea"}
 _TOKEN_SUMS = ", ".join(f"sum(ins.{name})" for name in TOKEN_FIELDS)
 _TOKEN_LIST = ", ".join(TOKEN_FIELDS)
 _TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
@@ -170,11 +171,12 @@ def _statement(companion: Companion | None) -> _Statement:
         return found
     extra = companion.columns if companion else ()
     stage = f"{_STAGE}_{companion.name}" if companion else _STAGE
-    extra_select = "".join(f", 0::{kind} AS {name}" for name, kind in extra)
-    create = (
-        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {_COLUMN_NAMES}, 0::int4 AS rollup_id{extra_select} "
-        f"FROM {_RECORD} WITH NO DATA"
-    )
+    # Stored with the variable-length columns last: the rollups read the fixed-width ones, which
+    # PostgreSQL then finds at fixed offsets in each row.
+    fixed = [name for name, kind in RECORD_COLUMNS if kind not in _VARIABLE_TYPES]
+    variable = [name for name, kind in RECORD_COLUMNS if kind in _VARIABLE_TYPES]
+    select = ", ".join([*fixed, "0::int4 AS rollup_id", *(f"0::{kind} AS {name}" for name, kind in extra), *variable])
+    create = f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {select} FROM {_RECORD} WITH NO DATA"
     columns = ", ".join([_STAGE_COLUMNS, *(name for name, _ in extra)])
 
     def insert(head: str, inserted: str) -> str:
