@@ -95,13 +95,15 @@ class RecordV1(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, g
 
 
 class _RecordV1Fast(RecordV1, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """RecordV1 less the dim-key pattern, which msgspec would check with a regex on every key
-    of every record. Only the whole-batch fast path decodes into it; _fast_records then checks
-    each distinct key of the batch against DimKey once and makes the records RecordV1 again."""
+    """RecordV1 less its two patterns, which msgspec would check with a regex on every dim key
+    and every prompt hash of every record. Only the whole-batch fast path decodes into it;
+    _fast_records then checks each distinct key of the batch against DimKey once and all the
+    prompt hashes at once, and makes the records RecordV1 again."""
 
     dims: Annotated[dict[Annotated[str, Meta(min_length=1, max_length=64)], DimValue], Meta(max_length=32)] = (
         msgspec.field(default_factory=dict)
     )
+    prompt_hash: Annotated[str, Meta(min_length=16, max_length=128)] | None = None
 
 
 class _BatchFast(msgspec.Struct, forbid_unknown_fields=True):
@@ -301,6 +303,13 @@ def _split_ndjson(body: bytes) -> list[bytes]:
 
 
 _dims_of = attrgetter("dims")
+_HEX_DIGITS = b"0123456789abcdef"
+
+
+def _prompt_hashes_valid(records: list[_RecordV1Fast]) -> bool:
+    """Every prompt hash is lowercase hex (RecordV1's pattern; the fast type checked its length)."""
+    hashes = "".join([r.prompt_hash for r in records if r.prompt_hash is not None])
+    return hashes.isascii() and not hashes.encode().translate(None, _HEX_DIGITS)
 
 
 def _dim_keys_valid(records: list[_RecordV1Fast]) -> set[str] | None:
@@ -331,6 +340,8 @@ def _fast_records(body: bytes, *, ndjson: bool) -> tuple[list[RecordV1], set[str
         else:
             records = _decode_batch_fast(body).records
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return None
+    if not _prompt_hashes_valid(records):
         return None
     keys = _dim_keys_valid(records)
     return (records, keys) if keys is not None else None  # type: ignore[return-value]

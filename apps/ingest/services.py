@@ -311,9 +311,11 @@ def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]
         return result
     parts = {key: _rollup_part(key) for key in missing}
     part_keys = set(parts.values())
-    digests = {key: dims_digest(key) for key in missing | part_keys}
+    # A rollup part is mostly known (many sets share one): only the others are digested and looked up.
+    known = {part: cached[part][0] for part in part_keys if part in cached}
+    digests = {key: dims_digest(key) for key in missing | (part_keys - known.keys())}
     # Most sets not in this process's cache exist already (made by another worker): look first.
-    ids = _dimset_ids(digests)
+    ids = _dimset_ids(digests) | known
     # Rollup parts first: a full set points at its part; a part is its own rollup (NULL).
     new_parts = sorted(part_keys - ids.keys())
     if new_parts:
