@@ -56,8 +56,10 @@ def hourly_class(
     reason: str = "effective.input",
     source: str = "vllm-test",
     dims: dict[str, str] | None = None,
+    ruleset: Any = None,
 ) -> Any:
-    """An HourlyClass row as classification writes it at ingest (under the active rule set)."""
+    """An HourlyClass row as classification writes it at ingest (under the active rule set,
+    unless `ruleset` says another)."""
     import hashlib
     import json
 
@@ -78,7 +80,7 @@ def hourly_class(
         source=key,
         model=ServedModel.objects.get_or_create(name=model, version="")[0],
         dims=dimset,
-        ruleset=active_ruleset(),
+        ruleset=ruleset or active_ruleset(),
         reason=reason_row(reason),
         component=COMPONENTS.index(component),
         tokens=tokens,

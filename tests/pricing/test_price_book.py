@@ -84,24 +84,14 @@ def test_it_prices_each_component_by_its_kind() -> None:
 
 
 def test_it_sums_rule_sets_and_keeps_costs_exact() -> None:
-    from apps.classification.models import HourlyClass, RuleSet
+    from apps.classification.models import RuleSet
 
     factories.price_version(effective_from=DAY1, prices={QWEN: ("2.345678", "0.000001", "6")})
     factories.hourly_class(hour=at(1), tokens=123_456_789)
     factories.hourly_class(hour=at(1), tokens=1, component="cached_prompt", reason="cache.prefix_cache")
     # The same key under a retired rule set (a day half reclassified) adds up.
-    row = HourlyClass.objects.get(component=1)
     retired = RuleSet.objects.create(version=99, status=RuleSet.Status.RETIRED)
-    HourlyClass.objects.create(
-        hour=row.hour,
-        source_id=row.source_id,
-        model_id=row.model_id,
-        dims_id=row.dims_id,
-        ruleset=retired,
-        reason_id=row.reason_id,
-        component=row.component,
-        tokens=11,
-    )
+    factories.hourly_class(hour=at(1), tokens=11, ruleset=retired)
 
     hours_price(start=at(1), end=at(2))
 
