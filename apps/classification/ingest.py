@@ -22,6 +22,7 @@ from apps.classification.engine import COMPONENTS
 from apps.classification.models import HourlyClass
 from apps.classification.services import batch_classify, days_lock_shared, dirty_days_mark
 from apps.classification.sql import component_tokens_sql
+from apps.common.buckets import hour_floor_sql
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import Companion, Prepared
 
@@ -49,7 +50,7 @@ def class_rollup_ctes(stage: str, inserted: str) -> str:
 ), pre AS (
     -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
     -- far fewer rows to unpivot into components than one a record.
-    SELECT date_trunc('hour', s.ts, 'UTC') AS hour, s.source_id, s.model_id, s.rollup_id, s.{_REASONS_COLUMN},
+    SELECT {hour_floor_sql("s.ts")} AS hour, s.source_id, s.model_id, s.rollup_id, s.{_REASONS_COLUMN},
            {_COMPONENT_SUMS}
     FROM {stage} s
     WHERE {inserted}

@@ -36,6 +36,7 @@ from apps.classification.engine import (
 from apps.classification.models import HourlyClass
 from apps.classification.rules import Node, compile_sql, parse_rule
 from apps.classification.rules.storage import RECORD_FROM, choice_codes, record_columns
+from apps.common.buckets import hour_floor_sql
 from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
 from apps.ingest.models import FinishReason, Status
 
@@ -230,10 +231,9 @@ def _component_values(*reason_lists: Sequence[str]) -> str:
     return f"unnest({', '.join(arrays)})"
 
 
-# The UTC hour as date_trunc('hour', x.ts, 'UTC') gives it (ingest's rollup key), computed by
-# arithmetic on the instant instead of a time zone conversion per record.
+# Ingest's rollup key: the UTC hour, source, model, rollup dims.
 _ROLLUP_KEY = (
-    "date_bin('1 hour', x.ts, TIMESTAMPTZ '1970-01-01 00:00:00+00')",
+    hour_floor_sql("x.ts"),
     "x.source_id",
     "x.model_id",
     "x.rollup_dims_id",

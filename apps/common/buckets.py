@@ -114,6 +114,13 @@ def hour_floor(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+def hour_floor_sql(column: str) -> str:
+    """SQL for the UTC hour holding the timestamptz `column`, as hour_floor gives it: what
+    date_trunc('hour', column, 'UTC') gives, by arithmetic on the instant instead of a time
+    zone conversion a row (a quarter of the cost of a row in a rollup's scan of records)."""
+    return f"date_bin('1 hour', {column}, TIMESTAMPTZ '1970-01-01 00:00:00+00')"
+
+
 def day_start(day: date, zone: ZoneInfo | None = None) -> datetime:
     """The instant (UTC) the local day begins. A midnight skipped by DST maps to the hour after it."""
     return datetime.combine(day, time(), tzinfo=_resolve(zone)).astimezone(UTC)

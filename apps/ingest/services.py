@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from psycopg.errors import UniqueViolation
 
 from apps.accounts.models import CollectorKey
+from apps.common.buckets import hour_floor_sql
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
 from apps.ingest.contract import (
@@ -106,7 +107,7 @@ WITH stored AS (
     SELECT {_INSERTED}, rollup_id FROM {{stage}}
 )"""
 _ROLLUP = f""", agg AS (
-    SELECT date_trunc('hour', ins.ts, 'UTC') AS hour, ins.source_id, ins.model_id, ins.rollup_id AS dims_id,
+    SELECT {hour_floor_sql("ins.ts")} AS hour, ins.source_id, ins.model_id, ins.rollup_id AS dims_id,
            ins.endpoint, ins.status, count(*) AS records, {_TOKEN_SUMS}
     FROM ins
     GROUP BY 1, 2, 3, 4, 5, 6

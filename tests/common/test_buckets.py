@@ -18,6 +18,7 @@ from apps.common.buckets import (
     day_of,
     day_start,
     hour_floor,
+    hour_floor_sql,
     iso_local,
     month_end,
     month_of,
@@ -59,6 +60,26 @@ def test_it_floors_to_the_utc_hour_whatever_the_offset() -> None:
     at = datetime(2026, 12, 1, 0, 30, tzinfo=SHANGHAI)
 
     assert hour_floor(at) == datetime(2026, 11, 30, 16, tzinfo=UTC)
+
+
+@pytest.mark.django_db
+def test_its_sql_floors_to_the_utc_hour_as_python_and_date_trunc_do() -> None:
+    from django.db import connection
+
+    instants = [
+        datetime(2026, 12, 1, 0, 30, tzinfo=SHANGHAI),
+        datetime(2026, 3, 29, 1, 59, 59, 999999, tzinfo=BERLIN),
+        datetime(2026, 12, 31, 23, 0, tzinfo=UTC),
+        datetime(2024, 2, 29, 12, 0, 0, 1, tzinfo=ZoneInfo("America/St_Johns")),
+        datetime(1999, 12, 31, 23, 59, tzinfo=UTC),
+        datetime(1969, 7, 20, 20, 17, 40, tzinfo=UTC),
+    ]
+    with connection.cursor() as cursor:
+        for at in instants:
+            cursor.execute(
+                f"SELECT {hour_floor_sql('%s::timestamptz')}, date_trunc('hour', %s::timestamptz, 'UTC')", [at, at]
+            )
+            assert cursor.fetchone() == (hour_floor(at), hour_floor(at)), at
 
 
 def test_it_writes_instants_with_the_zones_offset() -> None:

@@ -25,6 +25,7 @@ from apps.audits.finders.base import (
     share,
 )
 from apps.audits.models import FindingKind, ModelDowngrade
+from apps.common.buckets import hour_floor_sql
 from apps.ingest.models import DimSet, Record, ServedModel
 
 # Per (rollup dims, model, prompt hash) of ok requests: how many requests and how many distinct
@@ -171,7 +172,7 @@ def loops(window: AuditWindow) -> list[Draft]:
 # hour has many retries that are a large share of the workload's requests.
 _RETRIES_SQL = f"""
 WITH h AS (
-    SELECT date_trunc('hour', r.ts, 'UTC') AS hour, d.rollup_id, r.model_id, count(*) AS n,
+    SELECT {hour_floor_sql("r.ts")} AS hour, d.rollup_id, r.model_id, count(*) AS n,
            count(*) FILTER (WHERE r.attempt > 1 OR r.retry_of IS NOT NULL) AS retries,
            sum(r.prompt - r.prompt_cached) FILTER (WHERE r.status <> 0) AS u,
            sum(r.prompt_cached) FILTER (WHERE r.status <> 0) AS c,
