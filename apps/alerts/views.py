@@ -35,8 +35,9 @@ LAST_DELIVERIES = 5
 
 @reader_required
 def alerts(request: HttpRequest) -> HttpResponse:
-    """The latest alerts, newest first, with how many deliveries were sent and failed; a
-    scoped user sees only alerts of its business lines (broadcasts and tests have none)."""
+    """The latest alerts, newest first, each with the title its message had and how many
+    deliveries were sent and failed; a scoped user sees only alerts of its business lines
+    (broadcasts and tests have none)."""
     found = Alert.objects.prefetch_related("actions__user").annotate(
         sent=Count("notifications", filter=Q(notifications__status=Notification.Status.SENT)),
         failed=Count("notifications", filter=Q(notifications__status=Notification.Status.FAILED)),
@@ -51,11 +52,11 @@ def alerts(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     if status in Alert.Status.values:
         found = found.filter(status=status)
-    context = {
-        "alerts": found.order_by("-created_at", "-id")[:HISTORY],
-        "status": status,
-        "statuses": Alert.Status.values,
-    }
+    shown = list(found.order_by("-created_at", "-id")[:HISTORY])
+    language = _language()
+    for alert in shown:  # what the chat message said, in the page's language, not the stored subject key
+        alert.message_title = message_for(alert, language).title  # type: ignore[attr-defined]
+    context = {"alerts": shown, "status": status, "statuses": Alert.Status.values}
     return render(request, "alerts/history.html", context)
 
 

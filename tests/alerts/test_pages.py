@@ -52,6 +52,8 @@ def test_the_history_shows_alerts_with_status_and_deliveries(as_user: AsUser, hi
     html = response.content.decode()
     assert response.status_code == 200
     assert "spike in search" in html and "spike in support" in html and '<td class="text">resolved</td>' in html
+    # Each alert by the title its message had, not by its stored subject alone.
+    assert "Token spike: spike in search" in html and "Resolved: Token spike: spike in support" in html
     resolved = as_user("viewer").get("/alerts/?status=resolved").content.decode()
     assert "spike in support" in resolved and "spike in search" not in resolved
 
@@ -129,5 +131,6 @@ def test_the_pages_speak_chinese(as_user: AsUser, history: dict[str, Any]) -> No
     assert "告警通道" in browser.get("/alerts/channels/").content.decode()
     html = browser.get("/alerts/").content.decode()
     assert "未发送原因" in html and '<a href="/alerts/">告警</a>' in html
+    assert "Token 用量突增:spike in search" in html and "已恢复:Token 用量突增:spike in support" in html
     assert "月度词元审计" in browser.get("/audits/").content.decode()
     assert "按科目和成本中心的支出" in browser.get("/finance/").content.decode()
