@@ -171,12 +171,15 @@ def _statement(companion: Companion | None) -> _Statement:
     if found is not None:
         return found
     extra = companion.columns if companion else ()
-    stage = f"{_STAGE}_{companion.name}" if companion else _STAGE
     # Stored with the variable-length columns last: the rollups read the fixed-width ones, which
     # PostgreSQL then finds at fixed offsets in each row.
     fixed = [name for name, kind in RECORD_COLUMNS if kind not in _VARIABLE_TYPES]
     variable = [name for name, kind in RECORD_COLUMNS if kind in _VARIABLE_TYPES]
     select = ", ".join([*fixed, "0::int4 AS rollup_id", *(f"0::{kind} AS {name}" for name, kind in extra), *variable])
+    # The name carries a digest of the columns: a server connection that outlives an upgrade
+    # (PgBouncer keeps them for an hour) keeps its stage of the old columns under the old name.
+    shape = hashlib.blake2b(select.encode(), digest_size=4).hexdigest()
+    stage = f"{_STAGE}_{companion.name}_{shape}" if companion else f"{_STAGE}_{shape}"
     create = f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {select} FROM {_RECORD} WITH NO DATA"
     columns = ", ".join([_STAGE_COLUMNS, *(name for name, _ in extra)])
 
@@ -190,6 +193,11 @@ def _statement(companion: Companion | None) -> _Statement:
     )
     _statements[key] = found
     return found
+
+
+def staging_table(companion: Companion | None = None) -> str:
+    """The name of the session's temporary staging table of ingest (with `companion`)."""
+    return _statement(companion).stage
 
 
 DimsKey = tuple[tuple[str, str], ...]

@@ -24,6 +24,19 @@ def test_it_stores_a_json_batch(collector):
     assert stored_count() == 2
 
 
+def test_a_session_holding_an_older_staging_table_still_stores(collector):
+    """A server connection can outlive an upgrade (PgBouncer keeps them for an hour) and hold
+    the staging table an older version made, of other columns: this version's has its own name."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE ingest_record_stage_classes (ts timestamptz, reason_0 int2)")
+
+    response = collector.send([record(), record()])
+
+    assert response.status_code == 200
+    assert response.json()["accepted"] == 2
+    assert stored_count() == 2
+
+
 def test_it_stores_every_field_as_sent(collector, reader):
     sent = record(
         **{

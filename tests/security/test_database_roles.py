@@ -22,8 +22,10 @@ import time_machine
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
+from apps.classification.ingest import CLASSES
 from apps.classification.services import reclassify_run
 from apps.ingest.partitions import month_start, partition_drop, partition_name, partitions_ensure, partitions_existing
+from apps.ingest.services import staging_table
 from apps.ledger.models import JournalEntry, JournalLine, Period
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close, period_ensure
@@ -77,7 +79,8 @@ def as_runtime(db: None, runtime: Runtime) -> Iterator[None]:
     with connection.cursor() as cursor:
         # The ingest staging table is a temporary table of the session: one made earlier by
         # the superuser would not be the runtime role's to write.
-        cursor.execute("DROP TABLE IF EXISTS pg_temp.ingest_record_stage, pg_temp.ingest_record_stage_classes")
+        stages = ", ".join(f"pg_temp.{staging_table(companion)}" for companion in (None, CLASSES))
+        cursor.execute(f"DROP TABLE IF EXISTS {stages}")
         cursor.execute(f'SET ROLE "{runtime.role}"')
     yield
     with connection.cursor() as cursor:
