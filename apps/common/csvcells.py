@@ -7,6 +7,8 @@ workbook. The OWASP rule: such a text cell gets a leading single quote, which th
 shows as text. A plain number is left as it is, so a negative amount still sums. Every export
 (the FOCUS file, the ledger tables, the finance dashboard, the audit) writes its rows through
 `safe_row` or `safe_dict`.
+
+Uploads go the other way: `csv_text` reads a CSV file as finance saves it.
 """
 
 from __future__ import annotations
@@ -33,3 +35,18 @@ def safe_row(values: Iterable[Any]) -> list[Any]:
 
 def safe_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: safe_cell(v) for k, v in row.items()}
+
+
+# What a spreadsheet saves a CSV as: UTF-8 (Excel adds a byte-order mark) or, on Chinese
+# Windows, the ANSI code page GBK, of which GB18030 is the superset.
+CSV_ENCODINGS = ("utf-8-sig", "gb18030")
+
+
+def csv_text(content: bytes) -> str | None:
+    """An uploaded CSV file as text, in the first of CSV_ENCODINGS that reads it; None when none does."""
+    for encoding in CSV_ENCODINGS:
+        try:
+            return content.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return None

@@ -255,6 +255,18 @@ def test_the_rates_page_upload_names_the_bad_row(as_role: Any) -> None:
     assert not ExchangeRate.objects.exists()
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "gb18030"])
+def test_the_rates_page_reads_a_csv_as_excel_saves_it(as_role: Any, encoding: str) -> None:
+    """Excel writes UTF-8 with a byte-order mark, or GBK (GB18030) on Chinese Windows."""
+    content = (RATES_CSV + "2026-10-08,USD,7.23,中国人民银行\n").encode(encoding)
+    upload = SimpleUploadedFile("rates.csv", content, "text/csv")
+
+    page = as_role("finance").post("/finance/rates/act/", {"action": "import", "file": upload}, follow=True)
+
+    assert "3 rates imported." in page.content.decode()
+    assert ExchangeRate.objects.filter(source="中国人民银行").count() == 1
+
+
 def test_the_rates_page_lists_rates_and_missing_days(usd_usage: None, as_role: Any) -> None:
     month_accrue(month=OCT)
 

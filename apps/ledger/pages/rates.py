@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
+from apps.common.csvcells import csv_text
 from apps.ledger.models import ExchangeRate, MissingRate
 from apps.ledger.reconciliation.adjustments import COMPANY_ACT, NEEDS_FINANCE
 from apps.ledger.services.rates import COLUMNS, RateError, functional_currency, rate_set, rates_import
@@ -84,10 +85,9 @@ def _import(request: HttpRequest) -> str:
         raise RateError([_("choose the rates' CSV file")])
     if upload.size is not None and upload.size > MAX_RATES_BYTES:
         raise RateError([_("the file is larger than 2 MB")])
-    try:
-        text = upload.read().decode("utf-8")
-    except UnicodeDecodeError:
-        raise RateError([_("the file is not UTF-8 text")]) from None
+    text = csv_text(upload.read())
+    if text is None:
+        raise RateError([_("the file is neither UTF-8 nor GB18030 text")])
     saved = rates_import(text=text, user=request.user)
     return _("%(count)s rates imported.") % {"count": len(saved)}
 

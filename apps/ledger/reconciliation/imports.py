@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from apps.common.buckets import month_of, next_month
+from apps.common.csvcells import csv_text
 from apps.ledger.models import Period
 from apps.ledger.reconciliation.models import Bill, BillLine, BillRowError, Supplier
 
@@ -52,12 +53,10 @@ class ImportResult:
 
 
 def _text(content: bytes) -> str:
-    for encoding in ("utf-8-sig", "gb18030"):
-        try:
-            return content.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    raise BillImportError(_(NOT_TEXT))
+    text = csv_text(content)
+    if text is None:
+        raise BillImportError(_(NOT_TEXT))
+    return text
 
 
 def _mapped(supplier: Supplier) -> dict[str, str]:

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.common.csvcells import csv_text
 from apps.ledger.services.rates import COLUMNS, RateError, functional_currency, rates_import
 
 
@@ -18,16 +19,21 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", type=Path, help="the rates as CSV (UTF-8)")
+        parser.add_argument(
+            "file", type=Path, help="the rates as CSV (UTF-8, or GB18030 as Excel saves it on Chinese Windows)"
+        )
 
     def handle(self, *args: Any, file: Path, **options: Any) -> None:
         try:
-            saved = rates_import(text=file.read_text(encoding="utf-8"))
+            text = csv_text(file.read_bytes())
+            if text is None:
+                raise CommandError(f"{file}: neither UTF-8 nor GB18030 text; nothing was imported")
+            saved = rates_import(text=text)
         except RateError as exc:
             for error in exc.errors:
                 self.stderr.write(error)
             raise CommandError(f"refused: {len(exc.errors)} errors; nothing was imported") from exc
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise CommandError(str(exc)) from exc
         days = sorted({r.day for r in saved})
         span = f" ({days[0]} .. {days[-1]})" if days else ""
