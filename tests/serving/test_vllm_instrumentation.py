@@ -138,12 +138,15 @@ def abandon_stream(server: VllmServer, headers: dict[str, str], *, chunks: int =
 def test_it_records_a_stream_the_client_abandons_as_aborted_with_the_tokens_generated(
     vllm_server: VllmServer, platform: PlatformServer
 ) -> None:
-    run = uuid.uuid4().hex
-
-    abandon_stream(vllm_server, {"X-Costplatform-Run": run, "X-Request-Id": f"gone-{run}"})
-
-    record = one_record(platform, run)
-    assert record["record_id"] == f"chatcmpl-gone-{run}"
+    for _ in range(3):
+        run = uuid.uuid4().hex
+        abandon_stream(vllm_server, {"X-Costplatform-Run": run, "X-Request-Id": f"gone-{run}"})
+        record = one_record(platform, run)
+        assert record["record_id"] == f"chatcmpl-gone-{run}"
+        # On a loaded machine the server may write the whole answer into the socket's buffers
+        # before it sees the client go: then it was answered in full, and is recorded so. Again.
+        if record["outcome"] != {"status": "ok", "finish_reason": "length"}:
+            break
     assert record["outcome"] == {"status": "aborted", "finish_reason": "abort"}
     assert 4 <= record["tokens"]["completion"] < 3000
     assert record["tokens"]["prompt"] > 0
