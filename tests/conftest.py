@@ -95,11 +95,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @pytest.fixture(autouse=True)
 def _fresh_reference_caches() -> Iterator[None]:
     # Ids cached by one test may belong to rows another test's cleanup removed.
-    services._models.ids.clear()
-    services._dimsets.ids.clear()
+    services.reference_caches_clear()
     yield
-    services._models.ids.clear()
-    services._dimsets.ids.clear()
+    services.reference_caches_clear()
 
 
 @functools.cache

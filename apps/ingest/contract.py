@@ -94,15 +94,20 @@ class RecordV1(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, g
     quality_tier: Literal["high", "mid", "low"] | None = None
 
 
-class _RecordV1Fast(RecordV1, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """RecordV1 less its two patterns, which msgspec would check with a regex on every dim key
-    and every prompt hash of every record. Only the whole-batch fast path decodes into it;
-    _fast_records then checks each distinct key of the batch against DimKey once and all the
-    prompt hashes at once, and makes the records RecordV1 again."""
+# A record's dims as the fast path checks them once per distinct text: DimKey less its pattern.
+_FastDims = Annotated[dict[Annotated[str, Meta(min_length=1, max_length=64)], DimValue], Meta(max_length=32)]
+_decode_dims = msgspec.json.Decoder(_FastDims).decode
 
-    dims: Annotated[dict[Annotated[str, Meta(min_length=1, max_length=64)], DimValue], Meta(max_length=32)] = (
-        msgspec.field(default_factory=dict)
-    )
+
+class _RecordV1Fast(RecordV1, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """RecordV1 with its dims left as JSON text and less the prompt hash pattern. Only the
+    whole-batch fast path decodes into it: a batch holds few distinct dims texts (a source
+    sends the same set the same way), so _dims_shared decodes and checks each one once (each
+    distinct key against DimKey's pattern) and gives the records that sent it one dict, shared;
+    _prompt_hashes_valid checks all the prompt hashes at once (msgspec would run the pattern's
+    regex on each). The records are then made RecordV1 again."""
+
+    dims: msgspec.Raw = msgspec.Raw(b"{}")  # type: ignore[assignment]
     prompt_hash: Annotated[str, Meta(min_length=16, max_length=128)] | None = None
 
 
@@ -312,13 +317,23 @@ def _prompt_hashes_valid(records: list[_RecordV1Fast]) -> bool:
     return hashes.isascii() and not hashes.encode().translate(None, _HEX_DIGITS)
 
 
-def _dim_keys_valid(records: list[_RecordV1Fast]) -> set[str] | None:
-    """Turn records decoded as _RecordV1Fast into RecordV1 (the same layout; the one check the
-    fast type leaves out is the dim-key pattern); the batch's dim keys when every one passes
-    DimKey, else None."""
-    for record in records:
-        record.__class__ = RecordV1  # type: ignore[assignment]
-    keys = set(chain.from_iterable(map(_dims_of, records)))
+def _dims_shared(records: list[_RecordV1Fast]) -> set[str] | None:
+    """Turn records decoded as _RecordV1Fast into RecordV1 (the same layout), each with its dims
+    as a dict: one dict per distinct dims text of the batch, decoded and checked once (records
+    never change their dims). The batch's dim keys when every dims text is valid, else None."""
+    shared: dict[bytes, dict[str, str]] = {}
+    get = shared.get
+    try:
+        for record in records:
+            text = bytes(record.dims)
+            dims = get(text)
+            if dims is None:
+                dims = shared[text] = _decode_dims(text)
+            record.dims = dims  # type: ignore[assignment]
+            record.__class__ = RecordV1  # type: ignore[assignment]
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return None
+    keys = set(chain.from_iterable(shared.values()))
     new = keys - _GOOD_DIM_KEYS
     for key in new:
         try:
@@ -343,7 +358,7 @@ def _fast_records(body: bytes, *, ndjson: bool) -> tuple[list[RecordV1], set[str
         return None
     if not _prompt_hashes_valid(records):
         return None
-    keys = _dim_keys_valid(records)
+    keys = _dims_shared(records)
     return (records, keys) if keys is not None else None  # type: ignore[return-value]
 
 

@@ -248,6 +248,14 @@ class _RefCache(Generic[K, V]):
 
 _models: _RefCache[tuple[str, str], int] = _RefCache()
 _dimsets: _RefCache[DimsKey, tuple[int, int]] = _RefCache()
+# A record's dims items in the order it sent them (its dims key unsorted) -> the ids of its set.
+_sent_dims: _RefCache[tuple[tuple[str, str], ...], tuple[int, int]] = _RefCache()
+
+
+def reference_caches_clear() -> None:
+    """Forget every cached reference id (tests: another test's cleanup may remove the rows)."""
+    for cache in (_models, _dimsets, _sent_dims):
+        cache.ids.clear()
 
 
 def served_models_resolve(*, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -359,51 +367,52 @@ def _months(records: Sequence[RecordV1]) -> set[date]:
     return {month_start(r.ts.astimezone(UTC)) for r in records}
 
 
-def _dims_keys(records: Sequence[RecordV1]) -> list[DimsKey]:
-    """Each record's dims as a DimsKey (its items, sorted). The records of a source mostly send
-    their dims in the same order, so the sorted form is made once per order seen."""
-    canonical: dict[tuple[tuple[str, str], ...], DimsKey] = {}
-    keys: list[DimsKey] = []
-    append = keys.append
-    for r in records:
-        items = tuple(r.dims.items())
-        key = canonical.get(items)
-        if key is None:
-            key = canonical[items] = tuple(sorted(items))
-        append(key)
-    return keys
+def records_dims_ids(records: Sequence[RecordV1]) -> list[tuple[int, int]]:
+    """Per record, (its dim set's id, the id of the set's rollup part), creating missing sets.
+
+    The records of a batch the fast decoder read share one dims dict per distinct dims text
+    (contract._dims_shared): each dict is looked up once, as the items it holds in the order
+    they were sent (a source mostly sends a set the same way), and only the sets never seen are
+    sorted into their DimsKey and resolved."""
+    dicts = {id(r.dims): r.dims for r in records}
+    known = _sent_dims.ids
+    items_of = {at: tuple(dims.items()) for at, dims in dicts.items()}
+    ids = {at: known.get(items) for at, items in items_of.items()}
+    missing = {items: tuple(sorted(items)) for at, items in items_of.items() if ids[at] is None}
+    if missing:
+        resolved = dimsets_resolve(keys=set(missing.values()))
+        found = {items: resolved[key] for items, key in missing.items()}
+        _sent_dims.remember(found)
+        ids = {at: pair or found[items_of[at]] for at, pair in ids.items()}
+    return [ids[id(r.dims)] for r in records]  # type: ignore[misc]
 
 
 def records_rows(*, source_id: int, records: Sequence[RecordV1]) -> RecordRows:
     """Resolve the records' model and dim set ids (creating missing ones, which commit on
     their own) and build their ingest_record rows."""
-    dims_keys = _dims_keys(records)
     model_ids = served_models_resolve(keys={(r.model, r.model_version or "") for r in records})
-    dims_ids = dimsets_resolve(keys=set(dims_keys))
-    rows = _rows(source_id, records, dims_keys, model_ids, dims_ids)
+    rows = _rows(source_id, records, records_dims_ids(records), model_ids)
     return RecordRows(rows=rows, months=_months(records))
 
 
 def _rows(
     source_id: int,
     records: Sequence[RecordV1],
-    dims_keys: list[DimsKey],
+    dims_ids: list[tuple[int, int]],
     model_ids: dict[tuple[str, str], int],
-    dims_ids: dict[DimsKey, tuple[int, int]],
 ) -> list[tuple]:
     # The hot loop of ingest (one pass a record): names bound locally, record_key inlined.
     blake2b, from_bytes, fromhex = hashlib.blake2b, int.from_bytes, bytes.fromhex
     endpoints, statuses, finishes, tiers = ENDPOINT_CODES, STATUS_CODES, FINISH_CODES, TIER_CODES
     rows: list[tuple] = []
     append = rows.append
-    for r, dims_key in zip(records, dims_keys, strict=True):
+    for r, (dims_id, rollup_id) in zip(records, dims_ids, strict=True):
         t, o, tm = r.tokens, r.outcome, r.timing
         if tm is None:
             queued = ttft = prefill = decode = e2e = None
         else:
             queued, ttft, prefill, decode, e2e = tm.queued, tm.ttft, tm.prefill, tm.decode, tm.e2e
         rid, endpoint, finish, tier, phash = r.record_id, r.endpoint, o.finish_reason, r.quality_tier, r.prompt_hash
-        dims_id, rollup_id = dims_ids[dims_key]
         append(
             (
                 r.ts,  # timestamptz: the instant is dumped, whatever the offset it came with

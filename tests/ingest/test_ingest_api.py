@@ -244,6 +244,10 @@ NOW = datetime.now(UTC)
         ({"dims": {"business_line": "x" * 257}}, "dims"),
         ({"dims": {"k" * 65: "v"}}, "dims"),
         ({"dims": {"": "v"}}, "dims"),
+        ({"dims": {"bad key": "v"}}, "dims"),
+        ({"dims": None}, "dims"),
+        ({"dims": ["business_line"]}, "dims"),
+        ({"dims": {"business_line": "a", "team": None}}, "dims"),
     ],
 )
 def test_it_rejects_invalid_records_by_field(collector, overrides, field):
@@ -256,6 +260,25 @@ def test_it_rejects_invalid_records_by_field(collector, overrides, field):
     assert rejected["index"] == 1
     assert field in rejected["errors"], rejected["errors"]
     assert all(isinstance(m, str) and m for m in rejected["errors"][field])
+
+
+def test_records_sending_one_set_of_dims_in_any_order_or_spacing_share_its_dim_set(collector):
+    """The fast decoder reads each distinct dims text of a batch once; the dim set is the same
+    whatever the order of the keys or the spacing of the JSON, and a set differs by any value."""
+    dims = {"business_line": "search", "team": "core", "user": "u-1"}
+    reordered = dict(reversed(dims.items()))
+    batch = [record(dims=dims), record(dims=reordered), record(dims=dims), record(dims={**dims, "user": "u-2"})]
+    body = json.dumps({"records": batch}, indent=1).replace('"u-1"', ' "u-1" ', 1).encode()
+
+    assert collector.post(body).json()["accepted"] == 4
+    stored = {r.record_id: r.dims for r in Record.objects.select_related("dims")}
+    assert {rid: dimset.dims for rid, dimset in stored.items()} == {r["record_id"]: r["dims"] for r in batch}
+    sets = [stored[r["record_id"]].pk for r in batch]
+    assert sets[0] == sets[1] == sets[2] != sets[3]
+    # Sent again in another batch (the dims now known to this process), they land on the same sets.
+    again = [record(dims=reordered), record(dims={**dims, "user": "u-2"})]
+    collector.send(again)
+    assert [Record.objects.get(record_id=r["record_id"]).dims_id for r in again] == [sets[0], sets[3]]
 
 
 def test_it_keeps_rejected_records_raw_with_reasons_and_source(collector, reader):
