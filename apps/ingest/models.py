@@ -77,8 +77,9 @@ class DimSet(models.Model):
 
     About one record in ten brings a set never seen (per-user and per-conversation dims), so a
     new row costs ingest: the rollup reference has no foreign-key check (sets are never
-    deleted; ingest writes a set's rollup part before the set) and no index, and the business
-    line's index is a plain one (nothing filters it with LIKE)."""
+    deleted; ingest writes a set's rollup part before the set) and no index, the business
+    line's index is a plain one (nothing filters it with LIKE), and the dims' GIN index holds
+    hashes of paths (jsonb_path_ops)."""
 
     id = models.AutoField(primary_key=True)
     digest = models.BinaryField(max_length=16, unique=True)
@@ -88,7 +89,9 @@ class DimSet(models.Model):
 
     class Meta:
         indexes = [
-            GinIndex(fields=["dims"], name="ingest_dimset_dims_gin"),
+            # jsonb_path_ops: containment (@>) is the only indexed question asked of dims, and
+            # a new set makes one entry a dim instead of one a key and one a value.
+            GinIndex(fields=["dims"], opclasses=["jsonb_path_ops"], name="ingest_dimset_dims_path_gin"),
             models.Index(fields=["business_line"], name="ingest_dimset_business_line"),
         ]
 
