@@ -12,3 +12,6 @@ class CommonConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.common import checks  # noqa: F401  (registers the system checks)
+        from apps.common.db import bytea_dumper_fast
+
+        bytea_dumper_fast()
