@@ -16,7 +16,8 @@ batches of that day in flight and holds new ones back, while other days' batches
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, date
+from operator import attrgetter
 
 from apps.classification.engine import COMPONENTS
 from apps.classification.models import HourlyClass
@@ -70,12 +71,21 @@ def class_rollup_ctes(stage: str, inserted: str) -> str:
 )"""
 
 
+_ts = attrgetter("ts")
+
+
+def _utc_days(records: Sequence[RecordV1]) -> set[date]:
+    """The UTC days of the records: that of the first and last ts when they share one."""
+    first, last = (ts.astimezone(UTC).date() for ts in (min(map(_ts, records)), max(map(_ts, records))))
+    return {first} if first == last else {r.ts.astimezone(UTC).date() for r in records}
+
+
 def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
     """Classify a batch with the active rule set (before the batch's transaction)."""
     classified = batch_classify(source_id=source_id, records=records)
     # The days whose class rollup the batch adds to or marks dirty: a reclassification of one
     # of them waits for the batch, and the batch for it (classification.services.days_lock_shared).
-    days = {r.ts.astimezone(UTC).date() for r in records} | classified.dirty_days
+    days = _utc_days(records) | classified.dirty_days
 
     def before() -> None:
         days_lock_shared(days=days)

@@ -300,10 +300,28 @@ class BatchClasses:
     dirty_days: set[date]
 
 
+# The active rule set's id and the source's name in one round trip: a batch's classifier is
+# then mostly the one compiled for them before (classifier_build's cache).
+_ACTIVE_AND_SOURCE = f"""
+SELECT (SELECT id FROM {RuleSet._meta.db_table} WHERE status = %s),
+       (SELECT name FROM {CollectorKey._meta.db_table} WHERE id = %s)
+"""
+
+
+def batch_classifier(*, source_id: int) -> Classifier:
+    """The active rule set compiled for the records of one source."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ACTIVE_AND_SOURCE, [RuleSet.Status.ACTIVE, source_id])
+        ruleset_id, source_name = cursor.fetchone()
+    if source_name is None:
+        raise CollectorKey.DoesNotExist(f"no collector key {source_id}")
+    cached = _classifiers.get((ruleset_id, source_name)) if ruleset_id is not None else None
+    return cached or classifier_build(ruleset=active_ruleset(), source_name=source_name)
+
+
 def batch_classify(*, source_id: int, records: Sequence[Any]) -> BatchClasses:
     """Classify a batch of records of one source with the active rule set."""
-    source_name = CollectorKey.objects.values_list("name", flat=True).get(pk=source_id)
-    classifier = classifier_build(ruleset=active_ruleset(), source_name=source_name)
+    classifier = batch_classifier(source_id=source_id)
     scan = duplicates_find(source_id=source_id, batch=[_candidate(r) for r in records])
     classify = classifier.classify
     reasons = [classify(r, duplicate=dup) for r, dup in zip(records, scan.flags, strict=True)]
