@@ -202,6 +202,10 @@ def test_it_sets_budgets_and_compares_them_with_actuals(as_role: Role, booked: N
     search = next(r for r in rows if r["business_line"] == "search")
     assert (search["budget_amount"], search["actual_amount"], search["amount_used"]) == ("10.00", "2.50", "0.2500")
     assert (search["budget_tokens"], search["actual_tokens"], search["tokens_used"]) == (4000, 1000, "0.2500")
+    # The page says the same as a share of the budget.
+    page = finance.get("/budgets/?month=2026-09").content.decode()
+    row = page[page.index('<td class="text">search</td>') :].split("</tr>")[0]
+    assert row.count("<td>25.0%</td>") == 2, row
 
 
 def test_it_refuses_a_budget_without_amount_or_tokens(as_role: Role) -> None:
