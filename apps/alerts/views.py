@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import get_language
+from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -24,11 +24,36 @@ from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
 from apps.alerts.admin import ChannelForm, redacted
 from apps.alerts.checks import site_url_is_local
 from apps.alerts.messages import message_for
-from apps.alerts.models import Alert, Channel, Notification
+from apps.alerts.models import Alert, Channel, Notification, Severity
 from apps.alerts.preview import channel_previews
 from apps.alerts.services import alert_act, channel_save, channel_send_test
 
 TESTERS = ("admin", "engineer")
+# The history's words for an alert's kind (its detector, or a broadcast's kind), status,
+# severity and why it was not sent, in the reader's language; an unknown kind shows as stored.
+KIND_NAMES = {
+    "spike": gettext_lazy("Token spike"),
+    "trend": gettext_lazy("Unit cost rising"),
+    "budget": gettext_lazy("Budget"),
+    "health": gettext_lazy("Token health"),
+    "unattributed": gettext_lazy("Unattributed tokens"),
+    "dead_letters": gettext_lazy("Rejected records"),
+    "collector_silent": gettext_lazy("Collector silent"),
+    "ledger_finding": gettext_lazy("Month-end check"),
+    "audit": gettext_lazy("Monthly audit"),
+    "test": gettext_lazy("Test message"),
+}
+STATUS_NAMES = {
+    Alert.Status.FIRING: gettext_lazy("firing"),
+    Alert.Status.RESOLVED: gettext_lazy("resolved"),
+    Alert.Status.EVENT: gettext_lazy("event"),
+}
+SEVERITY_NAMES = {
+    Severity.INFO: gettext_lazy("info"),
+    Severity.WARNING: gettext_lazy("warning"),
+    Severity.CRITICAL: gettext_lazy("critical"),
+}
+NOT_SENT = {"muted": gettext_lazy("muted"), "no route": gettext_lazy("no channel takes it")}
 HISTORY = 200
 LAST_DELIVERIES = 5
 
@@ -56,7 +81,12 @@ def alerts(request: HttpRequest) -> HttpResponse:
     language = _language()
     for alert in shown:  # what the chat message said, in the page's language, not the stored subject key
         alert.message_title = message_for(alert, language).title  # type: ignore[attr-defined]
-    context = {"alerts": shown, "status": status, "statuses": Alert.Status.values}
+        alert.kind_name = KIND_NAMES.get(alert.kind, alert.kind)  # type: ignore[attr-defined]
+        alert.status_name = STATUS_NAMES.get(alert.status, alert.status)  # type: ignore[attr-defined]
+        alert.severity_name = SEVERITY_NAMES.get(alert.severity, alert.severity)  # type: ignore[attr-defined]
+        alert.not_sent = NOT_SENT.get(alert.suppressed, alert.suppressed)  # type: ignore[attr-defined]
+    statuses = [(value, STATUS_NAMES[value]) for value in Alert.Status.values]
+    context = {"alerts": shown, "status": status, "statuses": statuses}
     return render(request, "alerts/history.html", context)
 
 

@@ -54,6 +54,8 @@ def test_the_history_shows_alerts_with_status_and_deliveries(as_user: AsUser, hi
     assert "spike in search" in html and "spike in support" in html and '<td class="text">resolved</td>' in html
     # Each alert by the title its message had, not by its stored subject alone.
     assert "Token spike: spike in search" in html and "Resolved: Token spike: spike in support" in html
+    # Kind, status and severity in words, not the stored codes.
+    assert '<td class="text">Token spike</td><td class="text">firing</td><td class="text">warning</td>' in html
     resolved = as_user("viewer").get("/alerts/?status=resolved").content.decode()
     assert "spike in support" in resolved and "spike in search" not in resolved
 
@@ -125,6 +127,7 @@ def test_strangers_go_to_the_login() -> None:
 
 
 def test_the_pages_speak_chinese(as_user: AsUser, history: dict[str, Any]) -> None:
+    alert("search", "nobody told", kind="budget", level="100", severity=30, suppressed="no route")
     browser = as_user("admin")
     browser.cookies["django_language"] = "zh-hans"
 
@@ -132,5 +135,9 @@ def test_the_pages_speak_chinese(as_user: AsUser, history: dict[str, Any]) -> No
     html = browser.get("/alerts/").content.decode()
     assert "未发送原因" in html and '<a href="/alerts/">告警</a>' in html
     assert "Token 用量突增:spike in search" in html and "已恢复:Token 用量突增:spike in support" in html
+    assert '<td class="text">Token 用量突增</td><td class="text">告警中</td><td class="text">警告</td>' in html
+    assert '<option value="resolved" >已恢复</option>' in html and ">spike<" not in html and ">firing<" not in html
+    assert '<td class="text">预算</td><td class="text">告警中</td><td class="text">严重</td>' in html
+    assert '<td class="text">没有通道接收</td>' in html and ">no route<" not in html
     assert "月度词元审计" in browser.get("/audits/").content.decode()
     assert "按科目和成本中心的支出" in browser.get("/finance/").content.decode()
