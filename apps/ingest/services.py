@@ -281,8 +281,7 @@ def served_models_resolve(*, keys: Iterable[tuple[str, str]]) -> dict[tuple[str,
     return ids
 
 
-def _rollup_part(key: DimsKey) -> DimsKey:
-    kept = settings.ROLLUP_DIMS
+def _rollup_part(key: DimsKey, kept: frozenset[str]) -> DimsKey:
     return tuple(item for item in key if item[0] in kept)
 
 
@@ -326,7 +325,8 @@ def dimsets_resolve(*, keys: Iterable[DimsKey]) -> dict[DimsKey, tuple[int, int]
     missing = keys - result.keys()
     if not missing:
         return result
-    parts = {key: _rollup_part(key) for key in missing}
+    kept = frozenset(settings.ROLLUP_DIMS)
+    parts = {key: _rollup_part(key, kept) for key in missing}
     part_keys = set(parts.values())
     # A rollup part is mostly known (many sets share one): only the others are digested and looked up.
     known = {part: cached[part][0] for part in part_keys if part in cached}
