@@ -37,6 +37,52 @@ KIND_LABELS: dict[str, Any] = {
 }
 
 
+# What to do about a finding, for readers of other languages than English: the finder's stored
+# suggestion is English prose with its figures in it; these say the same with the figures the
+# finding keeps. The ledger's month-end checks keep their own message.
+SUGGESTIONS: dict[str, Any] = {
+    FindingKind.ZOMBIE: _(
+        "Steady consumption in nearly every hour, with no day/night difference, looks like a forgotten job "
+        "(a test, a load generator, a poller), not people: find its owner, switch it off or schedule it, and "
+        "revoke its key if nobody claims it."
+    ),
+    FindingKind.DUPLICATE: _(
+        "The same prompts were computed again for other users and conversations: cache the responses by prompt "
+        "hash (a response cache in front of the model, with an expiry that fits the content), or deduplicate the "
+        "requests where they are sent."
+    ),
+    FindingKind.LOOP: _(
+        "Conversations sent the same prompt again and again (the agent re-plans or re-calls a tool in a loop): "
+        "cap the steps per task, detect a repeated step and stop or escalate, and cache tool results within the "
+        "conversation."
+    ),
+    FindingKind.MODEL_MISMATCH: _(
+        "%(fitting)s of %(requests)s requests to %(large)s were short and simple: route such requests to "
+        "%(small)s (a model router by task or size) and keep %(large)s for the hard ones."
+    ),
+    FindingKind.SYSTEM_PROMPT: _(
+        "About %(per_request)s system tokens were sent with every request: shorten the system prompt, keep it "
+        "byte-identical and first in the prompt so the prefix cache serves it, and move rarely needed "
+        "instructions into retrieval."
+    ),
+    FindingKind.CONTEXT_BLOAT: _(
+        "Tool results and retrieved context take a growing share of the prompt: inject only the top-k most "
+        "relevant chunks (rerank first), truncate or summarise tool output, and summarise turns older than the "
+        "last 3-5 instead of resending them."
+    ),
+    FindingKind.RETRY_STORM: _(
+        "Failed requests were retried in bursts and their tokens bought nothing: retry with exponential backoff "
+        "and jitter, cap the attempts, and open a circuit breaker (degrade to a smaller model or a cached answer) "
+        "when the downstream keeps failing."
+    ),
+    FindingKind.REASONING: _(
+        "Requests here reasoned more than the rule's N times their answer: cap the reasoning budget (reasoning "
+        "effort, max thinking tokens) for this feature, or send its easy requests to a model without reasoning. "
+        "The saving shown is at most these tokens' cost."
+    ),
+}
+
+
 class ModelDowngrade(models.Model):
     """A large model and the smaller one that serves its short requests as well: the model-
     mismatch finding prices requests of `large_model` within both limits at `small_model`."""
@@ -115,6 +161,22 @@ class AuditFinding(models.Model):
         if (get_language() or "en").startswith("en"):
             return self.title
         return _("%(kind)s: %(where)s") % {"kind": KIND_LABELS[self.kind], "where": self.dims_shown}
+
+    @property
+    def suggestion_shown(self) -> str:
+        """The stored suggestion in English; in other languages the kind's, with this finding's figures."""
+        text = SUGGESTIONS.get(self.kind)
+        if text is None or (get_language() or "en").startswith("en"):
+            return self.suggestion
+        figures = self.figures
+        requests = int(figures.get("requests") or 0)
+        return str(text) % {
+            "fitting": f"{int(figures.get('fitting') or 0):,}",
+            "requests": f"{requests:,}",
+            "large": self.model,
+            "small": figures.get("small_model", ""),
+            "per_request": f"{int(figures.get('system') or 0) // max(requests, 1):,}",
+        }
 
     @property
     def dims_shown(self) -> str:

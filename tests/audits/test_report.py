@@ -117,6 +117,31 @@ def test_it_names_the_kinds_of_finding_in_chinese_after_the_language_switch(as_r
     assert "<h2>僵尸工作负载</h2>" in html and "<h2>重复计算</h2>" in html
 
 
+def test_it_gives_each_findings_suggestion_in_chinese_with_its_own_figures(as_role: Role, report: AuditReport) -> None:
+    AuditFinding.objects.create(
+        report=report,
+        position=3,
+        kind="model_mismatch",
+        title="Model mismatch: 80% of qwen-72b requests in search fit qwen-7b",
+        dims={"business_line": "search"},
+        model="qwen-72b",
+        tokens=5_000_000,
+        savings_tokens=0,
+        evidence="/api/v1/records?dims.business_line=search",
+        suggestion="4,000 of 5,000 requests to qwen-72b had at most 512 prompt and 64 completion tokens: route ...",
+        figures={"requests": 5000, "fitting": 4000, "small_model": "qwen-7b"},
+    )
+    client = as_role("finance")
+    english = client.get(PAGE).content.decode()
+
+    chinese = client.post("/i18n/setlang/", {"language": "zh-hans", "next": PAGE}, follow=True).content.decode()
+
+    assert "4,000 of 5,000 requests to qwen-72b had at most 512 prompt" in english
+    assert "发往 qwen-72b 的 5,000 个请求中有 4,000 个简短简单" in chinese and "把这类请求路由到 qwen-7b" in chinese
+    assert "几乎每个小时都在稳定消耗" in chinese and "相同的提示词被其他用户和会话再次计算" in chinese
+    assert "Cut the zombie." not in chinese and "requests to qwen-72b" not in chinese
+
+
 def test_it_answers_404_for_a_month_without_a_report(as_role: Role) -> None:
     assert as_role("finance").get(PAGE).status_code == 404
     assert as_role("finance").get("/audits/2026-13/").status_code == 404
