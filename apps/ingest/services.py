@@ -216,7 +216,9 @@ def record_key(record_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=8).digest(), "big", signed=True)
 
 
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=(",", ":"))
+# How json.dumps writes a str (ensure_ascii, in C): a dims key's digest is of the key as
+# json.dumps(key, separators=(",", ":")) writes it, built here without the encoder's per-call setup.
+_json_str = json.encoder.encode_basestring_ascii
 _json_encode = msgspec.json.Encoder().encode
 
 
@@ -226,7 +228,9 @@ def _json_text(dims: dict[str, str]) -> str:
 
 
 def dims_digest(key: DimsKey) -> bytes:
-    return hashlib.blake2b(_compact_json(key).encode(), digest_size=16).digest()
+    """The 128-bit digest of a dims key: of its compact JSON, [["key","value"],...], ASCII-escaped."""
+    text = "[" + ",".join([f"[{_json_str(name)},{_json_str(value)}]" for name, value in key]) + "]"
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 class _RefCache(Generic[K, V]):
