@@ -219,18 +219,18 @@ def record_key(record_id: str) -> int:
 # How json.dumps writes a str (ensure_ascii, in C): a dims key's digest is of the key as
 # json.dumps(key, separators=(",", ":")) writes it, built here without the encoder's per-call setup.
 _json_str = json.encoder.encode_basestring_ascii
+# New dim sets go to PostgreSQL as JSON text (not the digest's form).
 _json_encode = msgspec.json.Encoder().encode
 
 
-def _json_text(dims: dict[str, str]) -> str:
-    """A dim set's dims as JSON text for its jsonb column (which PostgreSQL parses; not the digest's form)."""
-    return _json_encode(dims).decode()
-
-
 def dims_digest(key: DimsKey) -> bytes:
-    """The 128-bit digest of a dims key: of its compact JSON, [["key","value"],...], ASCII-escaped."""
-    text = "[" + ",".join([f"[{_json_str(name)},{_json_str(value)}]" for name, value in key]) + "]"
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    """The 128-bit digest of a dims key: of its compact JSON, [["key","value"],...], as json.dumps
+    writes it (ASCII, escaped). msgspec writes the same bytes unless the key holds non-ASCII, DEL or
+    a control character other than the five with short escapes: then it is written as json does."""
+    text = _json_encode(key)
+    if not text.isascii() or b"\x7f" in text or b"\\u" in text:
+        text = ("[" + ",".join([f"[{_json_str(name)},{_json_str(value)}]" for name, value in key]) + "]").encode()
+    return hashlib.blake2b(text, digest_size=16).digest()
 
 
 class _RefCache(Generic[K, V]):
@@ -289,11 +289,29 @@ def _rollup_part(key: DimsKey, kept: frozenset[str]) -> DimsKey:
     return tuple(item for item in key if item[0] in kept)
 
 
+# A batch's digests go as one bytea, cut back into digests server side (psycopg dumps an array
+# parameter element by element, in Python).
+_DIGEST_SIZE = 16
+_DIGESTS = (
+    f"SELECT substring(%b::bytea FROM {_DIGEST_SIZE} * (n - 1) + 1 FOR {_DIGEST_SIZE}) "
+    "FROM generate_series(1, %b::int) AS n"
+)
+# New sets: their digests as above, and [dims, rollup id] pairs as one JSON array; the business
+# line is read from the dims.
+_DIMSETS_INSERT = f"""
+INSERT INTO {DimSet._meta.db_table} (digest, dims, business_line, rollup_id)
+SELECT substring(%b::bytea FROM {_DIGEST_SIZE} * (p.n::int - 1) + 1 FOR {_DIGEST_SIZE}), p.pair -> 0,
+       coalesce(p.pair -> 0 ->> 'business_line', ''), (p.pair ->> 1)::int
+FROM jsonb_array_elements(%b::text::jsonb) WITH ORDINALITY AS p(pair, n)
+ON CONFLICT (digest) DO NOTHING RETURNING digest, id
+"""
+
+
 def _dimset_ids(digests: dict[DimsKey, bytes]) -> dict[DimsKey, int]:
     """Ids of the dim sets with these digests that exist (committed)."""
     with bound_cursor() as cursor:
-        sql = f"SELECT digest, id FROM {DimSet._meta.db_table} WHERE digest = ANY(%b)"
-        cursor.execute(sql, [list(digests.values())])
+        sql = f"SELECT digest, id FROM {DimSet._meta.db_table} WHERE digest = ANY(ARRAY({_DIGESTS}))"
+        cursor.execute(sql, [b"".join(digests.values()), len(digests)])
         by_digest = {bytes(digest): pk for digest, pk in cursor.fetchall()}
     return {key: by_digest[digest] for key, digest in digests.items() if digest in by_digest}
 
@@ -301,19 +319,9 @@ def _dimset_ids(digests: dict[DimsKey, bytes]) -> dict[DimsKey, int]:
 def _dimsets_create(
     keys: list[DimsKey], digests: dict[DimsKey, bytes], rollup_ids: dict[DimsKey, int | None]
 ) -> dict[DimsKey, int]:
-    dicts = [dict(k) for k in keys]
+    pairs = _json_encode([[dict(k), rollup_ids.get(k)] for k in keys]).decode()
     with bound_cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {DimSet._meta.db_table} (digest, dims, business_line, rollup_id) "
-            "SELECT * FROM unnest(%b::bytea[], %b::text[]::jsonb[], %b::text[], %b::int[]) "
-            "ON CONFLICT (digest) DO NOTHING RETURNING digest, id",
-            [
-                [digests[k] for k in keys],
-                [_json_text(d) for d in dicts],
-                [d.get("business_line", "") for d in dicts],
-                [rollup_ids.get(k) for k in keys],
-            ],
-        )
+        cursor.execute(_DIMSETS_INSERT, [b"".join(digests[k] for k in keys), pairs])
         made = {bytes(digest): pk for digest, pk in cursor.fetchall()}
     found = {k: made[digests[k]] for k in keys if digests[k] in made}
     # Those another request created meanwhile are committed: a new statement sees them.

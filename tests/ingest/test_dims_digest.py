@@ -22,6 +22,15 @@ def test_a_dims_key_digests_as_the_compact_json_databases_hold_it_by(key):
     assert dims_digest(key) == stored_digest(key)
 
 
+ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=24)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(ASCII, ASCII), max_size=8).map(tuple))
+def test_an_ascii_dims_key_with_control_characters_quotes_and_del_digests_the_same(key):
+    assert dims_digest(key) == stored_digest(key)
+
+
 def test_the_digest_of_a_set_stored_before_is_unchanged():
     # Computed with json.dumps when this set's kind of digest was first stored.
     key = (("business_line", "搜索"), ("team", 'a "quoted" \\ name'), ("user", "u-1\n\x7f"))
