@@ -16,7 +16,7 @@ def stored_digest(key: tuple[tuple[str, str], ...]) -> bytes:
     return hashlib.blake2b(json.dumps(key, separators=(",", ":")).encode(), digest_size=16).digest()
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.text(max_size=12), st.text(max_size=24)), max_size=8).map(tuple))
 def test_a_dims_key_digests_as_the_compact_json_databases_hold_it_by(key):
     assert dims_digest(key) == stored_digest(key)
@@ -25,7 +25,7 @@ def test_a_dims_key_digests_as_the_compact_json_databases_hold_it_by(key):
 ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=24)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(ASCII, ASCII), max_size=8).map(tuple))
 def test_an_ascii_dims_key_with_control_characters_quotes_and_del_digests_the_same(key):
     assert dims_digest(key) == stored_digest(key)
