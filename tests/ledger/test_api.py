@@ -206,6 +206,9 @@ def test_it_sets_budgets_and_compares_them_with_actuals(as_role: Role, booked: N
     page = finance.get("/budgets/?month=2026-09").content.decode()
     row = page[page.index('<td class="text">search</td>') :].split("</tr>")[0]
     assert row.count("<td>25.0%</td>") == 2, row
+    # A line booked without a budget shows a dash where the budget would be, not a lone currency.
+    other = page[page.index("<tbody>") :].split("</tbody>")[0].split("<tr>")[1]
+    assert "search" not in other and "<td>—</td>" in other and "<td> CNY</td>" not in other, other
 
 
 def test_it_refuses_a_budget_without_amount_or_tokens(as_role: Role) -> None:
