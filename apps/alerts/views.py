@@ -23,14 +23,15 @@ from apps.accounts.scopes import business_lines_of, sees_all_lines
 from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
 from apps.alerts.admin import ChannelForm, redacted
 from apps.alerts.checks import site_url_is_local
-from apps.alerts.messages import message_for
+from apps.alerts.messages import SEVERITY, message_for
 from apps.alerts.models import Alert, Channel, Notification, Severity
 from apps.alerts.preview import channel_previews
 from apps.alerts.services import alert_act, channel_save, channel_send_test
 
 TESTERS = ("admin", "engineer")
-# The history's words for an alert's kind (its detector, or a broadcast's kind), status,
-# severity and why it was not sent, in the reader's language; an unknown kind shows as stored.
+# The history's words for an alert's kind (its detector, or a broadcast's kind), status and why
+# it was not sent, in the reader's language (severity: the messages' own words); an unknown kind
+# shows as stored.
 KIND_NAMES = {
     "spike": gettext_lazy("Token spike"),
     "trend": gettext_lazy("Unit cost rising"),
@@ -47,11 +48,6 @@ STATUS_NAMES = {
     Alert.Status.FIRING: gettext_lazy("firing"),
     Alert.Status.RESOLVED: gettext_lazy("resolved"),
     Alert.Status.EVENT: gettext_lazy("event"),
-}
-SEVERITY_NAMES = {
-    Severity.INFO: gettext_lazy("info"),
-    Severity.WARNING: gettext_lazy("warning"),
-    Severity.CRITICAL: gettext_lazy("critical"),
 }
 NOT_SENT = {"muted": gettext_lazy("muted"), "no route": gettext_lazy("no channel takes it")}
 HISTORY = 200
@@ -83,7 +79,7 @@ def alerts(request: HttpRequest) -> HttpResponse:
         alert.message_title = message_for(alert, language).title  # type: ignore[attr-defined]
         alert.kind_name = KIND_NAMES.get(alert.kind, alert.kind)  # type: ignore[attr-defined]
         alert.status_name = STATUS_NAMES.get(alert.status, alert.status)  # type: ignore[attr-defined]
-        alert.severity_name = SEVERITY_NAMES.get(alert.severity, alert.severity)  # type: ignore[attr-defined]
+        alert.severity_name = SEVERITY[language][Severity(alert.severity)]  # type: ignore[attr-defined]
         alert.not_sent = NOT_SENT.get(alert.suppressed, alert.suppressed)  # type: ignore[attr-defined]
     statuses = [(value, STATUS_NAMES[value]) for value in Alert.Status.values]
     context = {"alerts": shown, "status": status, "statuses": statuses}

@@ -16,14 +16,13 @@ batches of that day in flight and holds new ones back, while other days' batches
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, date
-from operator import attrgetter
+from datetime import datetime
 
 from apps.classification.engine import COMPONENTS
 from apps.classification.models import HourlyClass
 from apps.classification.services import batch_classify, days_lock_shared, dirty_days_mark
 from apps.classification.sql import component_tokens_sql
-from apps.common.buckets import hour_floor_sql
+from apps.common.buckets import hour_floor_sql, utc_buckets
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import Companion, Prepared
 
@@ -71,21 +70,12 @@ def class_rollup_ctes(stage: str, inserted: str) -> str:
 )"""
 
 
-_ts = attrgetter("ts")
-
-
-def _utc_days(records: Sequence[RecordV1]) -> set[date]:
-    """The UTC days of the records: that of the first and last ts when they share one."""
-    first, last = (ts.astimezone(UTC).date() for ts in (min(map(_ts, records)), max(map(_ts, records))))
-    return {first} if first == last else {r.ts.astimezone(UTC).date() for r in records}
-
-
 def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
     """Classify a batch with the active rule set (before the batch's transaction)."""
     classified = batch_classify(source_id=source_id, records=records)
     # The days whose class rollup the batch adds to or marks dirty: a reclassification of one
     # of them waits for the batch, and the batch for it (classification.services.days_lock_shared).
-    days = _utc_days(records) | classified.dirty_days
+    days = utc_buckets([r.ts for r in records], datetime.date) | classified.dirty_days
 
     def before() -> None:
         days_lock_shared(days=days)

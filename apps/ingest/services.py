@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -17,7 +16,7 @@ from django.db import connection, transaction
 from psycopg.errors import UniqueViolation
 
 from apps.accounts.models import CollectorKey
-from apps.common.buckets import hour_floor_sql
+from apps.common.buckets import hour_floor_sql, utc_buckets
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
 from apps.ingest.contract import (
@@ -368,17 +367,6 @@ class RecordRows:
     months: set[date]
 
 
-_ts = attrgetter("ts")
-
-
-def _months(records: Sequence[RecordV1]) -> set[date]:
-    """The months (UTC) of the records: from the first and last ts when those share one."""
-    first, last = (ts.astimezone(UTC) for ts in (min(map(_ts, records)), max(map(_ts, records))))
-    if (first.year, first.month) == (last.year, last.month):
-        return {month_start(first)}
-    return {month_start(r.ts.astimezone(UTC)) for r in records}
-
-
 def records_dims_ids(records: Sequence[RecordV1]) -> list[tuple[int, int]]:
     """Per record, (its dim set's id, the id of the set's rollup part), creating missing sets.
 
@@ -404,7 +392,7 @@ def records_rows(*, source_id: int, records: Sequence[RecordV1]) -> RecordRows:
     their own) and build their ingest_record rows."""
     model_ids = served_models_resolve(keys={(r.model, r.model_version or "") for r in records})
     rows = _rows(source_id, records, records_dims_ids(records), model_ids)
-    return RecordRows(rows=rows, months=_months(records))
+    return RecordRows(rows=rows, months=utc_buckets([r.ts for r in records], month_start))
 
 
 def _rows(

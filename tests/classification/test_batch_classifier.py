@@ -7,7 +7,6 @@ import pytest
 
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import OUTPUT
-from apps.classification.ingest import _utc_days
 from apps.classification.models import Reason
 from apps.classification.services import batch_classify
 from apps.ingest.contract import RecordV1
@@ -38,17 +37,3 @@ def test_a_batch_of_an_unknown_source_is_refused(db):
 
     with pytest.raises(CollectorKey.DoesNotExist):
         batch_classify(source_id=987_654, records=records)
-
-
-@pytest.mark.parametrize(
-    ("stamps", "days"),
-    [
-        (["2026-03-01T07:59:00+08:00", "2026-02-28T23:00:00Z"], {"2026-02-28"}),
-        (["2026-03-01T08:00:00+08:00", "2026-02-28T23:00:00Z"], {"2026-02-28", "2026-03-01"}),
-        (["2026-02-28T23:00:00Z", "2026-03-01T00:30:00+01:00", "2026-03-02T00:00:00Z"], {"2026-02-28", "2026-03-02"}),
-    ],
-)
-def test_a_batch_locks_the_utc_days_of_its_records_whatever_offset_they_came_with(stamps, days):
-    records = [msgspec.convert(factories.record(ts=ts), RecordV1, strict=False) for ts in stamps]
-
-    assert {day.isoformat() for day in _utc_days(records)} == days

@@ -25,6 +25,7 @@ from apps.common.buckets import (
     month_start,
     parse_day,
     parse_month,
+    utc_buckets,
     zone_problem,
 )
 
@@ -133,3 +134,17 @@ def test_it_refuses_what_is_not_a_day(value: str) -> None:
 def test_it_parses_months_and_days() -> None:
     assert parse_month("2026-11") == date(2026, 11, 1)
     assert parse_day("2026-02-28") == date(2026, 2, 28)
+
+
+@pytest.mark.parametrize(
+    ("stamps", "days"),
+    [
+        (["2026-03-01T07:59:00+08:00", "2026-02-28T23:00:00Z"], {"2026-02-28"}),
+        (["2026-03-01T08:00:00+08:00", "2026-02-28T23:00:00Z"], {"2026-02-28", "2026-03-01"}),
+        (["2026-02-28T23:00:00Z", "2026-03-01T00:30:00+01:00", "2026-03-02T00:00:00Z"], {"2026-02-28", "2026-03-02"}),
+    ],
+)
+def test_a_batch_falls_in_the_utc_days_of_its_instants_whatever_offset_they_came_with(stamps, days):
+    instants = [datetime.fromisoformat(stamp) for stamp in stamps]
+
+    assert {day.isoformat() for day in utc_buckets(instants, datetime.date)} == days
