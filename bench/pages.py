@@ -29,17 +29,17 @@ docs/dashboards.md ("Benchmark").
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import os
-import re
 import statistics
 import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p).resolve() != REPO / "bench")]
@@ -65,7 +65,8 @@ def meta_read(url: str) -> dict[str, Any] | None:
     from costplatform.env import database_from_url
 
     db = database_from_url(url)
-    params = {k: v for k, v in {"host": db["HOST"], "port": db["PORT"], "user": db["USER"]}.items() if v}
+    given = {"host": db["HOST"], "port": db["PORT"], "user": db["USER"]}
+    params: dict[str, Any] = {k: v for k, v in given.items() if v}
     try:
         with psycopg.connect(dbname=str(db["NAME"]), **params) as conn:
             row = conn.execute(f"SELECT info FROM {META}").fetchone()  # type: ignore[arg-type]
@@ -198,9 +199,26 @@ def users_make(info: dict[str, Any]) -> dict[str, Any]:
 # The pages
 # --------------------------------------------------------------------------------------------
 
-ROW = re.compile(r'<tr>\s*<td>(.*?)</td>\s*<td><a href="([^"]+)"', re.S)
-RECORD_LINK = re.compile(r'<a href="(/waste/record/[^"]+)"')
-NEXT_LINK = re.compile(r'<a href="([^"]+)" id="next"')
+
+class Hooks(HTMLParser):
+    """The elements of a page that carry data-* hooks, each as its attributes (unescaped), in
+    document order: the pages are read through the hooks their templates keep for that, not
+    through their markup, which changes with their look."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[dict[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if any(name.startswith("data-") for name, _ in attrs):
+            self.found.append({name: value or "" for name, value in attrs})
+
+
+def hooks_of(page: str) -> list[dict[str, str]]:
+    parser = Hooks()
+    parser.feed(page)
+    parser.close()
+    return parser.found
 
 
 class QueryClock:
@@ -240,48 +258,66 @@ def get(client: Any, url: str, *, warm: bool = False) -> str:
     return body.decode()
 
 
+def breakdown_rows(client: Any, url: str) -> list[tuple[str, str]]:
+    """(value, link) of each row of a waste breakdown (its rows' data-value and data-href)."""
+    hooks = hooks_of(get(client, url, warm=True))
+    rows = [(h["data-value"], h["data-href"]) for h in hooks if "data-value" in h and "data-href" in h]
+    if not rows:
+        raise SystemExit(f"GET {url}: no breakdown rows (no <tr data-value data-href>) on the page")
+    return rows
+
+
+def named_first(rows: list[tuple[str, str]]) -> str:
+    """The link of the first row with a value (not "(none)"), else of the first row."""
+    return next((href for value, href in rows if value), rows[0][1])
+
+
 def drill_path(client: Any) -> list[tuple[str, str]]:
     """(page, url) of the drill-down followed link by link, down to one record."""
+    from django.urls import reverse
+
     from apps.dashboards.views import REASON_RECORDS
 
-    path = [("waste: class", f"/waste/?range={RANGE}")]
-    rows = ROW.findall(get(client, path[-1][1], warm=True))
-    path.append(("waste: reason", html.unescape(next(href for label, href in rows if label.strip() == "waste"))))
-    rows = ROW.findall(get(client, path[-1][1], warm=True))
-    decided = [href for label, href in rows if label.strip() in REASON_RECORDS]
-    path.append(("waste: model", html.unescape((decided or [rows[0][1]])[0])))
-    for level in ("waste: business_line", "waste: feature", "waste: step"):
-        rows = ROW.findall(get(client, path[-1][1], warm=True))
-        named = [href for label, href in rows if label.strip() and label.strip() != "(none)"]
-        path.append((level, html.unescape((named or [rows[0][1]])[0])))
-    rows = ROW.findall(get(client, path[-1][1], warm=True))
-    named = [href for label, href in rows if label.strip() and label.strip() != "(none)"]
-    path.append(("requests", html.unescape((named or [rows[0][1]])[0])))
-    page = get(client, path[-1][1], warm=True)
-    nxt = NEXT_LINK.search(page)
+    path = [("waste: class", reverse("dashboards:waste") + "?" + urlencode({"range": RANGE}))]
+    rows = breakdown_rows(client, path[-1][1])
+    path.append(("waste: reason", next(href for value, href in rows if value == "waste")))
+    rows = breakdown_rows(client, path[-1][1])
+    decided = [href for value, href in rows if value in REASON_RECORDS]
+    path.append(("waste: model", (decided or [rows[0][1]])[0]))
+    for level in ("waste: business_line", "waste: feature", "waste: step", "requests"):
+        path.append((level, named_first(breakdown_rows(client, path[-1][1]))))
+    hooks = hooks_of(get(client, path[-1][1], warm=True))
+    nxt = [h["href"] for h in hooks if "data-next" in h]
     if nxt:
-        path.append(("requests: next page", html.unescape(nxt.group(1))))
-    path.append(("record", html.unescape(RECORD_LINK.findall(page)[0])))
+        path.append(("requests: next page", nxt[0]))
+    records = [h["data-href"] for h in hooks if "data-href" in h]
+    if not records:
+        raise SystemExit(f"GET {path[-1][1]}: no request rows (no <tr data-href>) on the page")
+    path.append(("record", records[0]))
     return path
 
 
 def pages_of(role: str, client: Any, info: dict[str, Any]) -> list[tuple[str, str]]:
+    from django.urls import reverse
+
     from apps.classification.models import RuleSet
 
     month = info["month"]
     if role == "engineer-all":  # the company-wide operations pages, refused to a scoped user
         version = RuleSet.objects.get(status="active").version
-        return [("rules: try (newest)", f"/rules/{version}/try/"), ("collectors", "/collectors/")]
+        return [("rules: try (newest)", reverse("rules-try", args=[version])), ("collectors", reverse("collectors"))]
     last = date.fromisoformat(info["days_list"][-1])  # the month's records end with yesterday
-    pages = [("overview", f"/overview/?range={RANGE}"), ("overview (default 7d)", "/overview/"),
-             ("overview (2 days, hourly)", f"/overview/?from={last - timedelta(days=1)}&to={last}")]  # fmt: skip
+    overview = reverse("dashboards:overview")
+    pages = [("overview", f"{overview}?range={RANGE}"), ("overview (default 7d)", overview),
+             ("overview (2 days, hourly)", f"{overview}?from={last - timedelta(days=1)}&to={last}")]  # fmt: skip
     pages += drill_path(client)
-    pages += [("audits", "/audits/")]
+    pages += [("audits", reverse("audits"))]
     if info["audit"]:
-        pages += [("audit report", f"/audits/{month}/")]
-    pages += [("rules", "/rules/"), ("prices", "/prices/"), ("budgets", f"/budgets/?month={month}")]
+        pages += [("audit report", reverse("audit-report", args=[month]))]
+    pages += [("rules", reverse("rules")), ("prices", reverse("prices"))]
+    pages += [("budgets", f"{reverse('budgets')}?month={month}")]
     if role == "finance":
-        pages += [("finance", f"/finance/?month={month}")]
+        pages += [("finance", f"{reverse('finance')}?month={month}")]
     return pages
 
 
