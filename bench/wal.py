@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """WAL and time a record costs the primary, stage by stage (docs/scaling.md, the capacity plan):
-ingest (`batch_ingest`, the ingest API's service, on bench/ingest.py's generated bodies of 5,000
-records), pricing the hours it marked (`price_dirty_hours`, beat's job) and accruing the days
+ingest (apps.pipeline's `batch_ingest`, the ingest API's: stored and classified in one statement,
+on bench/ingest.py's generated bodies of 5,000 records), pricing the hours its class rollup marked
+(`price_dirty_hours`, beat's job) and accruing the days
 (`accrue_recent`). For each stage: seconds, records/s of this one process and its backend, WAL
 bytes (pg_current_wal_lsn before and after) and WAL bytes a record.
 
@@ -72,8 +73,8 @@ def _timed(name: str, records: int, work: Any) -> dict[str, Any]:
 
 def stages(bodies: list[bytes], records: int) -> list[dict[str, Any]]:
     from apps.accounts.services import collector_key_create
-    from apps.ingest.services import batch_ingest
     from apps.ledger.tasks import accrue_recent
+    from apps.pipeline.records import batch_ingest
     from apps.pricing.services import price_set
     from apps.pricing.tasks import price_dirty_hours
     from bench.reclassify import PRICES
