@@ -194,6 +194,8 @@ def latency(secret: str, trials: int, workdir: Path) -> list[float]:
                 if found:
                     break
                 time.sleep(0.05)
+            if not found:
+                raise SystemExit(f"{line}: no alert delivered within 120 s (see {workdir}/worker.log, beat.log)")
             seen = len(receiver.received)
             times.append(round(time.monotonic() - started, 2))
             print(f"  {line}: ingested -> delivered in {times[-1]:.1f} s", flush=True)

@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/shipper.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records for (a), (b) and (d) (default 200,000)")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="where the spools go")
+    parser.add_argument("--paced-seconds", type=float, default=5.0, help="seconds of each paced run of (b) (default 5)")
     args = parser.parse_args(argv)
     run: Callable[[str], list[dict[str, Any]]] = lambda prefix: records(args.records, prefix)  # noqa: E731
 
@@ -213,9 +214,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{sub['durable_s']:.2f}", f"{sub['rate']:,.0f}", f"{sub['fsyncs']:,}", f"{sub['group']:.0f}",
           f"{sub['bytes_per_record']:.0f}"]],
     )  # fmt: skip
-    paced = [measure_paced(args.dir, records(rate * 5, "p"), rate) for rate in (TARGET_RATE, 2 * TARGET_RATE)]
+    paced = [
+        measure_paced(args.dir, records(int(rate * args.paced_seconds), "p"), rate)
+        for rate in (TARGET_RATE, 2 * TARGET_RATE)
+    ]
     table(
-        "(b) submit() paced for 5 s, a sync() every 100 ms",
+        f"(b) submit() paced for {args.paced_seconds:g} s, a sync() every 100 ms",
         ["asked/s", "records/s", "deepest queue", "worst sync ms"],
         [[f"{r:,}", f"{m['rate']:,.0f}", f"{m['deepest']:,}", f"{m['lag_ms']:.1f}"]
          for r, m in zip((TARGET_RATE, 2 * TARGET_RATE), paced, strict=True)],
