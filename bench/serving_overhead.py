@@ -409,7 +409,7 @@ def report(
             f"| {kind} | {pct(a, 50):.1f} / {pct(a, 99):.1f} | {pct(b, 50):.1f} / {pct(b, 99):.1f} "
             f"| {pct(b, 50) - pct(a, 50):+.1f} / {pct(b, 99) - pct(a, 99):+.1f} |"
         )
-    ratio = rate(i) / rate(p)
+    ratio = rate(i) / rate(p) if rate(p) else float("nan")  # a short round may finish nothing
     pair_ratios = [len(flat([b])) / max(len(flat([a])), 1) for a, b in zip(p, i, strict=True)]
     added50 = pct(flat(i), 50) - pct(flat(p), 50)
     added99 = pct(flat(i), 99) - pct(flat(p), 99)
@@ -431,8 +431,8 @@ def report(
         f"| emitter CPU per record (record_build_seconds / records) | "
         f"{built / max(recorded, 1) * 1000:.3f} ms ({recorded:.0f} records, {record_errors:.0f} build errors) | - |"
     )
-    cpu_p = sum(r["cpu"] for r in p) / len(flat(p)) * 1000
-    cpu_i = sum(r["cpu"] for r in i) / len(flat(i)) * 1000
+    cpu_p = sum(r["cpu"] for r in p) / max(len(flat(p)), 1) * 1000
+    cpu_i = sum(r["cpu"] for r in i) / max(len(flat(i)), 1) * 1000
     print(f"| added server CPU per request (whole process tree) | {cpu_i - cpu_p:+.2f} ms | - |")
     print(f"| records shipped to the sink (all measured and warm-up requests) | {shipped} | - |")
     if alone:

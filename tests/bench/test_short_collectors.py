@@ -17,7 +17,8 @@ def test_bench_shipper_runs_every_part_to_its_verdict(tmp_path: Path) -> None:
     assert ran.returncode in (0, 1) and not short.crashed(ran), ran
     for part in (r"\(a\)\+\(b\) submit\(\)", r"\(b\) submit\(\) paced", r"\(c\) submit_durable", r"\(d\) submit\(\)"):
         assert re.search(rf"^{part}", ran.output, re.M), ran
-    assert re.search(r"^sustained into the spool: [\d,]+ records/s \(target [\d,]+\): (met|MISSED)$", ran.output, re.M), ran
+    verdict = r"^sustained into the spool: [\d,]+ records/s \(target [\d,]+\): (met|MISSED)$"
+    assert re.search(verdict, ran.output, re.M), ran
 
 
 def test_bench_proxy_measures_every_case_beside_going_direct() -> None:
