@@ -17,7 +17,9 @@ from apps.auditlog.models import AuditEntry
 from tests import factories
 
 pytestmark = pytest.mark.django_db
-START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+# The lock is timed from the real clock's hour: a session made at START expires 14 days later,
+# which must still be ahead of the real clock when the test reads it back.
+START = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 PASSWORD = "pw-for-tests-only"  # factories.finance_user's
 API = "/api/v1/ledger/accounts"
 
@@ -57,7 +59,7 @@ def test_it_locks_out_the_login_page_after_five_wrong_passwords(alice: Any, capl
 
     with time_machine.travel(START + timedelta(minutes=16), tick=False):
         assert log_in(browser, PASSWORD).status_code == 302  # the cool-off is over
-    assert browser.session["_auth_user_id"] == str(alice.pk)
+        assert browser.session["_auth_user_id"] == str(alice.pk)
     assert len(lockouts()) == 1
 
 
