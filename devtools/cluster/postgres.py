@@ -49,6 +49,7 @@ class PrivatePostgres:
 
     def __init__(self) -> None:
         self.bin = _bindir()
+        self.env: dict[str, str] = {}  # set for the server alone (devtools/timeshift.py: a moved clock)
         self.root = Path(tempfile.mkdtemp(prefix="cp-faults-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "postgres.log"
@@ -62,8 +63,9 @@ class PrivatePostgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def _pg(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        server_env = ["env", *(f"{name}={value}" for name, value in self.env.items())] if self.env else []
         return subprocess.run(
-            [*self._as_owner, str(self.bin / tool), *args], capture_output=True, text=True, check=check
+            [*self._as_owner, *server_env, str(self.bin / tool), *args], capture_output=True, text=True, check=check
         )
 
     def standby(self) -> PrivatePostgres:
@@ -82,7 +84,8 @@ class PrivatePostgres:
             row = conn.execute(sql.encode()).fetchone()
         return row[0] if row else None
 
-    def init(self) -> PrivatePostgres:
+    def init(self, env: dict[str, str] | None = None) -> PrivatePostgres:
+        self.env = dict(env or {})
         self._pg("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
         return self.start()
 
