@@ -17,6 +17,11 @@ rollups and the caller budgets (docs/budgets.md) know who called. A claim that i
 costplatform_serving_attribution_refused_total{dim} and kept on the record as
 `refused.<dim>` (outside settings.ROLLUP_DIMS, so it reaches no rollup).
 
+A record keeps at most 32 dims (wire.record.MAX_DIMS). The trusted ones are set first and always
+kept: the server's own, the map's for the caller, `caller`; a claim that would add a dim past the
+cap is refused (counted under dim="cap"), so thirty free claims never push `caller` or the line
+out of a record or out of the budget check.
+
 The map is TOML, re-read when its file changes (checked at most once a second); a broken
 edit keeps the last good map and logs why. See README "Writing an attribution map".
 Pure Python: no Django, no vLLM.
@@ -37,6 +42,8 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from wire.record import MAX_DIMS, clean_dims, valid_dim_key
+
 log = logging.getLogger("costplatform.attribution")
 
 ENV_MAP = "COSTPLATFORM_ATTRIBUTION_MAP"
@@ -47,6 +54,7 @@ RESERVED_PREFIXES = ("costplatform.", "refused.")
 CALLER_DIM = "caller"
 RESERVED_DIMS = frozenset({"source", CALLER_DIM})
 REFUSED_PREFIX = "refused."
+CAP_LABEL = "cap"  # the counter's label of claims refused because the record's dims were full
 _NAMED_RESERVED = frozenset({"source", CALLER_DIM, "costplatform.kind"})  # reserved dims with a label of their own
 RELOAD_INTERVAL = 1.0
 
@@ -107,8 +115,8 @@ class Decision:
     refused: dict[str, str]
 
     def record_dims(self) -> dict[str, str]:
-        """Trusted dims first (the record keeps at most 32), then each refused claim."""
-        return self.dims | {REFUSED_PREFIX + k: v for k, v in self.refused.items()}
+        """The record's dims: the decided ones first, then each refused claim while the 32 last."""
+        return clean_dims(self.dims | {REFUSED_PREFIX + k: v for k, v in self.refused.items()})
 
 
 def token_sha256(token: str) -> str:
@@ -128,27 +136,32 @@ def decide(
     caller: Caller | None,
     defaults: Mapping[str, str],
 ) -> Decision:
-    """Apply the policy: server defaults, then the caller's defaults, then the claims it may make;
-    last the platform's `caller` dim, the caller's name (none for the default caller)."""
+    """Apply the policy. The trusted dims first: the server's defaults, the caller's defaults and
+    the platform's `caller` dim (the caller's name; none for the default caller). Then the claims
+    the caller may make, while the record has room for a new dim (MAX_DIMS)."""
     who = caller or amap.default
     dims = {**defaults, **who.dims}
     dims.pop(CALLER_DIM, None)  # only ever the map's name of who sent the request
+    if who.name:
+        dims[CALLER_DIM] = who.name
     refused: dict[str, str] = {}
     for dim, value in claims.items():
         if dims.get(dim) == value:
             continue
-        if _obeyed(amap, who, dim, value):
-            dims[dim] = value
+        if not _obeyed(amap, who, dim, value):
+            label = _label(amap, who, dim)
+        elif dim not in dims and len(dims) >= MAX_DIMS:
+            label = CAP_LABEL
         else:
-            refused[dim] = value
-            REFUSED.labels(_label(amap, who, dim)).inc()
-    if who.name:
-        dims[CALLER_DIM] = who.name
+            dims[dim] = value
+            continue
+        refused[dim] = value
+        REFUSED.labels(label).inc()
     return Decision(caller=who.name, dims=dims, refused=refused)
 
 
 def _obeyed(amap: AttributionMap, caller: Caller, dim: str, value: str) -> bool:
-    if reserved(dim):
+    if reserved(dim) or not valid_dim_key(dim):
         return False
     policy = amap.policy_of(caller, dim)
     if policy == FREE:

@@ -73,6 +73,11 @@ def claimed_dims(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> 
     return dims
 
 
+def valid_dim_key(key: str) -> bool:
+    """Whether the record contract takes `key` as a dim name."""
+    return bool(_DIM_KEY.match(key))
+
+
 def clean_dims(dims: Mapping[str, str]) -> dict[str, str]:
     """Keys the record contract refuses are dropped and values cut to its limit, so a careless
     header never costs the record its tokens."""

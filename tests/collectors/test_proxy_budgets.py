@@ -301,3 +301,37 @@ def test_a_caller_budget_within_a_team_refuses_that_caller_of_that_team_only() -
     error = json.loads(refusal.body)["error"]
     assert "business line 'refunds', team 'cs-bot', caller 'refunds-app'" in error["message"]
     assert (error["budget"]["team"], error["budget"]["caller"]) == ("cs-bot", "refunds-app")
+
+
+# --- floods of free dims (issue 31, finding 4) -----------------------------------------------------
+
+
+def spent_caller_gate() -> BudgetGate:
+    """refunds-app's own hard budget spent, its line's not."""
+    budget = {"id": 3, "business_line": "refunds", "team": "", "caller": "refunds-app", "hard": True, "holds": True,
+              "currency": "", "amount": None, "used_amount": "0.00", "tokens": 10, "used_tokens": 12,
+              "resets_at": "2099-01-01T00:00:00+08:00"}  # fmt: skip
+    gate = BudgetGate(lambda: {"budgets": [budget]}, interval=60)
+    assert gate.poll()
+    return gate
+
+
+@pytest.mark.parametrize("through", ["headers", "metadata"])
+def test_thirty_free_dims_never_push_the_caller_out_of_its_budget(
+    upstream: tuple[Upstream, str], budget_map: Path, through: str
+) -> None:
+    records = Records()
+    for rig in proxied(upstream, budget_map, records, spent_caller_gate()):
+        flood = {f"F{i:02d}": "x" for i in range(30)}
+        headers = {f"X-Costplatform-{k}": v for k, v in flood.items()} if through == "headers" else {}
+        body = {"model": "qwen2.5-7b-instruct", "messages": MESSAGES}
+        body |= {"metadata": flood} if through == "metadata" else {}
+        status, _, answer = rig.post("/v1/chat/completions", body, Authorization=f"Bearer {REFUNDS}", **headers)
+        calls = rig.upstream.counter
+        served_other = chat(rig, REFUNDS_BATCH)[0]
+
+    assert status == 429, answer
+    assert json.loads(answer)["error"]["budget"]["caller"] == "refunds-app"
+    assert calls == 0 and served_other == 200
+    (refused,) = [r for r in records.wait(2) if r["outcome"]["status"] == "rejected"]
+    assert refused["dims"]["caller"] == "refunds-app" and len(refused["dims"]) == 32
