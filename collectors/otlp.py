@@ -4,9 +4,10 @@
         --attribution-map MAP.toml [--dim-prefix costplatform.] [--input-excludes-cache] [--dim env=prod ...]
 
 Every export needs `Authorization: Bearer <token>` with a token of a caller in the attribution map
-(serving/attribution.py); a missing or unknown token is answered 401 (google.rpc.Status code 16,
-UNAUTHENTICATED) and nothing is recorded. The receiver ships every record with its one collector
-key (--key), so each token the map accepts writes through that key, within that key's limits.
+(wire/attribution.py); a missing or unknown token is answered 401 (google.rpc.Status code 16,
+UNAUTHENTICATED) and nothing is recorded; two Authorization headers are answered 400 (wire/edge.py).
+The receiver ships every record with its one collector key (--key), so each token the map accepts
+writes through that key, within that key's limits.
 
 POST /v1/traces takes an ExportTraceServiceRequest as protobuf (application/x-protobuf) or as
 OTLP JSON (application/json: hex trace and span ids, 64-bit integers as strings), optionally
@@ -77,7 +78,7 @@ from collectors.httpserve import (
     policy_from_args,
     run_app,
 )
-from wire import attribution
+from wire import attribution, edge
 from wire.record import clean_dims, make_record
 
 log = logging.getLogger("collectors.otlp")
@@ -494,7 +495,10 @@ class Receiver:
         content_type = request.content_type
         if content_type not in (PROTOBUF, JSON):
             return _error(3, 415, f"Content-Type {content_type!r}: use {PROTOBUF} or {JSON}", JSON)
-        caller = self.policy.authenticate(request.headers.get("Authorization"))
+        try:
+            caller = self.policy.authenticate(edge.authorization(request.headers.getall("Authorization", [])))
+        except edge.Refused as refused:
+            return _error(3, refused.status, refused.message, content_type)
         if caller is None:  # before the body is read: nothing of it is kept
             message = "a bearer token of the attribution map is needed: Authorization: Bearer <token>"
             return _error(16, 401, message, content_type, **{"WWW-Authenticate": "Bearer"})

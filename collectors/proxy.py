@@ -8,7 +8,9 @@ instrumented (a hosted API, a vLLM nobody may restart, another engine).
 
 Only the metered endpoints (POST /v1/chat/completions, /v1/completions, /v1/embeddings,
 /v1/responses) and GET /v1/models(/<id>) are forwarded; any other path is answered 404 with an
-OpenAI-style error and never reaches the upstream. With --upstream-key the proxy spends the
+OpenAI-style error and never reaches the upstream. As at every edge (wire/edge.py), a request
+with two Authorization headers is answered 400, a body over 32 MiB 413, and a metered request
+whose body is no JSON object 400: none of them is forwarded. With --upstream-key the proxy spends the
 operator's key, so a client must present a token of the attribution map
 (`Authorization: Bearer <token>`, replaced by the upstream key on the way); without one it is
 answered 401. Without --upstream-key the client's own Authorization goes upstream and, when the
@@ -82,7 +84,7 @@ from collectors.httpserve import (
     run_app,
 )
 from collectors.jsonscan import JsonScan
-from wire import attribution
+from wire import attribution, edge
 from wire import record as rec
 from wire.budgets import FAIL_MODES, BudgetGate, Refusal, polling_gate
 
@@ -105,7 +107,6 @@ HOP_BY_HOP = frozenset(
     }
 )
 RECORD_ID_HEADER = "X-Costplatform-Record-Id"
-MAX_BODY = 64 * 1024 * 1024
 MAX_KEPT_TEXT = 4 * 1024 * 1024  # of a non-streamed answer's text, kept only for the tokenizer
 MAX_QUEUED_RECORDS = 10_000
 # The upstream sees only these: the metered endpoints (POST) and the model list (GET).
@@ -466,9 +467,14 @@ def error_response(status: int, message: str, kind: str, code: str | None = None
     )
 
 
+def refused_response(refused: edge.Refused, **headers: str) -> web.Response:
+    """The answer to a request the edge refused (wire/edge.py)."""
+    return web.Response(status=refused.status, body=refused.body(), content_type="application/json", headers=headers)
+
+
 def forwarded(method: str, path: str) -> bool:
     """Whether a request may reach the upstream: the metered endpoints and the model list."""
-    if method == "POST" and rec.endpoint_of(path) is not None:
+    if edge.metered_endpoint(method, path) is not None:
         return True
     segments = path.split("/")
     return method in ("GET", "HEAD") and bool(MODELS_PATH.match(path)) and not {".", ".."} & set(segments)
@@ -490,7 +496,7 @@ class Proxy:
         )
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY)
+        app = web.Application(client_max_size=edge.MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self.handle)  # every path: the unlisted get a 404 in OpenAI's form
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
@@ -516,16 +522,12 @@ class Proxy:
     def _exchange(
         self, request: web.Request, raw: bytes, caller: attribution.Caller | None, amap: attribution.AttributionMap
     ) -> tuple[Exchange | None, bytes]:
-        """The exchange to record (None for an untracked request) and the body to send on."""
-        endpoint = rec.endpoint_of(request.path) if request.method == "POST" else None
+        """The exchange to record (None for an untracked request) and the body to send on;
+        edge.Refused for a metered request whose body is no JSON object."""
+        endpoint = edge.metered_endpoint(request.method, request.path)
         if endpoint is None:
             return None, raw
-        try:
-            body = json.loads(raw) if raw else {}
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            return None, raw  # the upstream will refuse it; nothing to count
+        body = edge.json_object(raw)
         exchange = Exchange(
             record_id=f"px-{uuid.uuid4().hex}",
             arrival=time.time(),
@@ -551,15 +553,24 @@ class Proxy:
             message = f"Invalid URL ({request.method} {request.path}): this proxy forwards only the metered endpoints"
             return error_response(404, message, "invalid_request_error")
         amap = self.settings.policy.current()
-        caller = amap.caller(attribution.bearer(request.headers.get("Authorization")))
+        try:
+            authorization = edge.authorization(request.headers.getall("Authorization", []))
+        except edge.Refused as refused:
+            return refused_response(refused)
+        caller = amap.caller(attribution.bearer(authorization))
         if caller is None and self.settings.upstream_key:
             # The operator's key is spent for known clients only.
             message = "a client token is needed: Authorization: Bearer <token> (ask the operator)"
             return error_response(
                 401, message, "invalid_request_error", "invalid_api_key", **{"WWW-Authenticate": "Bearer"}
             )
-        raw = await request.read()
-        exchange, payload = self._exchange(request, raw, caller, amap)
+        try:
+            raw = await request.read()
+            exchange, payload = self._exchange(request, raw, caller, amap)
+        except web.HTTPRequestEntityTooLarge:
+            return refused_response(edge.too_large())
+        except edge.Refused as refused:
+            return refused_response(refused)
         refusal = self.settings.budgets.check(exchange.dims) if exchange and self.settings.budgets else None
         if exchange is not None and refusal is not None:
             return self._refused(exchange, refusal)

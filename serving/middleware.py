@@ -1,11 +1,18 @@
 """ASGI middleware for vLLM's OpenAI server: `--middleware serving.middleware.CostplatformMiddleware`.
 
-For each inference request it reads the attribution headers and the body, makes sure the
+Every route of vLLM's server is metered, passed (it computes no tokens) or refused with a 404
+before vLLM sees it (wire/edge.py: an allow-list, checked against vLLM's route table); a
+request with two Authorization headers is refused with a 400, a body over 32 MiB with a 413, a
+metered request whose body is no JSON object with a 400: what cannot be decided never reaches
+the engine.
+
+For each metered request it reads the attribution headers and the body, makes sure the
 request carries an X-Request-Id (vLLM names the engine request after it, which is how the
 engine's counts find their way back), watches the response and the client's disconnect,
 and when the request ends hands what it saw to the runtime, which waits for the engine's
 counts off the request's task. The dims are decided here, once, by the attribution map
-(serving/attribution.py) from the caller's `Authorization: Bearer` key and its claims.
+(wire/attribution.py) from the caller's `Authorization: Bearer` key (the one value vLLM's own
+--api-key check reads) and its claims.
 It never changes what the client sends or gets, except that with
 COSTPLATFORM_CACHE_SALT_DIM set it sets the `cache_salt` from that dim's trusted value
 (prefix-cache isolation between business lines), with a caller's own salt mixed in.
@@ -22,8 +29,9 @@ from typing import Any
 
 from serving import hooks, runtime
 from serving.runtime import Seen
+from wire import edge
 from wire.budgets import Refusal
-from wire.record import claimed_dims, clean_dims, endpoint_of
+from wire.record import claimed_dims
 
 log = logging.getLogger("costplatform.serving")
 
@@ -34,7 +42,6 @@ ENGINE_ID_PREFIX = {
     "embeddings": "embd-",
     "responses": "resp_",
 }
-MAX_BODY = 32 * 1024 * 1024  # a request larger than this is passed through unrecorded
 MAX_RESPONSE_KEPT = 4 * 1024 * 1024
 
 
@@ -74,43 +81,57 @@ class CostplatformMiddleware:
             hooks.install(rt.join, lambda state: getattr(state, "lora_name", None) or rt.served_model)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        endpoint = endpoint_of(scope.get("path", "")) if scope.get("type") == "http" else None
-        if self.runtime is None or endpoint is None or scope.get("method") != "POST":
+        kind = scope.get("type")
+        if self.runtime is None or kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        rt = self.runtime
-        arrival = time.time()
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if not message.get("more_body") or size > MAX_BODY:
-                break
-        body_bytes = b"".join(chunks)
-        if size > MAX_BODY:  # not ours to judge: pass it on as it came
-            await self.app(scope, _replay(body_bytes, receive, more=True), send)
-            return
+        method = scope.get("method", "GET") if kind == "http" else "WEBSOCKET"
+        path = scope.get("path", "").removeprefix(scope.get("root_path", ""))
+        route = edge.vllm_route(method, path)
         try:
-            body = json.loads(body_bytes) if body_bytes else None
-        except ValueError:
-            body = None
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            if not route.served:
+                raise edge.route_refused(method, path)
+            authorization = edge.authorization_of(scope.get("headers", []))
+            if route.endpoint is None:
+                await self.app(scope, receive, send)
+                return
+            body, body_bytes, arrival = await _read_body(scope, receive)
+        except edge.Refused as refused:
+            await _answer(refused, scope, receive, send)
+            return
+        except _Disconnected:
+            return
+        await self._metered(scope, receive, send, route.endpoint, authorization, body, body_bytes, arrival)
+
+    async def _metered(
+        self,
+        scope: dict[str, Any],
+        receive: Any,
+        send: Any,
+        endpoint: str,
+        authorization: str | None,
+        body: dict[str, Any],
+        body_bytes: bytes,
+        arrival: float,
+    ) -> None:
+        rt = self.runtime
+        assert rt is not None
         raw_headers = list(scope.get("headers", []))
+        # The first of each header, as vLLM reads it (Starlette's Headers.get): X-Request-Id above all.
+        headers: dict[str, str] = {}
+        for k, v in raw_headers:
+            headers.setdefault(k.decode("latin-1").lower(), v.decode("latin-1"))
         request_id = headers.get("x-request-id")
         if not request_id:
             request_id = uuid.uuid4().hex
             raw_headers.append((b"x-request-id", request_id.encode()))
-        claims = claimed_dims(headers, body if isinstance(body, dict) else None)
-        decision = rt.policy.decide(claims, headers.get("authorization"))
+        claims = claimed_dims(headers, body)
+        decision = rt.policy.decide(claims, authorization)
         refusal = rt.budgets.check(decision.dims) if rt.budgets is not None else None
         if refusal is not None:
             await _refuse(rt, refusal, endpoint, request_id, arrival, headers, body, decision.record_dims(), send)
             return
-        if rt.config.cache_salt_dim and isinstance(body, dict):
+        if rt.config.cache_salt_dim:
             salt = trusted_salt(rt.config.hash_key, decision.dims.get(rt.config.cache_salt_dim), body.get("cache_salt"))
             if salt is not None:
                 body["cache_salt"] = salt
@@ -127,10 +148,10 @@ class CostplatformMiddleware:
             endpoint=endpoint,
             headers=headers,
             body=body,
-            streamed=isinstance(body, dict) and bool(body.get("stream")),
-            dims=clean_dims(decision.record_dims()),
+            streamed=bool(body.get("stream")),
+            dims=decision.record_dims(),
         )
-        waiter = rt.join.expect(engine_id, expected_sequences(endpoint, body) if isinstance(body, dict) else 1)
+        waiter = rt.join.expect(engine_id, expected_sequences(endpoint, body))
         replay = _replay(body_bytes, receive, seen=seen)
 
         async def watch(message: dict[str, Any]) -> None:
@@ -181,7 +202,7 @@ async def _refuse(
     response_headers += [(k.lower().encode(), v.encode()) for k, v in refusal.headers.items()]
     await send({"type": "http.response.start", "status": refusal.status, "headers": response_headers})
     await send({"type": "http.response.body", "body": refusal.body})
-    model = body.get("model") if isinstance(body, dict) else None
+    model = body.get("model")
     seen = Seen(
         request_id=request_id,
         engine_id=ENGINE_ID_PREFIX[endpoint] + request_id,
@@ -191,12 +212,50 @@ async def _refuse(
         body={"model": model} if model else {},
         status=refusal.status,
         end=time.time(),
-        dims=clean_dims(dims),
+        dims=dims,
     )
     rt.emitter.submit(seen, [])
 
 
-def _replay(body: bytes, receive: Any, *, seen: Seen | None = None, more: bool = False) -> Any:
+class _Disconnected(Exception):
+    """The client went away before its request's body was read."""
+
+
+async def _read_body(scope: dict[str, Any], receive: Any) -> tuple[dict[str, Any], bytes, float]:
+    """A metered request's JSON object, its bytes and its arrival; edge.Refused for a body over
+    edge.MAX_BODY (413: never passed on unread) or no JSON object (400)."""
+    arrival = time.time()
+    length = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"content-length"), None)
+    if edge.declared_too_large(length):
+        raise edge.too_large()
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > edge.MAX_BODY:
+            raise edge.too_large()
+        if not message.get("more_body"):
+            break
+    body_bytes = b"".join(chunks)
+    return edge.json_object(body_bytes), body_bytes, arrival
+
+
+async def _answer(refused: edge.Refused, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The edge's refusal: an OpenAI-style error, or a closed websocket (policy violation)."""
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refused.body())).encode())]
+    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
+    await send({"type": "http.response.body", "body": refused.body()})
+
+
+def _replay(body: bytes, receive: Any, *, seen: Seen | None = None) -> Any:
     """A receive() that gives the app the body we already read, then the client's next messages."""
     sent = False
 
@@ -204,7 +263,7 @@ def _replay(body: bytes, receive: Any, *, seen: Seen | None = None, more: bool =
         nonlocal sent
         if not sent:
             sent = True
-            return {"type": "http.request", "body": body, "more_body": more}
+            return {"type": "http.request", "body": body, "more_body": False}
         message = await receive()
         if message["type"] == "http.disconnect" and seen is not None and seen.end is None:
             seen.disconnected = True

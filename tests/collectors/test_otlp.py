@@ -494,3 +494,36 @@ def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(l
         "caller": "support-exporter",
     }
     assert (stored["error"].prompt, stored["error"].completion) == (0, 0)
+
+
+def test_thirty_claimed_attributes_never_push_the_exporters_caller_out_of_its_record(receiver_url):
+    """Issue 31, finding 4: the trusted dims are kept first, claims over the 32-dim cap refused."""
+    before = refused_count("cap")
+    flood = {f"costplatform.f{i:02d}": "x" for i in range(30)}
+    request = export_request(chat_span(**flood), **{"service__name": "checkout"})
+
+    status, _, _ = post(receiver_url.url, request.SerializeToString(), "application/x-protobuf")
+
+    assert status == 200
+    (record,) = receiver_url.sink.records
+    assert (record["dims"]["caller"], record["dims"]["business_line"]) == ("support-exporter", "support")
+    assert len(record["dims"]) == 32 and refused_count("cap") == before + 1
+
+
+def test_it_refuses_an_export_with_two_authorization_headers(receiver_url):
+    """Issue 31, finding 2: exactly one Authorization decides the exporter."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    body = export_request(chat_span()).SerializeToString()
+    parts = urlsplit(receiver_url.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn.putrequest("POST", "/v1/traces")
+    for name, value in [("Content-Type", "application/x-protobuf"), ("Content-Length", str(len(body))),
+                        ("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer anything")]:  # fmt: skip
+        conn.putheader(name, value)
+    conn.endheaders(body)
+    status = conn.getresponse().status
+    conn.close()
+
+    assert status == 400 and receiver_url.sink.records == []

@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from collectors.httpserve import ServerThread
 from collectors.proxy import INLINE_RECORDS, Settings, proxy_thread
 from tests.collectors.openai_upstream import CACHED_TOKENS, PROMPT_TOKENS, WORDS, Upstream
+from wire import edge
 from wire.attribution import Policy
 from wire.record import prompt_hash
 from wire.shipper import Pipeline
@@ -403,6 +404,54 @@ def test_it_never_lets_a_client_make_a_reconciliation_record(rig):
     for record in rig.records.wait(2):
         assert "costplatform.kind" not in record["dims"] and "source" not in record["dims"]
         assert record["dims"]["refused.costplatform.kind"] == "reconciliation"
+
+
+def raw_post(rig: Rig, path: str, body: bytes, headers: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    """A POST with the headers as given, repeated ones included."""
+    parts = urlsplit(rig.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.putrequest("POST", path)
+        for name, value in [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *headers]:
+            conn.putheader(name, value)
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_it_refuses_two_authorization_headers_without_forwarding(rig):
+    """Issue 31, finding 2: exactly one Authorization decides the caller."""
+    seen = len(rig.upstream.seen)
+    two = [("Authorization", f"Bearer {CLIENT_TOKEN}"), ("Authorization", "Bearer anything")]
+
+    status, body = raw_post(rig, "/v1/chat/completions", json.dumps(chat()).encode(), two)
+
+    assert (status, body["error"]["code"]) == (400, "two_authorizations")
+    time.sleep(0.1)
+    assert len(rig.upstream.seen) == seen and rig.records.records == []
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b"{oops", b'"text"'])
+def test_it_refuses_a_metered_body_that_is_no_json_object_without_forwarding(rig, body):
+    seen = len(rig.upstream.seen)
+
+    status, answer = raw_post(rig, "/v1/chat/completions", body, [("Authorization", f"Bearer {CLIENT_TOKEN}")])
+
+    assert (status, answer["error"]["code"]) == (400, "body_not_json")
+    assert len(rig.upstream.seen) == seen
+
+
+def test_it_refuses_a_body_over_the_edges_limit_with_413_without_forwarding(rig):
+    """Issue 31, finding 3: an oversized body is refused, never passed on ungated."""
+    seen = len(rig.upstream.seen)
+    padded = json.dumps(chat(user="x" * (edge.MAX_BODY + 1024))).encode()
+
+    status, answer = raw_post(rig, "/v1/chat/completions", padded, [("Authorization", f"Bearer {CLIENT_TOKEN}")])
+
+    assert (status, answer["error"]["code"]) == (413, "body_too_large")
+    assert len(rig.upstream.seen) == seen
 
 
 def test_it_reads_the_usage_of_an_answer_larger_than_it_keeps(rig):
