@@ -77,7 +77,7 @@ def _alert(
         level=state.level,
         figures=figures,
         link=subject.link,
-        suppressed="muted" if rule.is_muted(now) else "",
+        suppressed="muted" if rule.is_muted(now) or state.is_muted(now) else "",
         created_at=now,
     )
 

@@ -71,9 +71,15 @@ class AlertState(models.Model):
     changed_at = models.DateTimeField()
     fired_at = models.DateTimeField(null=True, blank=True)
     figures = models.JSONField(default=dict)
+    muted_until = models.DateTimeField(
+        null=True, blank=True, help_text="This subject of the rule is evaluated, but nothing is sent until then."
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["rule", "subject"], name="alerts_state_key")]
+
+    def is_muted(self, now: datetime) -> bool:
+        return self.muted_until is not None and self.muted_until > now
 
 
 class Alert(models.Model):

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.alerts.messages import message_for
-from apps.alerts.models import Alert, AlertAction, Channel, Notification, Rule, Severity
+from apps.alerts.models import Alert, AlertAction, AlertState, Channel, Notification, Rule, Severity
 from apps.alerts.transports import TransportError, transport_class
 
 log = logging.getLogger(__name__)
@@ -129,23 +129,53 @@ def channel_send_test(*, channel: Channel) -> Notification:
 ERR_NO_RULE = "this alert has no rule to mute (a broadcast, a test, or its rule was deleted)"
 
 
+class AlreadyDone(Exception):
+    """The alert's link for this action was used already: `done` says by whom and when."""
+
+    def __init__(self, done: AlertAction) -> None:
+        super().__init__(f"{done.action} of alert {done.alert_id} was done at {done.at:%Y-%m-%d %H:%M} UTC")
+        self.done = done
+
+
+def alert_action_done(*, alert: Alert, action: str) -> AlertAction | None:
+    """The earlier use of the alert's link for `action`, if any (a link acts once)."""
+    return AlertAction.objects.select_related("user").filter(alert=alert, action=action).order_by("at", "id").first()
+
+
 @transaction.atomic
-def alert_act(*, alert: Alert, action: str, user: Any, now: datetime | None = None) -> AlertAction:
-    """Mute the alert's rule for 1 h or 24 h (never shortening a longer mute), or acknowledge
-    the alert; recorded in the alert's history (AlertAction) with who did it."""
+def alert_act(
+    *, alert: Alert, action: str, user: Any, whole_rule: bool = True, now: datetime | None = None
+) -> AlertAction:
+    """Mute for 1 h or 24 h (never shortening a longer mute) the alert's rule, or with
+    `whole_rule` false only the rule's subject of this alert (a user scoped to some lines must
+    not silence the other lines of a rule of every line); or acknowledge the alert. Recorded
+    in the alert's history (AlertAction) with who did it. Each action is done once per alert:
+    a second use of the same link raises AlreadyDone."""
     from apps.alerts.actions import MUTE_FOR
 
     now = now or timezone.now()
+    Alert.objects.select_for_update().filter(id=alert.id).first()  # one use of a link at a time
+    done = alert_action_done(alert=alert, action=action)
+    if done is not None:
+        raise AlreadyDone(done)
     muted_until = None
     if action in MUTE_FOR:
-        rule = Rule.objects.select_for_update().filter(id=alert.rule_id).first()
-        if rule is None:
-            raise ValueError(ERR_NO_RULE)
-        muted_until = max(now + MUTE_FOR[action], rule.muted_until or now)
-        Rule.objects.filter(id=rule.id).update(muted_until=muted_until)
+        muted_until = _mute(alert, now + MUTE_FOR[action], whole_rule=whole_rule)
     elif action != AlertAction.Action.ACKNOWLEDGE:
         raise ValueError(f"unknown action {action!r}")
     return AlertAction.objects.create(alert=alert, action=action, user=user, muted_until=muted_until, at=now)
+
+
+def _mute(alert: Alert, until: datetime, *, whole_rule: bool) -> datetime:
+    target: Any = Rule.objects.filter(id=alert.rule_id)
+    if not whole_rule:
+        target = AlertState.objects.filter(rule_id=alert.rule_id, subject=alert.subject)
+    muted = target.select_for_update().first()
+    if muted is None:
+        raise ValueError(ERR_NO_RULE)
+    until = max(until, muted.muted_until or until)
+    target.update(muted_until=until)
+    return until
 
 
 def channel_save(*, form: Any) -> Channel:

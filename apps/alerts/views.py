@@ -24,9 +24,9 @@ from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
 from apps.alerts.admin import ChannelForm, redacted
 from apps.alerts.checks import site_url_is_local
 from apps.alerts.messages import SEVERITY, message_for
-from apps.alerts.models import Alert, Channel, Notification, Severity
+from apps.alerts.models import Alert, AlertAction, Channel, Notification, Severity
 from apps.alerts.preview import channel_previews
-from apps.alerts.services import alert_act, channel_save, channel_send_test
+from apps.alerts.services import AlreadyDone, alert_act, alert_action_done, channel_save, channel_send_test
 
 TESTERS = ("admin", "engineer")
 # The history's words for an alert's kind (its detector, or a broadcast's kind), status and why
@@ -163,6 +163,18 @@ def _refused(request: HttpRequest, error: str, status: int) -> HttpResponse:
     return render(request, "alerts/action.html", {"error": error}, status=status)
 
 
+def _used(request: HttpRequest, done: AlertAction) -> HttpResponse:
+    """A link acts once: the answer to its second use says who used it, when, and for what."""
+    text = _("This link was already used: %(who)s, %(when)s UTC, %(what)s.") % {
+        "who": done.user.username if done.user else "-",
+        "when": f"{done.at:%Y-%m-%d %H:%M}",
+        "what": done.get_action_display(),
+    }
+    if done.muted_until is not None:
+        text += " " + _("Muted until %(until)s UTC.") % {"until": f"{done.muted_until:%Y-%m-%d %H:%M}"}
+    return _refused(request, text, 409)
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def alert_action(request: HttpRequest, token: str) -> HttpResponse:
@@ -182,9 +194,15 @@ def alert_action(request: HttpRequest, token: str) -> HttpResponse:
         raise PermissionDenied("the alert is outside your business lines")
     language = _language()
     label = LABELS[language][wanted.action]
+    earlier = alert_action_done(alert=alert, action=wanted.action)
+    if earlier is not None:
+        return _used(request, earlier)
     if request.method == "POST":
         try:
-            done = alert_act(alert=alert, action=wanted.action, user=request.user)
+            # A user scoped to some lines mutes the alert's subject only, not a rule of other lines too.
+            done = alert_act(alert=alert, action=wanted.action, user=request.user, whole_rule=lines is None)
+        except AlreadyDone as exc:
+            return _used(request, exc.done)
         except ValueError:
             return _refused(request, _("This alert has no rule to mute."), 400)
         if done.muted_until is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,6 +18,7 @@ from django.utils import timezone
 from apps.accounts.models import UserScope
 from apps.alerts import checks
 from apps.alerts.actions import action_links, action_token
+from apps.alerts.detectors.registry import DetectionResult
 from apps.alerts.models import AlertAction, Notification, Rule
 from apps.alerts.services import notification_send
 from tests import factories
@@ -146,6 +148,46 @@ def test_only_engineers_and_admins_of_the_alerts_line_may_act():
     anonymous = Client().get(mute)
     assert anonymous.status_code == 302 and anonymous["Location"].startswith("/login/")
     assert Rule.objects.get(id=alert.rule_id).muted_until is None
+
+
+def test_a_scoped_engineers_link_mutes_that_alerts_subject_not_the_rule_of_every_line():
+    """Issue 31, finding 5: a rule of every line muted through one line's alert silenced the others."""
+    from apps.alerts.evaluation import _alert
+    from apps.alerts.models import AlertState
+
+    alert = spike()
+    assert Rule.objects.get(id=alert.rule_id).business_line == ""  # a rule of every line
+    _, client = engineer("support-oncall", lines=[alert.business_line])
+
+    assert post(client, path_of(action_links(alert, "en")[0][1])).status_code == 302
+
+    rule = Rule.objects.get(id=alert.rule_id)
+    state = AlertState.objects.get(rule=rule, subject=alert.subject)
+    assert rule.muted_until is None  # another line's alert of the rule is still sent
+    assert state.muted_until is not None and state.muted_until > timezone.now() + timedelta(minutes=59)
+    assert AlertAction.objects.get(alert=alert).muted_until == state.muted_until
+    subject = SimpleNamespace(business_line=alert.business_line, key=alert.subject, link="")
+    firing = DetectionResult(firing=True, figures={})
+    assert _alert(rule, state, subject, "firing", firing, timezone.now()).suppressed == "muted"
+    other = AlertState(rule=rule, subject="business_line=ads", episode=1)
+    assert _alert(rule, other, subject, "firing", firing, timezone.now()).suppressed == ""
+
+
+def test_a_link_acts_once_and_says_so_when_it_is_opened_again():
+    """Issue 31, finding 5: the same link replayed extended the mute."""
+    _, client = engineer()
+    alert = spike()
+    mute = path_of(action_links(alert, "en")[0][1])
+    assert post(client, mute).status_code == 302
+    muted_until = Rule.objects.get(id=alert.rule_id).muted_until
+
+    again = post(client, mute)
+    shown = client.get(mute)
+
+    assert again.status_code == 409 and b"already used" in again.content and b"oncall" in again.content
+    assert shown.status_code == 409 and b'id="alert-action"' not in shown.content
+    assert Rule.objects.get(id=alert.rule_id).muted_until == muted_until
+    assert AlertAction.objects.filter(alert=alert).count() == 1
 
 
 def test_a_resolve_or_a_broadcast_offers_no_action():
