@@ -76,7 +76,7 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("classification", "rule", ("add", "change", "delete", "view")),
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
-        ("accounts", "collectorkey", ("view", "change")),
+        ("accounts", "collectorkey", ("view",)),  # what a key may write is an admin's (docs/security.md)
         ("audits", "modeldowngrade", ("add", "change", "delete", "view")),
         ("audits", "*", ("view",)),
         ("common", "jobrun", ("view",)),
@@ -98,8 +98,8 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
 
 
 def role_permissions_sync(**kwargs: Any) -> None:
-    """Give each role group its admin permissions (run after every migrate, so models added
-    later are covered)."""
+    """Give each role group exactly its admin permissions (run after every migrate, so models
+    added later are covered, and a permission taken from a role here is taken from its group)."""
     from django.contrib.auth.models import Group, Permission
 
     for role, grants in ROLE_PERMISSIONS.items():
@@ -112,4 +112,4 @@ def role_permissions_sync(**kwargs: Any) -> None:
             if model != "*":
                 perms = perms.filter(content_type__model=model)
             wanted = wanted | perms
-        group.permissions.add(*wanted.distinct())
+        group.permissions.set(wanted.distinct())

@@ -128,3 +128,39 @@ def test_the_launcher_keys_get_the_limits_their_senders_need(db, tmp_path):
     demo, vllm = CollectorKey.objects.get(name="demo"), CollectorKey.objects.get(pk=old.key.pk)
     assert secret and (demo.backfill, demo.reconciliation) == (True, False)
     assert (vllm.backfill, vllm.reconciliation) == (False, True)
+
+
+@pytest.mark.parametrize("role", ["engineer", "finance", "viewer"])
+def test_only_an_admin_changes_or_revokes_a_key_the_other_roles_only_view_it(django_user_model, client, role):
+    """Issue 31, finding 6: an engineer lifted a key's limits (backfill, lines) in the admin."""
+    create("search-vllm")
+    key = CollectorKey.objects.get(name="search-vllm")
+    user = django_user_model.objects.create_user(f"{role}-1", password="pw-for-tests-only", is_staff=True)
+    user.groups.add(Group.objects.get(name=role))
+    client.force_login(user)
+    change = f"/admin/accounts/collectorkey/{key.pk}/change/"
+    lifted = {"name": key.name, "business_lines": "", "reconciliation": "on", "backdate_days": "400", "backfill": "on"}
+
+    page = client.get(change)
+    answer = client.post(change, lifted)
+    revoked = client.post("/admin/accounts/collectorkey/", {"action": "revoke", "_selected_action": [key.pk]})
+
+    key.refresh_from_db()
+    assert (key.backfill, key.reconciliation, key.backdate_days, key.revoked_at) == (False, False, 3, None)
+    assert answer.status_code == 403 and revoked.status_code in (200, 302, 403)  # no revoke action offered
+    if role == "engineer":  # engineers see the keys (the collectors page too), as they are
+        assert page.status_code == 200 and 'name="backfill"' not in page.content.decode()
+    assert not user.has_perm("accounts.change_collectorkey")
+
+
+def test_a_permission_taken_from_a_role_is_taken_from_its_group_at_the_next_migrate(db):
+    from django.contrib.auth.models import Permission
+
+    from apps.accounts.roles import role_permissions_sync
+
+    engineer = Group.objects.get(name="engineer")
+    engineer.permissions.add(Permission.objects.get(codename="change_collectorkey"))
+
+    role_permissions_sync()
+
+    assert not engineer.permissions.filter(codename="change_collectorkey").exists()
