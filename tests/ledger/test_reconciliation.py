@@ -380,6 +380,21 @@ def test_it_refuses_a_bill_with_bad_rows_and_keeps_each_reason(platform: Any) ->
     assert supplier_reconcile(supplier=supplier, month=OCT).reconciled
 
 
+def test_a_bill_of_many_bad_rows_keeps_the_first_thousand_and_counts_the_rest(db: Any) -> None:
+    """Issue 31, finding 8: a 19 MB file kept 3,000,000 error rows and the page timed out."""
+    from apps.ledger.reconciliation.imports import MAX_ERROR_ROWS
+
+    header = ["Date", "Model", "Project", "Input tokens", "Output tokens", "Cost", "Currency"]
+    rows = [["not-a-day", "gpt-4o", "alpha", 1, 1, "1.00", "CNY"]] * (MAX_ERROR_ROWS + 4000)
+
+    result = bill_import(supplier=hosted(), month=OCT, content=_csv(header, rows), filename="huge.csv")
+
+    assert result.bill.errors.count() == MAX_ERROR_ROWS + 1
+    assert result.refused_rows == MAX_ERROR_ROWS + 4000 and not result.accepted
+    rest = result.bill.errors.order_by("-row").first()
+    assert rest is not None and rest.row == MAX_ERROR_ROWS + 2 and "4,000 more bad rows" in rest.reason
+
+
 def test_it_names_the_mapped_columns_a_file_lacks(platform: Any) -> None:
     result = bill_import(supplier=hosted(), month=OCT, content=_csv(["day", "model", "cost"], [["x", "y", "1"]]))
     assert not result.accepted

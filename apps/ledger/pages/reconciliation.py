@@ -147,7 +147,7 @@ def _import(request: HttpRequest, month: date) -> str:
     if not result.accepted:
         raise BillImportError(
             _("The bill is refused: %(count)s bad rows, listed below with their reasons; nothing was imported.")
-            % {"count": len(result.errors)}
+            % {"count": result.refused_rows}
         )
     return _("%(rows)s rows imported (%(total)s %(currency)s).") % {
         "rows": result.bill.rows,

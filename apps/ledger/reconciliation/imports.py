@@ -1,9 +1,9 @@
 """Importing a supplier's month: the CSV read through the supplier's column mapping, all or
 nothing. Every row is checked; if any is bad, the import is kept as `refused` with each bad
-row's text and reason, and the month's accepted bill stays as it was. A good file replaces the
-month's accepted bill (re-importing the same file gives the same lines). A closed month's bill
-is refused: its books are locked, so a later bill goes to the month it belongs to after a
-reopen."""
+row's text and reason (the first MAX_ERROR_ROWS of them, and one more row counting the rest),
+and the month's accepted bill stays as it was. A good file replaces the month's accepted bill
+(re-importing the same file gives the same lines). A closed month's bill is refused: its books
+are locked, so a later bill goes to the month it belongs to after a reopen."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ BAD_TOKENS = gettext_noop("{column} {value!r} is not a whole number of tokens (0
 BAD_AMOUNT = gettext_noop("{column} {value!r} is not an amount (decimal separator {separator!r})")
 BAD_CURRENCY = gettext_noop("{column} {value!r} is not the supplier's currency {currency}")
 SHORT_ROW = gettext_noop("the row has {found} cells, the header {expected}")
+MORE_ERRORS = gettext_noop("{count:,} more bad rows from this line on are not listed (the first {kept:,} are)")
+
+
+MAX_ERROR_ROWS = 1000  # bad rows kept with their text and reason; the rest are counted
 
 
 class BillImportError(ValueError):
@@ -46,6 +50,7 @@ class ImportResult:
     bill: Bill
     errors: list[BillRowError] = field(default_factory=list)
     replaced: Bill | None = None
+    refused_rows: int = 0  # bad rows in all, listed in `errors` or not
 
     @property
     def accepted(self) -> bool:
@@ -151,6 +156,24 @@ class _Parsed:
     rows: int = 0
     lines: list[BillLine] = field(default_factory=list)
     errors: list[BillRowError] = field(default_factory=list)
+    refused: int = 0  # bad rows in all
+    rest_from: int = 0  # the first bad row not kept in `errors`
+
+    def refuse(self, error: BillRowError) -> None:
+        """Keep a bad row, while fewer than MAX_ERROR_ROWS are kept; count it always."""
+        self.refused += 1
+        if len(self.errors) < MAX_ERROR_ROWS:
+            self.errors.append(error)
+        elif not self.rest_from:
+            self.rest_from = error.row
+
+    def rest(self) -> None:
+        """One more row saying how many bad rows were not kept, from which line on."""
+        if self.refused > len(self.errors):
+            count, kept = self.refused - len(self.errors), len(self.errors)
+            self.errors.append(
+                BillRowError(row=self.rest_from, raw="", reason=_(MORE_ERRORS).format(count=count, kept=kept))
+            )
 
 
 def bill_parse(*, supplier: Supplier, month: date, content: bytes) -> _Parsed:
@@ -161,7 +184,7 @@ def bill_parse(*, supplier: Supplier, month: date, content: bytes) -> _Parsed:
     missing = [name for name in _mapped(supplier).values() if name not in header]
     if missing:
         reason = _(MISSING_COLUMNS).format(columns=", ".join(missing), header=", ".join(header) or "-")
-        parsed.errors.append(BillRowError(row=1, raw=",".join(header), reason=reason))
+        parsed.refuse(BillRowError(row=1, raw=",".join(header)[:2000], reason=reason))
         return parsed
     for number, cells in enumerate(reader, start=2):
         if not any(c.strip() for c in cells):
@@ -173,9 +196,10 @@ def bill_parse(*, supplier: Supplier, month: date, content: bytes) -> _Parsed:
                 raise RowError(_(SHORT_ROW).format(found=len(cells), expected=len(header)))
             parsed.lines.append(row_read(supplier, month, dict(zip(header, cells, strict=True)), number))
         except RowError as exc:
-            parsed.errors.append(BillRowError(row=number, raw=raw[:2000], reason=str(exc)))
+            parsed.refuse(BillRowError(row=number, raw=raw[:2000], reason=str(exc)))
     if not parsed.rows and not parsed.errors:
-        parsed.errors.append(BillRowError(row=2, raw="", reason=_(NO_ROWS)))
+        parsed.refuse(BillRowError(row=2, raw="", reason=_(NO_ROWS)))
+    parsed.rest()
     return parsed
 
 
@@ -207,7 +231,7 @@ def bill_import(
             for error in parsed.errors:
                 error.bill = bill
             BillRowError.objects.bulk_create(parsed.errors)
-            return ImportResult(bill, parsed.errors)
+            return ImportResult(bill, parsed.errors, refused_rows=parsed.refused)
         replaced = _replace(supplier, month)
         bill.state, bill.total = Bill.State.ACCEPTED, sum((line.amount for line in parsed.lines), Decimal(0))
         bill.save()

@@ -37,7 +37,7 @@ class Command(BaseCommand):
         if not result.accepted:
             for error in result.errors:
                 self.stderr.write(f"line {error.row}: {error.reason}")
-            raise CommandError(f"refused: {len(result.errors)} bad rows; nothing was imported")
+            raise CommandError(f"refused: {result.refused_rows} bad rows; nothing was imported")
         bill = result.bill
         replaced = " (replacing the earlier import)" if result.replaced else ""
         self.stdout.write(f"imported {bill.rows} rows, {bill.total} {bill.currency}{replaced}")
