@@ -230,6 +230,29 @@ def test_a_rates_csv_with_a_bad_row_is_refused_with_its_reason(row: str, reason:
     assert not ExchangeRate.objects.exists()  # nothing of the file was saved
 
 
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ("9999-12-31,USD,7.1,PBOC", "row 4: 9999-12-31 is too far ahead: a rate is for a day up to a year from today"),
+        ("0001-01-01,USD,7.1,PBOC", "row 4: 0001-01-01 is older than the platform keeps records"),
+        ("2026-10-08,USD,1E+999999,PBOC", "row 4: the rate must be a positive number below 10,000,000,000"),
+        ("2026-10-08,USD,12345678901,PBOC", "row 4: the rate must be a positive number below 10,000,000,000"),
+        ("2026-10-08,USD,7.1,PBOC\x00", "row 4: the source holds a NUL character"),
+        ("2026-10-08,USD,7.1," + "P" * 201, "row 4: the source is longer than 200 characters"),
+    ],
+)
+def test_a_rate_the_books_cannot_hold_is_refused_with_its_reason_not_a_500(row: str, reason: str) -> None:
+    """Issue 31, finding 9 (and the Lows of the rates import): a rate dated 9999-12-31 made every
+    later accrual raise OverflowError; 1E+999999, a NUL or a long source were 500s."""
+    with pytest.raises(RateError) as refused:
+        rates_import(text=RATES_CSV + row + "\n")
+
+    assert len(refused.value.errors) == 1 and refused.value.errors[0].startswith(reason), refused.value.errors
+    assert not ExchangeRate.objects.exists()
+    with pytest.raises(RateError):
+        rate_set(day=row.split(",")[0], currency="USD", rate=row.split(",")[2], source=row.split(",", 3)[3])
+
+
 def test_import_rates_command_refuses_a_bad_file_and_imports_a_good_one(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(RATES_CSV + "2026-10-08,USD,seven,PBOC\n")
@@ -376,3 +399,12 @@ def test_a_closed_months_lines_of_another_currency_are_reversed_and_booked_conve
         ("USD", Decimal("-2.00"), None),
     ]
     assert balanced()
+
+
+def test_the_admin_refuses_a_rate_dated_beyond_what_the_books_hold(admin_client: Any) -> None:
+    form = {"day": "9999-12-31", "currency": "USD", "to": "CNY", "rate": "7.1", "source": "PBOC"}
+
+    answer = admin_client.post("/admin/ledger/exchangerate/add/", form)
+
+    assert answer.status_code == 200 and "too far ahead" in answer.content.decode()
+    assert not ExchangeRate.objects.exists()

@@ -17,11 +17,13 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from apps.ledger import conf
 from apps.ledger.models import DirtyDay, ExchangeRate, MissingRate
@@ -29,6 +31,14 @@ from apps.pricing.models import Currency
 
 COLUMNS = ("date", "currency", "rate", "source")  # required; `to` is optional (the functional currency)
 NOT_POSITIVE = "the rate must be a positive number, got {value!r}"
+TOO_LARGE = "the rate must be a positive number below 10,000,000,000, got {value!r}"
+TOO_OLD = "{day} is older than the platform keeps records ({days} days): no cost of it needs a rate"
+TOO_NEW = "{day} is too far ahead: a rate is for a day up to a year from today"
+NUL_SOURCE = "the source holds a NUL character"
+LONG_SOURCE = "the source is longer than {limit} characters"
+MAX_RATE = Decimal(10) ** 10  # ExchangeRate.rate: 20 digits, 10 of them after the point
+MAX_SOURCE = 200  # ExchangeRate.source
+DAYS_AHEAD = 366
 SAME_PAIR = "a rate converts one currency into another: {currency}/{to}"
 UNKNOWN_CURRENCY = "unknown currency {value!r}: one of {known}"
 BAD_DATE = "the date must be YYYY-MM-DD, got {value!r}"
@@ -80,16 +90,39 @@ def _rate(value: Any) -> Decimal:
         raise ValueError(NOT_POSITIVE.format(value=value)) from None
     if not rate.is_finite() or rate <= 0:
         raise ValueError(NOT_POSITIVE.format(value=value))
+    if rate >= MAX_RATE or rate.quantize(Decimal("1E-10")) >= MAX_RATE:
+        raise ValueError(TOO_LARGE.format(value=value))
     return rate
 
 
 def _day(value: Any) -> date:
+    """The day, within what the books can hold: no older than the oldest record the platform
+    takes (COSTPLATFORM_INGEST_MAX_AGE_DAYS), no more than a year ahead (9999-12-31 made every
+    accrual after it overflow)."""
     if isinstance(value, date):
-        return value
-    try:
-        return date.fromisoformat(str(value).strip())
-    except ValueError:
-        raise ValueError(BAD_DATE.format(value=value)) from None
+        day = value
+    else:
+        try:
+            day = date.fromisoformat(str(value).strip())
+        except ValueError:
+            raise ValueError(BAD_DATE.format(value=value)) from None
+    today = timezone.now().date()
+    if day < today - timedelta(days=settings.INGEST_MAX_AGE_DAYS):
+        raise ValueError(TOO_OLD.format(day=day, days=settings.INGEST_MAX_AGE_DAYS))
+    if day > today + timedelta(days=DAYS_AHEAD):
+        raise ValueError(TOO_NEW.format(day=day))
+    return day
+
+
+def _source(value: str) -> str:
+    source = value.strip()
+    if not source:
+        raise ValueError(NO_SOURCE)
+    if "\x00" in source:
+        raise ValueError(NUL_SOURCE)
+    if len(source) > MAX_SOURCE:
+        raise ValueError(LONG_SOURCE.format(limit=MAX_SOURCE))
+    return source
 
 
 @dataclass(frozen=True)
@@ -112,12 +145,10 @@ def rate_parse(*, day: Any, currency: str, rate: Any, source: str, to: str = "")
         currency=_currency(currency),
         to=_currency(to) if to.strip() else functional_currency(),
         rate=_rate(rate),
-        source=source.strip(),
+        source=_source(source),
     )
     if parsed.currency == parsed.to:
         raise ValueError(SAME_PAIR.format(currency=parsed.currency, to=parsed.to))
-    if not parsed.source:
-        raise ValueError(NO_SOURCE)
     return parsed
 
 
