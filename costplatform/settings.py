@@ -175,6 +175,9 @@ OIDC_RP_CLIENT_SECRET = env("COSTPLATFORM_OIDC_CLIENT_SECRET")
 OIDC_PROVIDER_NAME = env("COSTPLATFORM_OIDC_PROVIDER_NAME", "single sign-on")
 OIDC_ROLES_CLAIM = env("COSTPLATFORM_OIDC_ROLES_CLAIM", "groups")
 OIDC_LINES_CLAIM = env("COSTPLATFORM_OIDC_LINES_CLAIM", "business_lines")
+# The value of the lines claim that gives every business line; a claim absent, empty or without
+# it gives only the lines it names, and no line at all refuses the login (fail closed).
+OIDC_ALL_LINES = env("COSTPLATFORM_OIDC_ALL_LINES", "*")
 OIDC_GROUP_ROLES = dict(item.split("=", 1) for item in envlist("COSTPLATFORM_OIDC_GROUP_ROLES", []) if "=" in item)
 OIDC_RP_SCOPES = env("COSTPLATFORM_OIDC_SCOPES", "openid email profile")
 OIDC_RP_SIGN_ALGO = "RS256"

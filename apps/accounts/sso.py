@@ -5,7 +5,10 @@ The provider's endpoints come from its discovery document. At every login the ro
 (group names, mapped to the four roles) and the business-lines claim are read again: the
 user's role groups and UserScope.business_lines are set to what they say, each change in the
 audit log. A person none of whose groups maps to a role is refused (and loses the roles an
-earlier login gave). SSO users are matched by the provider's `sub`, never by e-mail, and get
+earlier login gave), and so is a person whose lines claim is absent or empty: every line takes
+the claim's explicit COSTPLATFORM_OIDC_ALL_LINES value ("*"), never its absence, and a refused
+login leaves the scope an admin set as it was. The claims are the ID token's and the userinfo
+endpoint's (which wins where both have one). SSO users are matched by the provider's `sub`, never by e-mail, and get
 no password: local accounts (the first admin's) keep logging in with theirs."""
 
 from __future__ import annotations
@@ -65,10 +68,15 @@ def sso_setting(attr: str, *default: Any) -> Any:
 
 @dataclass(frozen=True)
 class Grant:
-    """What the claims of one login give: role names and business lines (empty = all)."""
+    """What the claims of one login give: role names and business lines (None: every line,
+    given explicitly; empty: none, and the login is refused)."""
 
     roles: frozenset[str]
-    lines: tuple[str, ...]
+    lines: tuple[str, ...] | None
+
+    @property
+    def admitted(self) -> bool:
+        return bool(self.roles) and self.lines != ()
 
 
 def _strings(value: Any) -> list[str]:
@@ -84,8 +92,9 @@ def grant_of(*, claims: dict[str, Any]) -> Grant:
     mapping: dict[str, str] = settings.OIDC_GROUP_ROLES or {role: role for role in ROLES}
     groups = _strings(claims.get(settings.OIDC_ROLES_CLAIM))
     roles = frozenset(mapping[group] for group in groups if mapping.get(group) in ROLES)
-    lines = tuple(sorted({line.strip() for line in _strings(claims.get(settings.OIDC_LINES_CLAIM))}))
-    return Grant(roles=roles, lines=lines)
+    named = {line.strip() for line in _strings(claims.get(settings.OIDC_LINES_CLAIM)) if line.strip()}
+    every = bool(settings.OIDC_ALL_LINES) and settings.OIDC_ALL_LINES in named
+    return Grant(roles=roles, lines=None if every else tuple(sorted(named)))
 
 
 def user_roles_set(*, user: Any, roles: frozenset[str]) -> None:
@@ -100,9 +109,10 @@ def user_roles_set(*, user: Any, roles: frozenset[str]) -> None:
     )
 
 
-def user_lines_set(*, user: Any, lines: tuple[str, ...]) -> None:
-    """Business lines of the user's scope (the money flag is left to an admin). A save, so the
-    audit log's receivers record it."""
+def user_lines_set(*, user: Any, lines: tuple[str, ...] | None) -> None:
+    """Business lines of the user's scope, None for every line (the money flag is left to an
+    admin). A save, so the audit log's receivers record it."""
+    lines = lines or ()  # a scope's empty list is every line
     scope = UserScope.objects.filter(user=user).first()
     if scope is None:
         if lines:
@@ -153,11 +163,18 @@ class SsoBackend(OIDCAuthenticationBackend):
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         return bool(claims.get("sub"))
 
+    def get_userinfo(self, access_token: str, id_token: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The claims of the ID token (verified), with the userinfo endpoint's over them."""
+        userinfo = super().get_userinfo(access_token, id_token, payload)
+        if userinfo.get("sub") not in (None, payload.get("sub")):
+            raise SuspiciousOperation("the userinfo is of another subject than the ID token")
+        return {**payload, **userinfo}
+
     def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
         return self.UserModel.objects.filter(username=username_of(claims=claims))
 
     def create_user(self, claims: dict[str, Any]) -> Any:
-        if not grant_of(claims=claims).roles:
+        if not grant_of(claims=claims).admitted:
             return None  # never create an account that could read nothing
         user = self.UserModel.objects.create_user(username_of(claims=claims))  # no usable password
         return self.update_user(user, claims)
@@ -169,9 +186,11 @@ class SsoBackend(OIDCAuthenticationBackend):
             user.first_name = str(claims.get("given_name") or claims.get("name") or "")[:150]
             user.last_name = str(claims.get("family_name") or "")[:150]
             user.save(update_fields=["email", "first_name", "last_name"])
-            user_roles_set(user=user, roles=grant.roles)
-            user_lines_set(user=user, lines=grant.lines)
-        return user if grant.roles else None
+            # No line: refused, without the roles an earlier login gave, the scope left as it was.
+            user_roles_set(user=user, roles=grant.roles if grant.admitted else frozenset())
+            if grant.admitted:
+                user_lines_set(user=user, lines=grant.lines)
+        return user if grant.admitted else None
 
 
 class _WhenConfigured:

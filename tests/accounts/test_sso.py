@@ -35,9 +35,10 @@ CLIENT_ID, CLIENT_SECRET = "costplatform-test", "client-secret-for-tests-only"
 PASSWORD = "provider-pw-for-tests-only"
 GROUP_ROLES = {"cost-admins": "admin", "cost-finance": "finance", "cost-engineers": "engineer"}
 USERS = {
-    "ann": ["cost-finance"],
+    "ann": ["cost-finance", "line:*"],  # every line, said explicitly (COSTPLATFORM_OIDC_ALL_LINES)
     "sam": ["cost-engineers", "line:search"],
     "nobody": ["marketing"],  # no group that maps to a role
+    "lena": ["cost-engineers"],  # a role, no business line
 }
 T0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
 WINDOW = {"from": (T0 - timedelta(hours=1)).isoformat(), "to": (T0 + timedelta(hours=2)).isoformat()}
@@ -228,6 +229,29 @@ def test_it_refuses_a_user_with_no_group_that_maps_to_a_role(sso, live_server, s
     for _ in range(settings.AXES_FAILURE_LIMIT):  # refusals are no password guesses: nobody is locked out
         sso_login(live_server.url, "nobody")
     assert sso_login(live_server.url, "ann")[1].url.path == "/"
+
+
+def test_it_refuses_a_user_whose_lines_claim_is_absent_or_empty_and_keeps_an_admins_scope(
+    sso, live_server, collector
+) -> None:
+    """Issue 31, finding 10: no lines claim meant every line, and overwrote an admin-set scope
+    (a person taken out of their last line group gained every line)."""
+    send_two_lines(collector)
+    _, answer = sso_login(live_server.url, "lena")
+    assert answer.url.path == "/login/" and answer.url.params["sso"] == "refused", answer.url
+    assert not User.objects.filter(email="lena@example.org").exists()
+
+    sso_login(live_server.url, "sam")
+    user = User.objects.get(email="sam@example.org")
+    try:
+        sso.groups_set("sam", ["cost-engineers"])  # out of the last line group
+        client, refused = sso_login(live_server.url, "sam")
+        assert refused.url.path == "/login/" and refused.url.params["sso"] == "refused"
+        assert UserScope.objects.get(user=user).business_lines == ["search"]  # not widened to every line
+        assert roles_of(user.username) == []
+        assert client.get(f"{live_server.url}/api/v1/records?{urlencode(WINDOW)}").status_code in {401, 403}
+    finally:
+        sso.groups_set("sam", USERS["sam"])
 
 
 def test_it_keeps_local_login_and_shows_the_button_when_on(sso, live_server) -> None:
