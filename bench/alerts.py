@@ -98,6 +98,15 @@ def generate(lines: int, models: int, now: datetime) -> dict[str, Any]:
     )
     sql(usage.format(scale=1, where="d.business_line <> ''"), [key.key.id, hours])
     sql(usage.format(scale=lines * 3 // 100, where="d.business_line = '' AND m.name = 'model-1'"), [key.key.id, hours])
+    # The hour under way holds what it has had so far: the spike detector expects the baseline
+    # times the hour's elapsed fraction, so a whole hour's tokens in its first half would be a
+    # spike of every line, and the latency trial's line would already be firing.
+    elapsed = (now - hour) / timedelta(hours=1)
+    sql(
+        "UPDATE ingest_hourlyusage SET records = ceil(records * %s), prompt = round(prompt * %s), "
+        "prompt_cached = round(prompt_cached * %s), completion = round(completion * %s) WHERE hour = %s",
+        [elapsed, elapsed, elapsed, elapsed, hour],
+    )
     day_hours = [hour - timedelta(hours=h) for h in range(24)]
     for reason, share in (("effective.input", 85), ("waste.failed", 10), ("shadow.unattributed", 5)):
         sql(
