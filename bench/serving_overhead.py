@@ -158,7 +158,7 @@ class Server:
         return sum(float(m) for m in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
 
-def servers(tmp: Path, model: Path, sink_url: str) -> tuple[Server, Server]:
+def servers(tmp: Path, model: Path, sink_url: str, flags: list[str]) -> tuple[Server, Server]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("COSTPLATFORM_")}
     base |= {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PYTHONPATH": str(REPO)}
     p1, p2 = free_port(), free_port()
@@ -172,7 +172,7 @@ def servers(tmp: Path, model: Path, sink_url: str) -> tuple[Server, Server]:
             str(model),
             "--port",
             str(p1),
-            *VLLM_FLAGS,
+            *flags,
         ],
         base,
         p1,
@@ -181,7 +181,7 @@ def servers(tmp: Path, model: Path, sink_url: str) -> tuple[Server, Server]:
     instrumented = Server(
         "instrumented",
         [
-            sys.executable, "-m", "serving", "--model", str(model), "--port", str(p2), *VLLM_FLAGS,
+            sys.executable, "-m", "serving", "--model", str(model), "--port", str(p2), *flags,
             "--costplatform-url", sink_url, "--collector-key", "cpk_bench", "--spool", str(tmp / "spool"),
             "--source", "bench", "--dims", "env=bench", "--model-version", "random-fp32",
         ],
@@ -320,6 +320,8 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=2.5, help="seconds between rounds (default %(default)s)")
     parser.add_argument("--alone-rounds", type=int, default=2, help="plain rounds with the other server stopped")
     parser.add_argument("--model", type=Path, help="a model directory (default: build the tiny one)")
+    eager = "both servers without torch.compile (--enforce-eager): ~30 s less a start, for a short run"
+    parser.add_argument("--eager", action="store_true", help=eager)
     parser.add_argument("--sink-server", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sink_server:
@@ -338,7 +340,8 @@ def main() -> None:
         sink_port = free_port()
         sink_url = f"http://127.0.0.1:{sink_port}"
         sink = subprocess.Popen([sys.executable, __file__, "--sink-server", str(sink_port)])
-        plain, instrumented = servers(tmp, model, sink_url)
+        flags = [*VLLM_FLAGS, *(["--enforce-eager"] if args.eager else [])]
+        plain, instrumented = servers(tmp, model, sink_url, flags)
         loop = new_event_loop()
         try:
             for server in (plain, instrumented):  # one at a time: start-up takes both cores
@@ -382,8 +385,9 @@ def report(
     import vllm
 
     p, i = results["plain"], results["instrumented"]
+    engine = "CPU, eager" if args.eager else "CPU"
     print(
-        f"vLLM {vllm.__version__} (CPU), python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
+        f"vLLM {vllm.__version__} ({engine}), python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
         f"{args.rounds} rounds x {args.seconds:g} s per server, ABBA order, concurrency {args.concurrency}, "
         f"max_tokens {args.max_tokens} (ignore_eos); mix 50% chat / 25% json_object / 25% stream; ms"
     )

@@ -10,7 +10,7 @@ from tests.bench import short
 
 
 def test_bench_serving_loads_both_servers_to_its_tables() -> None:
-    args = "--rounds 1 --seconds 3 --warmup 2 --pause 0.5 --alone-rounds 0 --concurrency 2 --max-tokens 4"
+    args = "--eager --rounds 1 --seconds 3 --warmup 2 --pause 0.5 --alone-rounds 0 --concurrency 2 --max-tokens 4"
     ran = short.run("bench-serving", args, timeout=480)
 
     assert ran.returncode == 0 and not short.crashed(ran), ran
