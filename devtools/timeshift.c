@@ -1,4 +1,4 @@
-/* The wall clock moved by COSTPLATFORM_CLOCK_OFFSET seconds for a process and its children
+/* The wall clock moved by TIMESHIFT_SECONDS seconds for a process and its children
    (LD_PRELOAD; built and used by devtools/timeshift.py, `make test-dates`). Only the wall clock
    moves: the monotonic clock, sleeps and timed waits stay real. */
 
@@ -12,7 +12,7 @@ static long long offset_s(void) {
     static int read_ = 0;
     static long long offset = 0;
     if (!read_) {
-        const char *text = getenv("COSTPLATFORM_CLOCK_OFFSET");
+        const char *text = getenv("TIMESHIFT_SECONDS");
         offset = text ? atoll(text) : 0;
         read_ = 1;
     }

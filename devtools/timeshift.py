@@ -5,7 +5,7 @@
 How: a small preloaded library (devtools/timeshift.c, built with the machine's C compiler on
 first use) adds one fixed offset to the wall clock (`clock_gettime(CLOCK_REALTIME)`,
 `gettimeofday`, `time`) of the command and of everything it starts, through LD_PRELOAD and
-COSTPLATFORM_CLOCK_OFFSET in the environment: the test process, the web servers, Celery workers
+TIMESHIFT_SECONDS in the environment: the test process, the web servers, Celery workers
 and vLLM engines the tests start all read the same moved clock, running on from the instant
 asked for. PostgreSQL's `now()` is the server's clock, so a private PostgreSQL cluster (initdb in
 a temporary directory, its own port) is started with the same offset, and the command gets it
@@ -70,7 +70,7 @@ def instant(text: str, zone: str) -> datetime:
 def moved_env(offset: int) -> dict[str, str]:
     return {
         "LD_PRELOAD": " ".join(filter(None, [preload_library(), os.environ.get("LD_PRELOAD", "")])),
-        "COSTPLATFORM_CLOCK_OFFSET": str(offset),
+        "TIMESHIFT_SECONDS": str(offset),
     }
 
 

@@ -176,8 +176,17 @@ class Collector:
             "/api/v1/records", body, content_type=content_type, HTTP_AUTHORIZATION=f"Bearer {self.secret}", **headers
         )
 
-    def send(self, records: list[dict[str, Any]], *, gzipped: bool = False) -> Any:
+    def send(self, records: list[dict[str, Any]], *, gzipped: bool = False, on_time: bool = False) -> Any:
+        """on_time: sent as a collector ships records as they finish, a minute after the newest
+        (the clock travels there while sending): a suite set in fixed dates means the same on
+        any day, where the platform's window for late records would refuse them a year on."""
         body = json.dumps({"records": records}).encode()
+        if on_time:
+            import time_machine
+
+            newest = max(datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) for r in records)
+            with time_machine.travel(newest + timedelta(minutes=1), tick=True):
+                return self.send(records, gzipped=gzipped)
         if gzipped:
             return self.post(gzip.compress(body), HTTP_CONTENT_ENCODING="gzip")
         return self.post(body)

@@ -68,7 +68,7 @@ def usd_usage_build(collector: Collector) -> None:
         for day, n in SENT.items()
         for i in range(n)
     ]
-    response = collector.send(records)
+    response = collector.send(records, on_time=True)
     assert response.status_code == 200 and response.json()["accepted"] == len(records), response.content
     prices = {"input": Decimal("2000"), "cached_input": Decimal("500"), "output": Decimal("8000")}
     price_set(model_pattern="gpt-4o*", prices=prices, effective_from=datetime(2026, 9, 1, tzinfo=UTC), currency="USD")

@@ -63,7 +63,7 @@ def price(pattern: str = "*") -> None:
 
 
 def send(collector: Collector, found: list[dict[str, Any]]) -> None:
-    response = collector.send(found)
+    response = collector.send(found, on_time=True)
     assert response.status_code == 200 and response.json()["accepted"] == len(found), response.content
 
 
