@@ -14,7 +14,9 @@ OTLP JSON (application/json: hex trace and span ids, 64-bit integers as strings)
 gzip'd. Each inference span (gen_ai.operation.name chat / text_completion / generate_content /
 embeddings, or a span with gen_ai.usage.* and no operation name) becomes one record:
 
-  record_id   otlp-<trace_id>-<span_id> (so an exporter's retry is a duplicate, not a new record)
+  record_id   otlp-<exporter>-<trace_id>-<span_id>, <exporter> the first 8 hex digits of the SHA-256
+              of the map's name of the exporter's caller: an exporter's retry is a duplicate, not
+              a new record, and one exporter cannot pre-empt another's record with its ids
   ts          span start; timing.e2e = span duration
   model       gen_ai.response.model, else gen_ai.request.model
   tokens      gen_ai.usage.input_tokens -> prompt, output_tokens -> completion,
@@ -52,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
 import json
 import logging
 import zlib
@@ -188,6 +191,8 @@ def decode_json(body: bytes) -> Any:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BodyError(f"body is not JSON: {exc}") from exc
+    except RecursionError:  # a 400, not a 503 an exporter would retry forever
+        raise BodyError("body is JSON nested too deep") from None
     if not isinstance(data, dict):
         raise BodyError("body is not a JSON object")
     for resource_spans in _list(data, "resourceSpans", "resource_spans"):
@@ -201,6 +206,8 @@ def decode_json(body: bytes) -> Any:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as exc:
         raise BodyError(f"not an OTLP JSON ExportTraceServiceRequest: {exc}") from exc
+    except RecursionError:
+        raise BodyError("body is JSON nested too deep") from None
     return request
 
 
@@ -355,8 +362,13 @@ def is_inference(attrs: Mapping[str, Any]) -> bool:
     return any(str(name).startswith("gen_ai.usage.") for name in attrs)
 
 
+def exporter_scope(caller: str) -> str:
+    """The part of a record id that keeps exporters' ids apart: 8 hex digits of the caller's name."""
+    return hashlib.sha256(caller.encode()).hexdigest()[:8]
+
+
 def span_record(
-    span: Span, resource: Mapping[str, Any], options: Options, decide: Decide
+    span: Span, resource: Mapping[str, Any], options: Options, decide: Decide, exporter: str = ""
 ) -> dict[str, Any] | str | None:
     """The record of one span; None when it is not an inference span; a reason when it is
     one but cannot make a record."""
@@ -379,7 +391,7 @@ def span_record(
         attempt = 1
     duration_ms = (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6
     return make_record(
-        record_id=f"otlp-{span.trace_id.hex()}-{span.span_id.hex()}",
+        record_id=f"otlp-{exporter + '-' if exporter else ''}{span.trace_id.hex()}-{span.span_id.hex()}",
         ts=from_unix_nano(span.start_time_unix_nano),
         model=str(model),
         tokens=tokens or {},
@@ -399,9 +411,12 @@ def from_unix_nano(ns: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=nanos // 1000)
 
 
-def convert(request: Any, options: Options | None = None, *, decide: Decide | None = None) -> Conversion:
+def convert(
+    request: Any, options: Options | None = None, *, decide: Decide | None = None, exporter: str = ""
+) -> Conversion:
     """Records from every inference span of an ExportTraceServiceRequest; `decide` applies the
-    attribution policy of the exporter's caller (default: no map, no caller)."""
+    attribution policy of the exporter's caller (default: no map, no caller), `exporter` (its
+    exporter_scope) keeps its record ids apart from other exporters'."""
     options = options or Options()
     decide = decide or safe_decide(options)
     result = Conversion()
@@ -409,7 +424,7 @@ def convert(request: Any, options: Options | None = None, *, decide: Decide | No
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                made = span_record(span, resource, options, decide)
+                made = span_record(span, resource, options, decide, exporter)
                 if isinstance(made, str):
                     result.reject(span, made)
                 elif made is not None:
@@ -487,7 +502,7 @@ class Receiver:
             return attribution.decide(claims, amap=amap, caller=caller, defaults=defaults)
 
         request = decode_body(body, content_type, content_encoding=content_encoding, limit=self.max_bytes)
-        conversion = convert(request, self.options, decide=decide)
+        conversion = convert(request, self.options, decide=decide, exporter=exporter_scope(caller.name))
         taken = self.sink.submit_durable(conversion.records, DURABLE_TIMEOUT) if conversion.records else 0
         return conversion, taken
 

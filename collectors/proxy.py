@@ -549,6 +549,10 @@ class Proxy:
         return exchange, raw
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if not request.raw_path.startswith("/") or request.raw_path.startswith("//"):
+            # An absolute-form target (`POST http://host/...`): this is no forward proxy.
+            message = "the request target must be a path (origin form), e.g. /v1/chat/completions"
+            return error_response(400, message, "invalid_request_error", "invalid_request_target")
         if not forwarded(request.method, request.path):
             message = f"Invalid URL ({request.method} {request.path}): this proxy forwards only the metered endpoints"
             return error_response(404, message, "invalid_request_error")

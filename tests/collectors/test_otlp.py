@@ -24,12 +24,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
-from collectors.otlp import REASONING_ATTRIBUTES, BodyError, Options, Receiver, convert, decode_body
+from collectors.otlp import REASONING_ATTRIBUTES, BodyError, Options, Receiver, convert, decode_body, exporter_scope
 from wire import attribution
 from wire.shipper import Pipeline
 
 FIXTURE = Path(__file__).parent / "fixtures" / "otlp_genai_traces.json"
-TOKEN = "otlp-token"
+TOKEN, OTHER_TOKEN = "otlp-token", "otlp-token-of-another-exporter"
 # The lines these spans claim are allowed (to the default caller for the conversion tests, which
 # have no exporter); the exporter with TOKEN is billed to support unless it claims search.
 MAP = f"""
@@ -39,6 +39,10 @@ team = "allowed"
 
 [default]
 allowed = {{ business_line = ["after-sales", "search", "ads"], team = ["cs-bot", "search"] }}
+
+[callers.audit-exporter]
+tokens = ["{OTHER_TOKEN}"]
+dims = {{ business_line = "search" }}
 
 [callers.support-exporter]
 tokens = ["{TOKEN}"]
@@ -415,7 +419,8 @@ def test_it_answers_only_once_the_records_are_in_the_spool_files(tmp_path, polic
 
         on_disk = b"".join(p.read_bytes() for p in (tmp_path / "spool").rglob("*") if p.is_file())
         assert status == 200
-        assert b"otlp-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000007" in on_disk
+        scope = exporter_scope("support-exporter")
+        assert f"otlp-{scope}-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000007".encode() in on_disk
 
 
 def test_it_answers_503_when_the_spool_refuses_the_records(tmp_path, policy):
@@ -482,7 +487,7 @@ def test_it_delivers_spans_from_the_opentelemetry_sdk_exporter_to_the_platform(l
     stored = {r.get_status_display(): r for r in Record.objects.filter(source=key.key).select_related("model", "dims")}
     assert sorted(stored) == ["error", "ok"]
     ok = stored["ok"]
-    assert ok.record_id.startswith(f"otlp-{trace_id:032x}-")
+    assert ok.record_id.startswith(f"otlp-{exporter_scope('support-exporter')}-{trace_id:032x}-")
     assert (ok.prompt, ok.prompt_cached, ok.completion, ok.reasoning) == (700, 256, 90, 60)
     assert ok.model.name == "qwen2.5-7b-instruct"
     assert ok.get_finish_reason_display() == "length"
@@ -527,3 +532,31 @@ def test_it_refuses_an_export_with_two_authorization_headers(receiver_url):
     conn.close()
 
     assert status == 400 and receiver_url.sink.records == []
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_it_answers_400_not_503_to_json_nested_too_deep(receiver_url, depth):
+    """Issue 31, a Low: a RecursionError was answered 503, which exporters retry forever."""
+    arrays = b'{"resourceSpans": ' + b"[" * depth + b"]" * depth + b"}"
+    value = b'{"kvlistValue": {"values": [{"key": "k", "value": ' * depth + b"{}" + b"}]}}" * depth
+    attribute = b'{"resourceSpans": [{"resource": {"attributes": [{"key": "costplatform.f", "value": ' + value
+    attribute += b"}]}}]}"
+
+    answers = [post(receiver_url.url, body, "application/json") for body in (arrays, attribute)]
+
+    assert [status for status, _, _ in answers] == [400, 400], answers
+    assert all(json.loads(body)["code"] == 3 for _, _, body in answers)
+
+
+def test_one_exporter_cannot_pre_empt_anothers_record_ids(receiver_url):
+    """Issue 31, a Low: record ids (otlp-<trace>-<span>) were shared by every exporter, so one
+    exporter's span made another's real one a duplicate."""
+    span = export_request(chat_span(9)).SerializeToString()
+
+    post(receiver_url.url, span, "application/x-protobuf", Authorization=f"Bearer {OTHER_TOKEN}")
+    post(receiver_url.url, span, "application/x-protobuf")
+    post(receiver_url.url, span, "application/x-protobuf")  # the support exporter's retry
+
+    ids = [r["record_id"] for r in receiver_url.sink.records]
+    assert len(set(ids)) == 2 and ids[1] == ids[2]
+    assert ids[0].startswith(f"otlp-{exporter_scope('audit-exporter')}-") and ids[0] != ids[1]

@@ -454,6 +454,26 @@ def test_it_refuses_a_body_over_the_edges_limit_with_413_without_forwarding(rig)
     assert len(rig.upstream.seen) == seen
 
 
+@pytest.mark.parametrize("target", ["http://evil.example/v1/chat/completions", "//evil.example/v1/chat/completions"])
+def test_it_refuses_an_absolute_form_request_target_without_forwarding(rig, target):
+    """Issue 31, a Low: `POST http://evil.example/...` was a 500."""
+    seen = len(rig.upstream.seen)
+    parts = urlsplit(rig.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    body = json.dumps(chat()).encode()
+    conn.putrequest("POST", target, skip_host=True)
+    for name, value in [("Host", "evil.example"), ("Content-Type", "application/json"),
+                        ("Content-Length", str(len(body))), ("Authorization", f"Bearer {CLIENT_TOKEN}")]:  # fmt: skip
+        conn.putheader(name, value)
+    conn.endheaders(body)
+    response = conn.getresponse()
+    status = response.status
+    conn.close()
+
+    assert status in (400, 404)
+    assert len(rig.upstream.seen) == seen
+
+
 def test_it_reads_the_usage_of_an_answer_larger_than_it_keeps(rig):
     # About 21 MB of text: the answer is scanned as it passes, never held whole.
     status, _, body = rig.post("/v1/chat/completions", chat(reply_words=3_000_000, reply_tokens=3_000_000))
