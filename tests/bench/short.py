@@ -65,7 +65,8 @@ def run(target: str, args: str, *, env: dict[str, str] | None = None, timeout: f
         check=False,
     )
     ran = Ran(command, done.returncode, done.stdout + done.stderr, time.monotonic() - began)
-    print(f"{command}\nexit {ran.returncode} after {ran.seconds:.1f} s\n{ran.output}")  # shown when a test fails
+    given = "".join(f"{name}={value} " for name, value in (env or {}).items())
+    print(f"{given}{command}\nexit {ran.returncode} after {ran.seconds:.1f} s\n{ran.output}")  # shown when a test fails
     return ran
 
 
