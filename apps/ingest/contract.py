@@ -35,6 +35,14 @@ STATUSES = ("ok", "error", "timeout", "aborted", "rejected")
 FINISH_REASONS = ("stop", "length", "tool_calls", "abort", "error", "repetition")
 QUALITY_TIERS = ("high", "mid", "low")
 BUSINESS_LINE = "business_line"
+# The dim names the key limits read, and what a name becomes folded (case, `-` for `_`): a
+# record naming one in another spelling (`Business_Line`, `Costplatform.Kind`) from a limited
+# key is refused, never passed by a check that compares names exactly.
+LIMITED_DIMS = frozenset({BUSINESS_LINE, RECONCILIATION_DIM})
+
+
+def _spelled_otherwise(keys: Any) -> list[str]:
+    return [k for k in keys if k not in LIMITED_DIMS and k.lower().replace("-", "_") in LIMITED_DIMS]
 
 
 # The record types are declared gc=False: decoded from JSON they cannot form reference cycles,
@@ -240,7 +248,7 @@ def limits_refused(records: Sequence[RecordV1], *, limits: KeyLimits, dim_keys: 
     if dim_keys is None:
         dim_keys = set(chain.from_iterable(map(_dims_of, records)))
     foreign = lines and not set(map(_line_of, map(_dims_of, records))) <= limits.business_lines
-    if not (foreign or (kinds and RECONCILIATION_DIM in dim_keys)):
+    if not (foreign or (kinds and RECONCILIATION_DIM in dim_keys) or _spelled_otherwise(dim_keys)):
         return set()
     return {i for i, record in enumerate(records) if _limit_problems(record, limits=limits)}
 
@@ -264,6 +272,10 @@ def _limit_problems(
         errors[f"dims.{RECONCILIATION_DIM}"] = [
             f"key {key!r} may not send reconciliation records; an admin can allow them for the key"
         ]
+    if limits.business_lines or not limits.reconciliation:
+        for name in _spelled_otherwise(record.dims):
+            folded = name.lower().replace("-", "_")
+            errors[f"dims.{name}"] = [f"{name!r} is {folded!r} spelled otherwise; key {key!r} is limited on {folded!r}"]
     if earliest is not None and now is not None and limits.backdate is not None and record.ts < earliest:
         errors["ts"] = [
             f"record is {_days(now - record.ts)} days old; key {key!r} accepts records up to "

@@ -225,3 +225,24 @@ def test_a_batch_within_the_limits_passes_whole_and_in_order() -> None:
     batch = decode_batch(body, ndjson=False, max_records=10, max_age=timedelta(days=30), limits=limits)
 
     assert [r.record_id for r in batch.records] == ["a", "b"] and batch.rejected == []
+
+
+@pytest.mark.parametrize(
+    ("limits", "dims", "field"),
+    [
+        ({"business_lines": ["search"]}, {"business_line": "search", "Business_Line": "payments"}, "Business_Line"),
+        ({"business_lines": ["search"]}, {"business_line": "search", "BUSINESS-LINE": "payments"}, "BUSINESS-LINE"),
+        ({}, {"business_line": "search", "Costplatform.Kind": "reconciliation"}, "Costplatform.Kind"),
+    ],
+)
+def test_a_limited_name_in_another_case_is_refused_not_passed(limits: dict, dims: dict, field: str) -> None:
+    """Issue 31, a Low: the key limits matched dim names case-sensitively, so `Business_Line` and
+    `Costplatform.Kind` passed them."""
+    collector, key = sender("edge", **limits)
+
+    plain = record(record_id="plain", dims={"business_line": "search"})
+    result = collector.send([record(record_id="cased", dims=dims), plain]).json()
+
+    assert result["accepted"] == 1 and [r["record_id"] for r in result["rejected"]] == ["cased"]
+    assert list(result["rejected"][0]["errors"]) == [f"dims.{field}"]
+    assert stored_ids(key) == {"plain"}
