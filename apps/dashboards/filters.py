@@ -141,12 +141,19 @@ def _window(get: Any, now: datetime) -> tuple[str, datetime, datetime]:
         return chosen, start, end
     if not get.get("from"):
         raise Http404(NO_CUSTOM_DATES)
-    if "T" in get["from"]:
-        return ("", *_hours(get["from"], get.get("to", "")))
-    first, last = parse_date(get["from"]), parse_date(get.get("to") or get["from"])
-    if first is None or last is None or last < first:
+    try:
+        return ("", *_custom(get["from"], get.get("to", "")))
+    except (ValueError, OverflowError) as exc:  # 2026-13-45, an offset of +99:00, the year 9999's last hour
+        raise Http404(f"from and to are no window of the calendar: {exc}") from None
+
+
+def _custom(first: str, last: str) -> tuple[datetime, datetime]:
+    if "T" in first:
+        return _hours(first, last)
+    start, end = parse_date(first), parse_date(last or first)
+    if start is None or end is None or end < start:
         raise Http404("from and to are dates (YYYY-MM-DD), from <= to")
-    return "", day_start(first), day_end(last)  # days of the accounting zone
+    return day_start(start), day_end(end)  # days of the accounting zone
 
 
 def filters_from(request: HttpRequest, *, now: datetime | None = None) -> Filters:

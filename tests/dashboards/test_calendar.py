@@ -206,3 +206,22 @@ def test_a_dim_with_more_values_than_a_list_holds_is_typed(edge: None) -> None:
     }
     assert dim_values(names=["feature"], lines=None, limit=1) == {"feature": None}
     assert dim_values(names=["feature"], lines=["search"]) == {"feature": ["rank"]}
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"from": "2026-11-30T10:00+99:00", "to": "2026-11-30T12:00+08:00"},
+        {"from": "2026-13-45"},
+        {"from": "2026-11-30", "to": "2026-02-31"},
+        {"from": "9999-12-31T23:30+00:00", "to": "9999-12-31T23:45+00:00"},
+        {"from": "0001-01-01T00:10+08:00", "to": "0001-01-01T00:20+08:00"},
+    ],
+)
+def test_a_custom_range_the_calendar_cannot_hold_is_a_404_not_a_500(
+    as_user: Callable[..., Client], window: dict[str, str]
+) -> None:
+    """Issue 31, a Low: /waste/?range=custom&from=...+99:00 was a 500."""
+    page = as_user("engineer").get("/waste/", {"range": "custom", **window})
+
+    assert page.status_code == 404
