@@ -395,6 +395,27 @@ def test_a_bill_of_many_bad_rows_keeps_the_first_thousand_and_counts_the_rest(db
     assert rest is not None and rest.row == MAX_ERROR_ROWS + 2 and "4,000 more bad rows" in rest.reason
 
 
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (["2026-10-03", "gpt-4o", "alpha", 1, 1, "1E+999999", "CNY"], "is not an amount the books can hold"),
+        (["2026-10-03", "gpt-4o", "alpha", 10**20, 1, "1.00", "CNY"], "is more tokens than the books can hold"),
+        (["2026-10-03", "gpt\x00-4o", "alpha", 1, 1, "1.00", "CNY"], "holds a NUL character"),
+        (["2026-10-03", "gpt-4o", "a" * 300, 1, 1, "1.00", "CNY"], "is longer than 256 characters"),
+        (["2026-10-03", "g" * 201, "alpha", 1, 1, "1.00", "CNY"], "is longer than 200 characters"),
+        (["not\x00a-day", "gpt-4o", "alpha", 1, 1, "1.00", "CNY"], "is not a day"),
+    ],
+)
+def test_a_bill_value_the_books_cannot_hold_is_a_refused_row_not_a_500(db: Any, row: list[Any], reason: str) -> None:
+    """Issue 31, a Low: 1E+999999, NUL bytes and over-long fields in a bill were 500s."""
+    header = ["Date", "Model", "Project", "Input tokens", "Output tokens", "Cost", "Currency"]
+
+    result = bill_import(supplier=hosted(), month=OCT, content=_csv(header, [row]), filename="bad\x00.csv")
+
+    (error,) = result.bill.errors.all()
+    assert not result.accepted and reason in error.reason and "\x00" not in error.raw + error.reason
+
+
 def test_it_names_the_mapped_columns_a_file_lacks(platform: Any) -> None:
     result = bill_import(supplier=hosted(), month=OCT, content=_csv(["day", "model", "cost"], [["x", "y", "1"]]))
     assert not result.accepted

@@ -35,10 +35,18 @@ BAD_TOKENS = gettext_noop("{column} {value!r} is not a whole number of tokens (0
 BAD_AMOUNT = gettext_noop("{column} {value!r} is not an amount (decimal separator {separator!r})")
 BAD_CURRENCY = gettext_noop("{column} {value!r} is not the supplier's currency {currency}")
 SHORT_ROW = gettext_noop("the row has {found} cells, the header {expected}")
+TOO_LARGE = gettext_noop("{column} {value!r} is not an amount the books can hold (under 10^14)")
+TOO_MANY_TOKENS = gettext_noop("{column} {value!r} is more tokens than the books can hold")
+NUL = gettext_noop("{column} holds a NUL character")
+TOO_LONG = gettext_noop("{column} is longer than {limit} characters")
 MORE_ERRORS = gettext_noop("{count:,} more bad rows from this line on are not listed (the first {kept:,} are)")
 
 
 MAX_ERROR_ROWS = 1000  # bad rows kept with their text and reason; the rest are counted
+MAX_AMOUNT = Decimal(10) ** 14  # BillLine.amount: 20 digits, 6 of them after the point
+MAX_TOKENS = 2**63 - 1  # BillLine.*_tokens: bigint
+MAX_MODEL, MAX_KEY = 200, 256  # BillLine.model, BillLine.key
+SHOWN = 200  # characters of a cell quoted in a reason
 
 
 class BillImportError(ValueError):
@@ -93,7 +101,8 @@ def _day(supplier: Supplier, value: str, month: date) -> date:
     try:
         day = datetime.strptime(value.strip(), supplier.date_format).date()
     except ValueError as exc:
-        raise RowError(_(BAD_DAY).format(column=supplier.col_day, value=value, format=supplier.date_format)) from exc
+        shown = _shown(value)
+        raise RowError(_(BAD_DAY).format(column=supplier.col_day, value=shown, format=supplier.date_format)) from exc
     if not month <= day < next_month(month):
         raise RowError(_(OUTSIDE).format(day=day, month=f"{month:%Y-%m}"))
     return day
@@ -104,7 +113,9 @@ def _tokens(supplier: Supplier, column: str, value: str) -> int | None:
         return 0
     text = _number(value, supplier.decimal_separator)
     if not text.isdigit():
-        raise RowError(_(BAD_TOKENS).format(column=column, value=value))
+        raise RowError(_(BAD_TOKENS).format(column=column, value=_shown(value)))
+    if len(text) > 19 or int(text) > MAX_TOKENS:
+        raise RowError(_(TOO_MANY_TOKENS).format(column=column, value=_shown(value)))
     return int(text)
 
 
@@ -117,12 +128,32 @@ def _amount(supplier: Supplier, value: str) -> Decimal:
             _(BAD_AMOUNT).format(column=supplier.col_amount, value=value, separator=supplier.decimal_separator)
         ) from exc
     if not amount.is_finite():
-        raise RowError(_(BAD_AMOUNT).format(column=supplier.col_amount, value=value, separator="."))
+        raise RowError(_(BAD_AMOUNT).format(column=supplier.col_amount, value=_shown(value), separator="."))
+    if abs(amount) >= MAX_AMOUNT or abs(amount.quantize(Decimal("1E-6"))) >= MAX_AMOUNT:
+        raise RowError(_(TOO_LARGE).format(column=supplier.col_amount, value=_shown(value)))
     return amount
 
 
+def _shown(value: str) -> str:
+    """A cell as a reason quotes it: its first SHOWN characters."""
+    return value[:SHOWN]
+
+
+def _storable(text: str) -> str:
+    """Text PostgreSQL can hold: a NUL shown as \\x00, and 2,000 characters at most."""
+    return text.replace("\x00", "\\x00")[:2000]
+
+
+def _text_cell(column: str, value: str, limit: int) -> str:
+    if "\x00" in value:
+        raise RowError(_(NUL).format(column=column))
+    if len(value) > limit:
+        raise RowError(_(TOO_LONG).format(column=column, limit=limit))
+    return value
+
+
 def _model(supplier: Supplier, value: str) -> str:
-    name = value.strip()
+    name = _text_cell(supplier.col_model, value.strip(), MAX_MODEL)
     if supplier.kind == Supplier.Kind.POOL:
         # A GPU cloud bills the pool (instances), whatever its model column says.
         return str(supplier.model_aliases.get(name, supplier.pool.name if supplier.pool else name))
@@ -137,12 +168,13 @@ def row_read(supplier: Supplier, month: date, cells: dict[str, str], number: int
     got = {role: cells.get(name) or "" for role, name in columns.items()}
     currency = got.get("currency", "").strip()
     if currency and currency.upper() != supplier.currency:
-        raise RowError(_(BAD_CURRENCY).format(column=columns["currency"], value=currency, currency=supplier.currency))
+        shown = _shown(currency)
+        raise RowError(_(BAD_CURRENCY).format(column=columns["currency"], value=shown, currency=supplier.currency))
     return BillLine(
         row=number,
         day=_day(supplier, got["day"], month),
         model=_model(supplier, got.get("model", "")),
-        key=got.get("key", "").strip(),
+        key=_text_cell(columns.get("key", ""), got.get("key", "").strip(), MAX_KEY),
         input_tokens=_tokens(supplier, columns["input_tokens"], got["input_tokens"]) if "input_tokens" in got else None,
         output_tokens=_tokens(supplier, columns["output_tokens"], got["output_tokens"])
         if "output_tokens" in got
@@ -161,6 +193,7 @@ class _Parsed:
 
     def refuse(self, error: BillRowError) -> None:
         """Keep a bad row, while fewer than MAX_ERROR_ROWS are kept; count it always."""
+        error.raw, error.reason = _storable(error.raw), _storable(error.reason)
         self.refused += 1
         if len(self.errors) < MAX_ERROR_ROWS:
             self.errors.append(error)
@@ -190,7 +223,7 @@ def bill_parse(*, supplier: Supplier, month: date, content: bytes) -> _Parsed:
         if not any(c.strip() for c in cells):
             continue
         parsed.rows += 1
-        raw = (supplier.delimiter or ",").join(cells)
+        raw = (supplier.delimiter or ",").join(cells)[:2000]
         try:
             if len(cells) != len(header):
                 raise RowError(_(SHORT_ROW).format(found=len(cells), expected=len(header)))
@@ -219,7 +252,7 @@ def bill_import(
         bill = Bill(
             supplier=supplier,
             month=month,
-            filename=filename[:300],
+            filename=filename.replace("\x00", "")[:300],
             sha256=hashlib.sha256(content).hexdigest(),
             rows=parsed.rows,
             currency=supplier.currency,
