@@ -1,6 +1,8 @@
 """GET /metrics: the Prometheus text exposition, for a bearer token or an allowed address.
 With COSTPLATFORM_METRICS_REQUIRE_TOKEN (on by default with HTTPS=true, where the client
-address is the proxy's) only the token serves a scrape."""
+address is the proxy's) only the token serves a scrape; so does a request that came through a
+proxy (it carries Forwarded, X-Forwarded-For, X-Real-IP or Via): its address is the proxy's,
+e.g. loopback for a reverse proxy on the same host, whatever client sent it."""
 
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ ERR_TOKEN_REQUIRED = (
     "/metrics needs Authorization: Bearer <COSTPLATFORM_METRICS_TOKEN> here: COSTPLATFORM_METRICS_REQUIRE_TOKEN "
     "is on (the default with HTTPS=true), so a client address alone is not enough (docs/metrics.md)\n"
 )
+ERR_PROXIED = (
+    "/metrics needs Authorization: Bearer <COSTPLATFORM_METRICS_TOKEN> for a scrape that came through a proxy "
+    "(Forwarded, X-Forwarded-For, X-Real-IP or Via): its client address is the proxy's (docs/metrics.md)\n"
+)
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP", "Via")
 ERR_TOKEN_UNSET = (
     "/metrics is closed: COSTPLATFORM_METRICS_REQUIRE_TOKEN is on (the default with HTTPS=true) and "
     "COSTPLATFORM_METRICS_TOKEN is not set; set it and scrape with Authorization: Bearer <token> (docs/metrics.md)\n"
@@ -64,6 +71,8 @@ def _refusal(request: HttpRequest) -> str:
         return ""
     if settings.METRICS_REQUIRE_TOKEN:
         return ERR_TOKEN_REQUIRED if settings.METRICS_TOKEN else ERR_TOKEN_UNSET
+    if any(name in request.headers for name in PROXY_HEADERS):
+        return ERR_PROXIED
     return "" if _address_ok(request) else ERR_FORBIDDEN
 
 

@@ -74,3 +74,26 @@ def test_it_does_not_warn_without_a_proxy_or_with_the_token_required(settings: A
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     settings.METRICS_REQUIRE_TOKEN = True
     assert metrics_access() == []
+
+
+@pytest.mark.parametrize(
+    "forwarded",
+    [
+        {"HTTP_X_FORWARDED_FOR": "203.0.113.9"},
+        {"HTTP_FORWARDED": "for=203.0.113.9;proto=http"},
+        {"HTTP_X_REAL_IP": "203.0.113.9"},
+        {"HTTP_VIA": "1.1 nginx"},
+    ],
+)
+def test_a_scrape_through_a_same_host_proxy_needs_the_token_without_https(settings: Any, forwarded: dict) -> None:
+    """Issue 31, a Low: with HTTPS=false /metrics served anything arriving from loopback, e.g.
+    every client of a reverse proxy on the same host."""
+    settings.HTTPS, settings.METRICS_REQUIRE_TOKEN = False, False
+    settings.METRICS_TOKEN, settings.METRICS_ALLOW = TOKEN, ["127.0.0.1/32"]
+
+    proxied = Client().get("/metrics", REMOTE_ADDR="127.0.0.1", **forwarded)
+    with_token = Client().get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {TOKEN}", **forwarded)
+    direct = Client().get("/metrics", REMOTE_ADDR="127.0.0.1")
+
+    assert (proxied.status_code, with_token.status_code, direct.status_code) == (403, 200, 200)
+    assert b"through a proxy" in proxied.content
