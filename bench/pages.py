@@ -10,8 +10,9 @@ The month is built as bench/reclassify.py builds it (imported, not copied): its 
 dim sets and models made by the ingest service, the records generated in SQL over --days days
 ending yesterday, a price version and a cost pool, VACUUM ANALYZE. Then the product's own jobs
 make the rest: `reclassify_run` (classification_hourlyclass), `reprice_run`
-(pricing_hourlycost), a budget per business line, `month_accrue` of yesterday's month (the
-journal the finance page and the budgets read) and `audit_run` of it (the audit report).
+(pricing_hourlycost), a budget per business line, `month_accrue` of the month most of the days
+fall in (the journal the finance page and the budgets read) and `audit_run` of it (the audit
+report).
 
 The drill-down is followed link by link as a person clicks it, with range=30d: class waste ->
 the record-decided waste reason with the most tokens (its request list filters on the record's
@@ -105,7 +106,10 @@ def month_build(args: argparse.Namespace, url: str) -> dict[str, Any]:
 
     days = [date.fromisoformat(d) for d in made["days"]]
     start, end = days[0], days[-1] + timedelta(days=1)
-    month = month_of(days[-1])
+    # The month most of the days fall in (the later of two halves): yesterday's would hold one
+    # day of records on the 2nd, and the month pages' figures would hang on the date of the run.
+    months = [month_of(d) for d in days]
+    month = max(sorted(set(months), reverse=True), key=months.count)
 
     def step(name: str, work: Any) -> Any:
         t = time.perf_counter()
