@@ -93,6 +93,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
+def _books_zone_of_the_test(request: pytest.FixtureRequest) -> None:
+    """A test marked `books_in("UTC")` has its figures worked out in that accounting zone (its
+    days and months are that zone's), whichever zone the run keeps the books in: `make
+    test-dates` keeps them in Shanghai's and New York's. A test that sets the zone itself wins."""
+    marker = request.node.get_closest_marker("books_in")
+    if marker is not None:
+        request.getfixturevalue("settings").ACCOUNTING_TZ = marker.args[0]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_reference_caches() -> Iterator[None]:
     # Ids cached by one test may belong to rows another test's cleanup removed.
     services.reference_caches_clear()

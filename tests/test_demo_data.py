@@ -40,6 +40,8 @@ from apps.pricing.models import PoolIdleHour
 from apps.pricing.selectors import class_usage
 from devtools.demo_ops import CHANNELS, LEGACY_KEY, RECEIVER_GONE
 
+pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's
+
 START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
 
 

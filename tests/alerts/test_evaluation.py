@@ -14,7 +14,7 @@ from apps.alerts.models import Alert, AlertState, Notification
 from apps.ingest.models import HourlyUsage, Rejection, ServedModel
 from tests import factories
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 NOW = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)
 HOUR = NOW.replace(minute=0)
 

@@ -23,7 +23,7 @@ from tests import factories
 from tests.alerts.test_evaluation import HOUR, NOW, usage, weekly_baseline
 from tests.conftest import login_as
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 LINE = {"business_line": "search"}
 
 

@@ -17,7 +17,7 @@ from apps.audits.services import audit_run
 from apps.ledger.models import Finding
 from tests.audits import month as gen
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 NOV = date(2026, 11, 1)
 CENT = Decimal("0.000001")
 

@@ -23,7 +23,7 @@ from costplatform.schedules import BEAT_SCHEDULE
 from tests import factories
 from tests.alerts.receivers import Receiver
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 Role = Callable[[str | None], Client]
 PAGE = "/audits/2026-11/"
 

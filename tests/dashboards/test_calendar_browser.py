@@ -14,7 +14,7 @@ from apps.common.buckets import month_of, month_start, previous_month
 from apps.ingest.models import Record
 from tests.dashboards.test_browser import browser, open_as, person, shot, site  # noqa: F401 (fixtures)
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.books_in("UTC")]
 
 
 def _options(page: Any, dim: str) -> list[str]:

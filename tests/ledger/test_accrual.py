@@ -19,7 +19,7 @@ from apps.pricing.services import hours_price
 from tests import factories
 from tests.ledger.helpers import DAY1, SEP, account, at, balanced, journal, spend
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 CS = {"business_line": "customer-service"}
 SEARCH = {"business_line": "search"}
 OCT, NOV = date(2026, 10, 1), date(2026, 11, 1)

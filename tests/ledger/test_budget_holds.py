@@ -21,6 +21,8 @@ from apps.metrics.collector import platform_collector
 from tests import factories
 from tests.conftest import Collector
 
+pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's
+
 STATE = "/api/v1/budgets/state"
 
 

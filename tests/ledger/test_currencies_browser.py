@@ -18,7 +18,7 @@ from tests.dashboards.test_browser import browser, person, shot, sign_in
 from tests.ledger.helpers import OCT
 from tests.ledger.test_currencies import usd_usage_build
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.books_in("UTC")]
 __all__ = ["browser"]  # the fixture, shared
 
 

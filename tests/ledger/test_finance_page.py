@@ -29,7 +29,7 @@ from tests import factories
 from tests.conftest import Collector
 from tests.ledger.helpers import NOV, OCT, spend
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 PAGE = "/finance/?month=2026-11"
 NOV_DAY, OCT_DAY = date(2026, 11, 10), date(2026, 10, 12)
 

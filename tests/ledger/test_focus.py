@@ -22,7 +22,7 @@ from apps.pricing.services import hours_price
 from tests import factories
 from tests.ledger.helpers import DAY1, OCT, SEP, at
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 Role = Callable[[str | None], Client]
 
 MANDATORY = {  # FOCUS 1.2 columns a dataset must have (and the conditional ones we can fill)

@@ -19,7 +19,7 @@ from apps.pricing.models import HourlyCost
 from tests import factories
 from tests.ledger.helpers import DAY1, NOV, OCT, SEP, at, balanced, journal, spend
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 AFTER_SEP = datetime(2026, 10, 3, tzinfo=UTC)
 AFTER_OCT = datetime(2026, 11, 3, tzinfo=UTC)
 

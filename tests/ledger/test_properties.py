@@ -22,6 +22,8 @@ from apps.pricing.models import HourlyCost
 from tests import factories
 from tests.ledger.helpers import OCT, SEP, at
 
+pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's
+
 EXACT = st.decimals(min_value=0, max_value=1000, places=12, allow_nan=False, allow_infinity=False)
 
 

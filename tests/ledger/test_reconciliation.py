@@ -44,7 +44,7 @@ from tests.alerts.test_messages import text_of
 from tests.conftest import Collector
 from tests.ledger.helpers import NOV, OCT, SEP, balanced
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 
 # Per record (factories.record's tokens): prompt 1200 (512 cached), completion 180. At 2000 /
 # 500 / 8000 per million: 688 x 0.002 + 512 x 0.0005 + 180 x 0.008 = 3.072.

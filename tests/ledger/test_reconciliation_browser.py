@@ -14,7 +14,7 @@ import pytest
 from tests.dashboards.test_browser import browser, person, shot, sign_in
 from tests.ledger.test_reconciliation import hosted, hosted_bill, platform_build
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.books_in("UTC")]
 __all__ = ["browser"]  # the fixture, shared
 
 

@@ -41,7 +41,7 @@ from apps.ledger.sheets import (
 from tests import factories
 from tests.ledger.helpers import DAY1, SEP, at
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 Role = Callable[[str | None], Client]
 AFTER_SEP = datetime(2026, 10, 3, tzinfo=UTC)
 PACK = "/finance/pack/2026-09.xlsx"
