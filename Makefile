@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install install-base screenshots run demo-data test test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-wal bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install install-base screenshots run demo-data test test-moved-clock test-dates test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-wal bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -69,6 +69,35 @@ TEST_WORKERS ?= 2
 test: install services browser cluster-packages
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-moved-clock
+
+# The suite with every clock moved: this process's, the servers' and workers' the tests start, and a
+# private PostgreSQL's now() (devtools/timeshift.py; docs/running.md, "Any date"). `make test` ends with
+# the short form: the tests that do not start engines, clusters or fault drills, at 400 days from now.
+# `make test-dates` runs the whole suite at each instant of TEST_DATES ("wall time|zone"; +Nd is N days
+# from now; a zone other than UTC keeps the books in it) and prints a line an instant.
+MOVED_CLOCK_AT ?= +400d
+MOVED_CLOCK_TESTS ?= tests --ignore=tests/serving --ignore=tests/cluster --ignore=tests/faults \
+  --ignore=tests/hostile --ignore=tests/bench --ignore=tests/test_run.py
+TEST_DATES ?= 2027-01-31 23:59|Asia/Shanghai;2027-03-14 02:30|America/New_York;2028-02-29 12:00|UTC;+400d|UTC
+test-moved-clock: install services
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	  $(PY) -m devtools.timeshift --at "$(MOVED_CLOCK_AT)" -- \
+	  $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider $(MOVED_CLOCK_TESTS)
+
+test-dates: install services browser cluster-packages
+	@export DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)}; \
+	IFS=';' read -ra instants <<< "$(TEST_DATES)"; results=(); failed=0; \
+	for instant in "$${instants[@]}"; do \
+	  at="$${instant%|*}"; zone="$${instant#*|}"; books=$$([ "$$zone" = UTC ] || echo --accounting-zone); \
+	  start=$$(date +%s); \
+	  $(PY) -m devtools.timeshift --at "$$at" --zone "$$zone" $$books -- \
+	    $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider $(PYTEST_ARGS) 2>&1 | tee /tmp/test-dates.log; \
+	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || failed=1; \
+	  results+=("$$at ($$zone$${books:+, books in it}): $$( [ $$rc = 0 ] && echo passed || echo FAILED) \
+	    -- $$(grep -E '[0-9]+ (passed|failed)' /tmp/test-dates.log | tail -1) in $$(( $$(date +%s) - start )) s"); \
+	done; \
+	printf '\ntest-dates:\n'; printf '  %s\n' "$${results[@]}"; exit $$failed
 
 # The cluster's engines: nginx and PgBouncer from Debian (PostgreSQL and RabbitMQ come with `make services`).
 cluster-packages:
