@@ -69,6 +69,7 @@ MIDDLEWARE = [
     # GETs of the pages it names read from the replica when one is configured (below).
     "costplatform.middleware.ReplicaPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.common.csp.content_security_policy",
     # Last: turns a lockout found during authentication into the 429 answer.
     "axes.middleware.AxesMiddleware",
 ]

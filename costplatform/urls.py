@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.accounts.sso import SsoAuthenticate, SsoCallback
 from apps.accounts.views import LoginPage
@@ -34,7 +34,7 @@ urlpatterns = [
     path("api/v1/", include("apps.pricing.api.urls")),
     path("api/v1/", include("apps.ledger.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
 ]
 
 # Under /api/ a JSON 404, as every other API error (tests/hostile fuzzes the schema's answers).

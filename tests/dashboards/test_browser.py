@@ -192,3 +192,25 @@ def test_it_fits_a_phone_screen(open_as: Any) -> None:
     shot(page, "overview-phone")
     page.set_viewport_size({"width": 1280, "height": 900})
     assert page.evaluate(top, "form.filters") < page.evaluate(top, "#health")
+
+
+def test_plotly_draws_under_the_content_security_policy(open_as: Any, site: str) -> None:
+    """Issue 31, a Low: every page has a Content-Security-Policy; the figures still draw and the
+    pickers still submit (no event-handler attribute), with no violation reported."""
+    page = open_as(person("cy", "admin"))
+    refused: list[str] = []
+
+    def note(message: Any) -> None:
+        if "Content Security Policy" in message.text:
+            refused.append(message.text)
+
+    page.on("console", note)
+
+    for path, figure in (("/overview/", "#tokens-by-class .main-svg"), ("/finance/", "#spend")):
+        response = page.goto(site + path)
+        assert response is not None and "script-src 'self' 'nonce-" in response.headers["content-security-policy"]
+        page.wait_for_selector(figure)
+    page.select_option("#language select", "zh-hans")
+    page.wait_for_selector("html[lang=zh-hans]")
+
+    assert refused == []
