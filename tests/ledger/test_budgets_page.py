@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_budgets_are_scoped_and_money_by_role(as_user) -> None:
-    month = month_of(datetime.now(UTC).date())
+    month = month_of(datetime.now(UTC))
     for line in ("support", "search"):
         Budget.objects.create(business_line=line, month=month, amount=Decimal(500), currency="CNY", tokens=10_000)
 
@@ -31,7 +31,7 @@ def hold_rows(page: str) -> list[str]:
 
 
 def test_the_budgets_now_section_names_each_budgets_caller_in_both_languages(as_user) -> None:
-    month = month_of(datetime.now(UTC).date())
+    month = month_of(datetime.now(UTC))
     Budget.objects.create(business_line="support", caller="support-bot", month=month, tokens=10_000, hard=True)
     Budget.objects.create(business_line="support", month=month, tokens=20_000)
     finance = as_user("finance")
@@ -48,7 +48,7 @@ def test_the_budgets_now_section_names_each_budgets_caller_in_both_languages(as_
 
 
 def scoped_budget(**fields: str) -> dict[str, str]:
-    month = f"{month_of(datetime.now(UTC).date()):%Y-%m}"
+    month = f"{month_of(datetime.now(UTC)):%Y-%m}"
     return {"business_line": "support", "month": month, "tokens": "5000", "hard": "on"} | fields
 
 
