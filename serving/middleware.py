@@ -91,17 +91,17 @@ class CostplatformMiddleware:
         try:
             if not route.served:
                 raise edge.route_refused(method, path)
-            authorization = edge.authorization_of(scope.get("headers", []))
+            headers = _headers(scope.get("headers", []))
             if route.endpoint is None:
                 await self.app(scope, receive, send)
                 return
-            body, body_bytes, arrival = await _read_body(scope, receive)
+            body, body_bytes, arrival = await _read_body(headers.get("content-length"), receive)
         except edge.Refused as refused:
             await _answer(refused, scope, receive, send)
             return
         except _Disconnected:
             return
-        await self._metered(scope, receive, send, route.endpoint, authorization, body, body_bytes, arrival)
+        await self._metered(scope, receive, send, route.endpoint, headers, body, body_bytes, arrival)
 
     async def _metered(
         self,
@@ -109,7 +109,7 @@ class CostplatformMiddleware:
         receive: Any,
         send: Any,
         endpoint: str,
-        authorization: str | None,
+        headers: dict[str, str],
         body: dict[str, Any],
         body_bytes: bytes,
         arrival: float,
@@ -117,16 +117,12 @@ class CostplatformMiddleware:
         rt = self.runtime
         assert rt is not None
         raw_headers = list(scope.get("headers", []))
-        # The first of each header, as vLLM reads it (Starlette's Headers.get): X-Request-Id above all.
-        headers: dict[str, str] = {}
-        for k, v in raw_headers:
-            headers.setdefault(k.decode("latin-1").lower(), v.decode("latin-1"))
         request_id = headers.get("x-request-id")
         if not request_id:
             request_id = uuid.uuid4().hex
             raw_headers.append((b"x-request-id", request_id.encode()))
         claims = claimed_dims(headers, body)
-        decision = rt.policy.decide(claims, authorization)
+        decision = rt.policy.decide(claims, headers.get("authorization"))
         refusal = rt.budgets.check(decision.dims) if rt.budgets is not None else None
         if refusal is not None:
             await _refuse(rt, refusal, endpoint, request_id, arrival, headers, body, decision.record_dims(), send)
@@ -221,11 +217,22 @@ class _Disconnected(Exception):
     """The client went away before its request's body was read."""
 
 
-async def _read_body(scope: dict[str, Any], receive: Any) -> tuple[dict[str, Any], bytes, float]:
+def _headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The request's headers by lower-case name, the first value of each as vLLM reads it
+    (Starlette's Headers.get: X-Request-Id above all); edge.Refused for two Authorization."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    if len(headers) < len(raw):  # a repeated header (rare): the first value, and one Authorization
+        edge.authorization_of(raw)
+        headers = {}
+        for k, v in raw:
+            headers.setdefault(k.decode("latin-1").lower(), v.decode("latin-1"))
+    return headers
+
+
+async def _read_body(length: str | None, receive: Any) -> tuple[dict[str, Any], bytes, float]:
     """A metered request's JSON object, its bytes and its arrival; edge.Refused for a body over
     edge.MAX_BODY (413: never passed on unread) or no JSON object (400)."""
     arrival = time.time()
-    length = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"content-length"), None)
     if edge.declared_too_large(length):
         raise edge.too_large()
     chunks: list[bytes] = []
