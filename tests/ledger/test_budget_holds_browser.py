@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from apps.common.buckets import month_end, month_of
+from apps.common.buckets import accounting_zone, month_end, month_of, month_start
 from apps.ledger.models import BudgetOverride
 from apps.ledger.services.planning import budget_set
 from tests import factories
@@ -26,7 +26,9 @@ def site(live_server: Any, truncate_records: None, collector: Any) -> str:
     now = datetime.now(UTC)
     budget_set(business_line="support", month=month_of(now), tokens=100, hard=True)
     budget_set(business_line="search", month=month_of(now), tokens=10**6)
-    records = [factories.record(**{"dims": {"business_line": "support"}}) for _ in range(2)]
+    # Five minutes ago, or the month's first instant in its first five minutes: this month's budget.
+    ts = max(now - timedelta(minutes=5), month_start(month_of(now))).isoformat()
+    records = [factories.record(ts=ts, dims={"business_line": "support"}) for _ in range(2)]
     assert collector.send(records).json()["accepted"] == 2
     return str(live_server.url)
 
@@ -44,7 +46,7 @@ def test_finance_sees_a_spent_hard_budget_refusing_and_overrides_it(page: Any) -
     assert page.locator("#holds tr", has_text="search").get_attribute("data-state") == "within"
     until = min(datetime.now(UTC) + timedelta(hours=3), month_end(month_of(datetime.now(UTC))) - timedelta(minutes=1))
 
-    support.locator("input[name=until]").fill(until.strftime("%Y-%m-%dT%H:%M"))
+    support.locator("input[name=until]").fill(f"{until.astimezone(accounting_zone()):%Y-%m-%dT%H:%M}")  # books time
     support.locator("input[name=reason]").fill("support surge after the outage")
     support.locator("button[type=submit]").click()
     page.wait_for_selector("#budget-holds .messages .success")

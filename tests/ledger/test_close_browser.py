@@ -5,14 +5,14 @@ approves it, and the page then shows the month closed with its history."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from apps.common.buckets import month_of, previous_month
+from apps.common.buckets import month_of, next_month, previous_month
 from apps.ledger.models import CloseRequest, Period
 from apps.ledger.services.accrual import recent_accrue
 from apps.ledger.services.periods import period_reopen
@@ -23,9 +23,11 @@ from tests.dashboards.test_browser import browser, person, shot, sign_in  # noqa
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-LAST = previous_month(month_of(timezone.now()))
-LABEL = f"{LAST:%Y-%m}"
-HOUR = datetime(LAST.year, LAST.month, 12, 10, tzinfo=UTC)
+
+@pytest.fixture
+def last() -> date:
+    """The month that has ended, read when the test starts (a run can cross into a new month)."""
+    return previous_month(month_of(timezone.now()))
 
 
 @pytest.fixture
@@ -39,19 +41,20 @@ def reopened_after(transactional_db: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def books(live_server: Any, truncate_records: None, reopened_after: None, collector: Any) -> Iterator[str]:
+def books(live_server: Any, truncate_records: None, reopened_after: None, collector: Any, last: date) -> Iterator[str]:
     """Last month's records of two lines through ingest, pricing and accrual, and a budget."""
-    ts = (HOUR + timedelta(minutes=5)).isoformat()
+    hour = datetime(last.year, last.month, 12, 10, tzinfo=UTC)
+    ts = (hour + timedelta(minutes=5)).isoformat()
     batch = [factories.record(ts=ts, prompt_hash=None, dims={"business_line": line}) for line in ("search", "ads")]
     assert collector.send(batch).json()["accepted"] == 2
     price_set(
         model_pattern="*",
         prices={"input": Decimal("2"), "cached_input": Decimal("0.5"), "output": Decimal("8")},
-        effective_from=HOUR - timedelta(days=40),
+        effective_from=hour - timedelta(days=40),
     )
     dirty_hours_price(max_days=60)
     recent_accrue()
-    budget_set(business_line="search", month=LAST, amount=Decimal("100"), currency="CNY")
+    budget_set(business_line="search", month=last, amount=Decimal("100"), currency="CNY")
     yield str(live_server.url)
 
 
@@ -69,10 +72,11 @@ def login(browser: Any, books: str) -> Iterator[Any]:  # noqa: F811 (the importe
         context.close()
 
 
-def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: Any) -> None:
-    page = login(person("pat", "finance"), "/finance/close/", f"/finance/close/{LABEL}/")  # the month to close now
+def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: Any, last: date) -> None:
+    label = f"{last:%Y-%m}"
+    page = login(person("pat", "finance"), "/finance/close/", f"/finance/close/{label}/")  # the month to close now
     page.wait_for_selector("#checklist")
-    assert page.url.endswith(f"/finance/close/{LABEL}/")
+    assert page.url.endswith(f"/finance/close/{label}/")
     assert page.locator("#checklist tbody tr").count() == 7
     assert page.locator("#checklist tr[data-key=missing_rates]").get_attribute("class") == "ok"
     assert page.locator("#checklist tr[data-key=budgets_unspent]").get_attribute("class") == "ok"
@@ -83,7 +87,7 @@ def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: A
     assert page.locator("#decide").count() == 0  # the preparer cannot approve
     assert "Numbers checked against the invoices" in page.inner_text("#waiting-request")
 
-    second = login(person("alex", "finance"), f"/finance/close/{LABEL}/")
+    second = login(person("alex", "finance"), f"/finance/close/{label}/")
     assert "pat" in second.inner_text("#waiting-request")
     second.fill("#decide textarea[name=note]", "Agreed")
     second.click("#decide button[value=approve]")
@@ -93,14 +97,14 @@ def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: A
     steps = second.locator("#history tbody tr").evaluate_all("rows => rows.map(r => r.dataset.action)")
     assert steps == ["approved", "closed", "submitted"]
     assert "Numbers checked against the invoices" in second.inner_text("#history")
-    assert Period.objects.get(month=LAST).status == "closed"
+    assert Period.objects.get(month=last).status == "closed"
     assert CloseRequest.objects.get().decided_by.username == "alex"
     shot(second, "finance-close-approved")
 
 
-def test_a_finance_user_edits_budgets_and_copies_them_forward(login: Any) -> None:
-    this_month = f"{month_of(timezone.now()):%Y-%m}"
-    page = login(person("fiona", "finance"), f"/finance/plans/{LABEL}/")
+def test_a_finance_user_edits_budgets_and_copies_them_forward(login: Any, last: date) -> None:
+    label, this_month = f"{last:%Y-%m}", f"{next_month(last):%Y-%m}"
+    page = login(person("fiona", "finance"), f"/finance/plans/{label}/")
     row = page.locator("#plans tr[data-line=ads]")
     row.locator("input[name$=budget_amount]").fill("250")
     row.locator("select[name$=budget_currency]").select_option("CNY")
@@ -111,7 +115,7 @@ def test_a_finance_user_edits_budgets_and_copies_them_forward(login: Any) -> Non
     assert page.locator("#plans tr[data-line=ads] input[name$=budget_amount]").input_value() == "250.00"
     shot(page, "finance-plans")
 
-    page.goto(page.url.replace(LABEL, this_month))
+    page.goto(page.url.replace(label, this_month))
     page.click("#copy button")
     page.wait_for_selector(".messages .success")
 
