@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/costplatform
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install install-base screenshots run demo-data test test-moved-clock test-dates test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-wal bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts soak faults security services browser clean
+.PHONY: install install-base screenshots run demo-data test test-moved-clock test-dates test-pooled cluster cluster-packages fuzz lint bench bench-reclassify bench-wal bench-ledger bench-shipper bench-proxy bench-audits bench-serving bench-alerts bench-pages soak faults security services browser clean
 
 install: $(STAMP)
 
@@ -154,7 +154,7 @@ $(LITELLM_STAMP): bench/litellm-constraints.txt
 bench-proxy: install $(if $(findstring --no-litellm,$(BENCH_ARGS)),,$(LITELLM_STAMP))  ## latency the proxy adds, p50/p99 and CPU, beside LiteLLM's proxy; see docs/collectors.md
 	$(PY) bench/proxy.py $(BENCH_ARGS)
 
-bench-serving: install  ## the same load against vLLM with and without the instrumentation (7-10 min); see docs/serving.md
+bench-serving: install  ## the same load against vLLM with and without the instrumentation (7-10 min; BENCH_ARGS=--eager for a quicker run, no torch.compile); see docs/serving.md
 	$(PY) bench/serving_overhead.py $(BENCH_ARGS)
 
 bench-alerts: install services  ## one evaluation cycle at 1,000 business lines x 20 models, and ingest -> delivered; see docs/alerts.md
@@ -178,7 +178,7 @@ bench-audits: install services  ## the monthly audit over a generated month (2M 
 
 soak: install services  ## sustained ingest at 50 % of a measured max for 30 min with reads; SOAK_ARGS="--minutes 2"; see docs/reliability.md
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_soak} \
-	  CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/14} \
+	  CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/13} \
 	  $(PY) bench/soak.py $(SOAK_ARGS)
 
 backup: install  ## BACKUP_FILE=costplatform.dump: pg_dump (custom format) of DATABASE_URL; see docs/reliability.md

@@ -38,7 +38,7 @@ from bench.ingest import RecordMaker  # noqa: E402
 from tests.processes import PlatformServer  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/costplatform_soak"
-DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/14"
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/13"  # not 15 or 14: make test's two workers
 MIB = 1024 * 1024
 # A process is flat when its RSS at the end (median of the last samples) is within this of its
 # RSS at the start of the sustained phase (median of the first samples).

@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # The tests of the real vLLM engines share them (tests/serving/conftest.py): one worker runs them
 # all. They and the other long ones start first; started last they would run on one worker alone.
 VLLM_TESTS = "tests/serving/"
-LONG_FIRST = (VLLM_TESTS, "tests/cluster/", "tests/faults/", "tests/test_run.py", "tests/hostile/")
+LONG_FIRST = (VLLM_TESTS, "tests/cluster/", "tests/faults/", "tests/test_run.py", "tests/hostile/", "tests/bench/")
 
 
 def work_unit(nodeid: str) -> str:
