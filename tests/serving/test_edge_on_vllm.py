@@ -10,6 +10,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -115,3 +116,34 @@ def test_thirty_free_dims_never_push_the_caller_out_of_its_record(
         "search-app", "search", "search-web", "test"
     )  # fmt: skip
     assert len(dims) == 32
+
+
+@pytest.fixture(scope="module")
+def keyed_server(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
+) -> Iterator[VllmServer]:
+    """A second instrumented server that checks keys itself (vLLM's --api-key: the map's two keys)."""
+    extra = ["--attribution-map", str(attribution_map), "--api-key", ADS_KEY, SEARCH_KEY]
+    server = VllmServer(tmp_path_factory.mktemp("vllm-keyed"), tiny_model, platform, extra=extra).start()
+    yield server
+    server.stop()
+
+
+def test_with_vllms_api_key_the_caller_billed_is_the_one_vllm_authenticated(
+    keyed_server: VllmServer, platform: PlatformServer
+) -> None:
+    """Finding 2 as the red team ran it: vLLM's key check reads the first Authorization, and the
+    record must name that caller; a second Authorization is refused before either reads one."""
+    run = uuid.uuid4().hex
+    two = [("Authorization", f"Bearer {ADS_KEY}"), ("Authorization", "Bearer anything"), ("X-Costplatform-Run", run)]
+
+    doubled = httpx.post(f"{keyed_server.url}/v1/chat/completions", json=CHAT, headers=two, timeout=120)
+    served = post(keyed_server, "/v1/chat/completions", CHAT, ADS_KEY, **{"X-Costplatform-Run": run})
+    unknown = post(keyed_server, "/v1/chat/completions", CHAT, "anything", **{"X-Costplatform-Run": run})
+
+    assert (doubled.status_code, served.status_code, unknown.status_code) == (400, 200, 401)
+    assert doubled.json()["error"]["code"] == "two_authorizations"
+    records = {r["outcome"]["status"]: r for r in platform.wait_records(2, **{"dims.run": run})}
+    assert sorted(records) == ["error", "ok"]  # the 401 is recorded, with no tokens and no caller
+    assert records["ok"]["dims"]["caller"] == "ads-app" and records["ok"]["dims"]["business_line"] == "ads"
+    assert "caller" not in records["error"]["dims"]
