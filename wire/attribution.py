@@ -150,7 +150,12 @@ def decide(
             continue
         if not _obeyed(amap, who, dim, value):
             label = _label(amap, who, dim)
-        elif dim not in dims and len(dims) >= MAX_DIMS:
+        elif dim in dims:  # a trusted dim the caller may set: it keeps its place
+            dims[dim] = value
+            continue
+        elif not valid_dim_key(dim):  # a name the record refuses takes no place in it
+            label = "other"
+        elif len(dims) >= MAX_DIMS:
             label = CAP_LABEL
         else:
             dims[dim] = value
@@ -161,7 +166,7 @@ def decide(
 
 
 def _obeyed(amap: AttributionMap, caller: Caller, dim: str, value: str) -> bool:
-    if reserved(dim) or not valid_dim_key(dim):
+    if reserved(dim):
         return False
     policy = amap.policy_of(caller, dim)
     if policy == FREE:
