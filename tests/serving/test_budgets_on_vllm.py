@@ -18,7 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
+from django.utils import timezone
 
+from apps.common.buckets import accounting_zone, month_of
 from tests.processes import PlatformServer, VllmServer
 from tests.serving.conftest import BUDGET_POLL
 
@@ -37,7 +39,7 @@ def held_server(vllm_server: VllmServer, platform: PlatformServer) -> Iterator[V
     """The session's instrumented server, which holds hard budgets (polling every POLL seconds);
     the budgets a test sets are lifted afterwards, so the session's other tests are served."""
     yield vllm_server
-    month = datetime.now(UTC).strftime("%Y-%m")
+    month = accounting_month()
     for line, caller in SET:
         body = {"business_line": line, "caller": caller, "month": month, "tokens": 10**12, "hard": False}
         httpx.put(f"{platform.url}/api/v1/ledger/budgets", json=body, auth=BASIC, timeout=30).raise_for_status()
@@ -57,8 +59,14 @@ def used(response: httpx.Response) -> int:
     return int(usage["prompt_tokens"]) + int(usage["completion_tokens"])
 
 
+def accounting_month() -> str:
+    """This month in the books' zone, which the platform server the tests start keeps too
+    (COSTPLATFORM_ACCOUNTING_TZ; `make test-dates` keeps the books in Shanghai and New York)."""
+    return f"{month_of(timezone.now()):%Y-%m}"
+
+
 def budget_put(platform: PlatformServer, line: str, tokens: int, caller: str = "") -> None:
-    month = datetime.now(UTC).strftime("%Y-%m")  # the tests' accounting zone is UTC
+    month = accounting_month()
     body = {"business_line": line, "caller": caller, "month": month, "tokens": tokens, "hard": True}
     SET.add((line, caller))
     response = httpx.put(f"{platform.url}/api/v1/ledger/budgets", json=body, auth=BASIC, timeout=30)
@@ -91,7 +99,7 @@ def override_on_the_budgets_page(platform: PlatformServer, budget_id: int, until
         assert browser.post("/login/", data=login).status_code == 302
         page = browser.get("/budgets/")
         assert page.status_code == 200 and f"/budgets/{budget_id}/override/" in page.text
-        form = {"until": until.strftime("%Y-%m-%dT%H:%M"), "reason": reason,
+        form = {"until": f"{until.astimezone(accounting_zone()):%Y-%m-%dT%H:%M}", "reason": reason,  # books' time
                 "csrfmiddlewaretoken": browser.cookies["csrftoken"]}  # fmt: skip
         granted = browser.post(
             f"/budgets/{budget_id}/override/", data=form, headers={"Referer": f"{platform.url}/budgets/"}
