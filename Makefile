@@ -87,17 +87,17 @@ test-moved-clock: install services
 
 test-dates: install services browser cluster-packages
 	@export DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)}; \
-	IFS=';' read -ra instants <<< "$(TEST_DATES)"; results=(); failed=0; \
+	IFS=';' read -ra instants <<< "$(TEST_DATES)"; results=(); failed=0; log=$$(mktemp); \
 	for instant in "$${instants[@]}"; do \
 	  at="$${instant%|*}"; zone="$${instant#*|}"; books=$$([ "$$zone" = UTC ] || echo --accounting-zone); \
 	  start=$$(date +%s); \
 	  $(PY) -m devtools.timeshift --at "$$at" --zone "$$zone" $$books -- \
-	    $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider $(PYTEST_ARGS) 2>&1 | tee /tmp/test-dates.log; \
+	    $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider $(PYTEST_ARGS) 2>&1 | tee $$log; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || failed=1; \
 	  results+=("$$at ($$zone$${books:+, books in it}): $$( [ $$rc = 0 ] && echo passed || echo FAILED) \
-	    -- $$(grep -E '[0-9]+ (passed|failed)' /tmp/test-dates.log | tail -1) in $$(( $$(date +%s) - start )) s"); \
+	    -- $$(grep -E '[0-9]+ (passed|failed)' $$log | tail -1) in $$(( $$(date +%s) - start )) s"); \
 	done; \
-	printf '\ntest-dates:\n'; printf '  %s\n' "$${results[@]}"; exit $$failed
+	rm -f $$log; printf '\ntest-dates:\n'; printf '  %s\n' "$${results[@]}"; exit $$failed
 
 # The cluster's engines: nginx and PgBouncer from Debian (PostgreSQL and RabbitMQ come with `make services`).
 cluster-packages:
