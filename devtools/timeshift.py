@@ -35,7 +35,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
+
+from devtools.cluster.postgres import PrivatePostgres
 
 SOURCE = Path(__file__).with_suffix(".c")
 
@@ -94,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command given (after --)")
 
-    from devtools.cluster.postgres import PrivatePostgres
-
     signal.signal(signal.SIGTERM, _stop)
     target = instant(args.at, args.zone)
     offset = round(target.timestamp() - time.time())
@@ -120,8 +121,6 @@ def main(argv: list[str] | None = None) -> int:
 def _database_name() -> str:
     """The database name of the DATABASE_URL the command would have had (pytest-django makes
     test_<name> beside it), so only the server changes."""
-    from urllib.parse import urlsplit
-
     url = os.environ.get("DATABASE_URL", "")
     return urlsplit(url).path.lstrip("/") or "costplatform"
 

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test import Client
 
@@ -192,8 +193,6 @@ class Collector:
         any day, where the platform's window for late records would refuse them a year on."""
         body = json.dumps({"records": records}).encode()
         if on_time:
-            import time_machine
-
             newest = max(datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) for r in records)
             with time_machine.travel(newest + timedelta(minutes=1), tick=True):
                 return self.send(records, gzipped=gzipped)
