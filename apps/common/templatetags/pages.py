@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import template
+from django.utils.html import format_html_join
 
 from apps.common import labels
 
@@ -43,3 +44,24 @@ def money(value: Decimal | None) -> str:
 def small_money(value: Decimal | None) -> str:
     """The cost of one request: six decimals, the precision prices per million reach."""
     return "" if value is None else f"{value:,.6f}"
+
+
+@register.simple_tag
+def figure(name: str, value: Any, currency: str = "", scope: str = "") -> str:
+    """The attributes that mark a headline figure for the reader's tools and the cross-surface
+    tests (docs/dashboards.md, "Figures"): `data-figure` names it, `data-value` is its exact
+    value (a ratio as a fraction 0-1, money in the currency's units, tokens as an integer),
+    `data-currency` the money's currency, `data-scope` what part of the figure it is (a business
+    line, "idle", ...). Empty when there is no value."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, Decimal):
+        exact = format(value, "f")
+    else:
+        exact = repr(value) if isinstance(value, float) else str(value)
+    attrs = [("data-figure", name), ("data-value", exact)]
+    if currency:
+        attrs.append(("data-currency", currency))
+    if scope:
+        attrs.append(("data-scope", scope))
+    return format_html_join(" ", '{}="{}"', attrs)
