@@ -256,15 +256,21 @@ class _Converter:
 
 
 def day_target(
-    *, day: date, mapping: Mapping, window: MonthWindow | None = None, rates: dict[str, DayRate] | None = None
+    *,
+    day: date,
+    mapping: Mapping,
+    window: MonthWindow | None = None,
+    rates: dict[str, DayRate] | None = None,
+    bounds: tuple[datetime, datetime] | None = None,
 ) -> DayTarget:
     """The exact lines of a day from its priced rows (two set-based queries), in the functional
-    currency (`rates`: the day's, read when not given)."""
+    currency (`rates`: the day's, read when not given); `bounds`: of the day's hours, only those
+    (what a window that cuts the day would book of it, apps/ledger/figures.py)."""
     target = DayTarget(day=day)
     if rates is None:
         rates = rates_between(start=day, end=day + DAY).get(day, {})
     convert = _Converter(target, rates)
-    start, end = (window or month_window(month_of(day))).bounds(day)
+    start, end = bounds or (window or month_window(month_of(day))).bounds(day)
     with analytic_cursor() as cursor:
         cursor.execute(
             _USAGE_SQL.format(rule=mapping.usage_sql),
