@@ -7,6 +7,7 @@ from apps.dashboards import views
 app_name = "dashboards"
 urlpatterns = [
     path("overview/", views.overview, name="overview"),
+    path("figures/", views.figures_page, name="figures"),
     path("waste/", views.waste, name="waste"),
     path("waste/requests/", views.requests_list, name="requests"),
     path("waste/record/", views.record_page, name="record"),

@@ -5,6 +5,7 @@ some business lines sees their cost centres only, everywhere."""
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
@@ -21,10 +22,12 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of
 from apps.common.tables import Table
-from apps.ledger.finance import dashboard_build
+from apps.ledger import figures
+from apps.ledger.finance import Dashboard, dashboard_build
 from apps.ledger.finance.journal import JOURNAL_PAGE, journal_table
 from apps.ledger.models import Period
 from apps.ledger.selectors import LineFilter
+from apps.ledger.services.accrual import month_window
 from apps.ledger.services.periods import parse_month
 from apps.ledger.sheets import table_download
 
@@ -60,8 +63,25 @@ def finance_dashboard(request: HttpRequest) -> HttpResponse:
     if name:
         return _download(request, board.table(name), name, f"finance-{name}-{board.month:%Y-%m}")
     closed = Period.objects.filter(month=board.month, status=Period.Status.CLOSED).exists()
-    context = {"board": board, "month": f"{board.month:%Y-%m}", "closed": closed}
+    context = {"board": board, "month": f"{board.month:%Y-%m}", "closed": closed, **_headline(board)}
     return render(request, "ledger/finance.html", context)
+
+
+def _headline(board: Dashboard) -> dict[str, Any]:
+    """The month's spend and tokens as every page defines them (apps/ledger/figures.py), and what
+    the journal holds for the period as posted when that differs (priced rows not booked yet,
+    adjusting entries between months)."""
+    window = month_window(board.month)
+    spent = figures.spend(start=window.start, end=window.end, lines=board.scoped)
+    count = figures.tokens(start=window.start, end=window.end, lines=board.scoped)
+    spend_table = board.table("spend")
+    posted = spend_table.rows[-1]["total"] if spend_table is not None and spend_table.rows else Decimal(0)
+    shown = spent.currency == board.currency
+    return {
+        "spent": spent if shown else None,
+        "tokens_processed": count,
+        "posted": posted if shown and posted != spent.total else None,
+    }
 
 
 def _line_filter(request: HttpRequest) -> LineFilter:
@@ -76,7 +96,14 @@ def _line_filter(request: HttpRequest) -> LineFilter:
         day=parsed,
         model=request.GET.get("model") or None,
         kind=request.GET.get("kind") or None,
+        entry=_entry(request.GET.get("entry") or ""),
     )
+
+
+def _entry(value: str) -> int | None:
+    if value and not value.isdigit():
+        raise Http404("entry is a journal entry's number")
+    return int(value) if value else None
 
 
 @require_GET

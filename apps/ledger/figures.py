@@ -1,0 +1,183 @@
+"""The headline figures, each defined once (docs/dashboards.md, "Figures"): every page that shows
+what a window cost or how many tokens it processed reads them from here, for the same window,
+business lines and currency.
+
+**Spend** is the expense of the window's usage in the books' currency: what the ledger books for it.
+For each accounting day of the window that the journal holds as its priced rows stand (booked and not
+marked dirty since), the day's expense lines (accrual and adjusting entries alike); for the rest (a day
+not booked yet, today's hours priced since the last accrual, the hours of a partial day at the window's
+edges), the exact lines the accrual would book from the priced rows (`day_target`), rounded once at the
+end. Its parts: the tokens' cost (`usage`, of which `unassigned`: tokens no business line claimed) and
+pool capacity no token used (`idle`). A scoped reader's spend is that of their cost centres.
+
+**Tokens** is every token classified in the window (the class rollups: effective, waste, cache and
+shadow), of which `priced` the tokens that have a cost yet (a model without a price, or an hour not yet
+priced, leaves tokens unpriced)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.db.models import F, Q, Sum
+
+from apps.classification.models import HourlyClass
+from apps.common.buckets import day_end, day_of, day_start
+from apps.common.replica import read_connection
+from apps.ingest.models import DimSet, ServedModel
+from apps.ledger import conf
+from apps.ledger.mapping import mapping_load
+from apps.ledger.models import Account, AccrualDay, DirtyDay, JournalLine, MissingRate
+from apps.ledger.services.accrual import day_target
+from apps.ledger.services.rates import functional_currency
+from apps.pricing.models import MINOR_UNITS, HourlyCost
+
+DAY = timedelta(days=1)
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a window cost in the books' currency, and its parts (usage + idle = total)."""
+
+    currency: str
+    usage: Decimal  # the tokens' cost, business lines' and unassigned
+    unassigned: Decimal  # of usage: tokens no business line claimed
+    idle: Decimal  # pool capacity no token used, booked to a cost centre of the idle policy
+    booked: Decimal  # of the total: what the journal holds now
+    # Priced in a currency the day has no exchange rate for: not in the total (currency -> amount as priced).
+    unconverted: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def total(self) -> Decimal:
+        return self.usage + self.idle
+
+    @property
+    def pending(self) -> Decimal:
+        """Of the total: priced since the last accrual, which the next one books."""
+        return self.total - self.booked
+
+
+@dataclass(frozen=True)
+class Tokens:
+    total: int  # every token classified in the window
+    priced: int  # of them, the tokens with a cost
+
+
+def _round(amount: Decimal, currency: str) -> Decimal:
+    places = MINOR_UNITS.get(currency, 2)  # type: ignore[call-overload]
+    return amount.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+
+
+def _whole_days(start: datetime, end: datetime) -> tuple[list[date], list[tuple[date, datetime, datetime]]]:
+    """The accounting days wholly inside [start, end), and the (day, from, to) of the partial ones."""
+    whole: list[date] = []
+    partial: list[tuple[date, datetime, datetime]] = []
+    day = day_of(start)
+    while day_start(day) < end:
+        lo, hi = max(day_start(day), start), min(day_end(day), end)
+        if lo == day_start(day) and hi == day_end(day):
+            whole.append(day)
+        elif lo < hi:
+            partial.append((day, lo, hi))
+        day += DAY
+    return whole, partial
+
+
+def booked_days(days: list[date]) -> set[date]:
+    """Of `days`, those the journal holds as their priced rows stand: accrued under the mapping in
+    force and not marked dirty since (a mark is a UTC date, so it makes the days around it unbooked)."""
+    if not days:
+        return set()
+    version = mapping_load().version
+    accrued = {
+        day
+        for day, fingerprint in AccrualDay.objects.filter(day__gte=days[0], day__lte=days[-1]).values_list(
+            "day", "fingerprint"
+        )
+        if fingerprint.startswith(f"v{version}|")
+    }
+    dirty = set(DirtyDay.objects.filter(day__gte=days[0] - DAY, day__lte=days[-1] + DAY).values_list("day", flat=True))
+    return {d for d in days if d in accrued and not ({d - DAY, d, d + DAY} & dirty)}
+
+
+def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, model: str | None = None) -> Spend:
+    """Spend of [start, end) (module docstring), for the cost centres `lines` (None: every one) and
+    one model's tokens (`model`: no idle then, idle belongs to no model)."""
+    currency = functional_currency()
+    unassigned_cc, idle_cc = conf.get("LEDGER_UNASSIGNED"), conf.get("LEDGER_IDLE_COST_CENTRE")
+    whole, partial = _whole_days(start, end)
+    booked = booked_days(whole)
+    usage = unassigned = idle = ZERO
+    unconverted: dict[str, Decimal] = defaultdict(Decimal)
+    # The journal's days.
+    if booked:
+        found = JournalLine.objects.filter(day__in=booked, currency=currency, account__kind=Account.Kind.EXPENSE)
+        if lines is not None:
+            found = found.filter(cost_centre__in=lines)
+        if model is not None:
+            found = found.filter(model__name=model)
+        sums = found.aggregate(
+            usage=Sum(F("debit") - F("credit"), filter=Q(pool__isnull=True) | Q(model__isnull=False)),
+            unassigned=Sum(F("debit") - F("credit"), filter=Q(model__isnull=False, cost_centre=unassigned_cc)),
+            idle=Sum(F("debit") - F("credit"), filter=Q(pool__isnull=False, model__isnull=True)),
+        )
+        usage, unassigned, idle = (sums[k] or ZERO for k in ("usage", "unassigned", "idle"))
+        if lines is None and model is None:  # noted per day and currency, not per line
+            missed = MissingRate.objects.filter(day__in=booked, to=currency)
+            for row in missed.values("currency").annotate(cost=Sum("amount")):
+                unconverted[row["currency"]] += row["cost"]
+    booked_total = usage + idle
+    # The rest, as the accrual would book it.
+    model_id = ServedModel.objects.filter(name=model).values_list("id", flat=True).first() if model else None
+    exact_usage = exact_unassigned = exact_idle = ZERO
+    rest = [(d, day_start(d), day_end(d)) for d in whole if d not in booked] + partial
+    for day, lo, hi in rest:
+        target = day_target(day=day, mapping=mapping_load(), bounds=(lo, hi))
+        for key, acc in target.lines.get(currency, {}).items():
+            if lines is not None and key.cost_centre not in lines:
+                continue
+            if model is not None and key.model_id != model_id:
+                continue
+            if key.model_id is None and key.pool_id is not None:
+                exact_idle += acc.exact
+            else:
+                exact_usage += acc.exact
+                exact_unassigned += acc.exact if key.cost_centre == unassigned_cc else ZERO
+        for missing, (cost, _tokens) in target.missing.items():
+            unconverted[missing] += cost
+    del idle_cc  # idle lines are told by their pool, whichever cost centre the idle policy books them to
+    return Spend(
+        currency=currency,
+        usage=usage + _round(exact_usage, currency),
+        unassigned=unassigned + _round(exact_unassigned, currency),
+        idle=idle + _round(exact_idle, currency),
+        booked=booked_total,
+        unconverted={c: v for c, v in unconverted.items() if v},
+    )
+
+
+def tokens(*, start: datetime, end: datetime, lines: list[str] | None = None) -> Tokens:
+    """Tokens of [start, end) (module docstring) for the business lines `lines` (None: every one;
+    the unassigned cost centre stands for tokens without a line)."""
+    unassigned_cc = conf.get("LEDGER_UNASSIGNED")
+    scope = ""
+    params: list[object] = [start, end]
+    if lines is not None:
+        scope = (
+            f" AND c.dims_id IN (SELECT id FROM {DimSet._meta.db_table}"
+            " WHERE COALESCE(NULLIF(business_line, ''), %s) = ANY(%s))"
+        )
+        params += [unassigned_cc, lines]
+    sql = (
+        f"SELECT (SELECT COALESCE(SUM(c.tokens), 0) FROM {HourlyClass._meta.db_table} c "
+        f"WHERE c.hour >= %s AND c.hour < %s{scope}), "
+        f"(SELECT COALESCE(SUM(c.tokens), 0) FROM {HourlyCost._meta.db_table} c "
+        f"WHERE c.hour >= %s AND c.hour < %s{scope})"
+    )
+    with read_connection().cursor() as cursor:
+        cursor.execute(sql, params + params)
+        total, priced = cursor.fetchone()
+    return Tokens(int(total), int(priced))
