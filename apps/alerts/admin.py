@@ -19,6 +19,7 @@ from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.alerts import services
 from apps.alerts.detectors import DETECTORS
 from apps.alerts.models import Alert, Channel, Notification, Rule
+from apps.classification.health import RATIOS
 
 
 def redacted(url: str) -> str:
@@ -140,6 +141,14 @@ class ChannelAdmin(ScopedModelAdmin):  # a channel may serve several lines: span
             services.channel_enable(channel=channel)
 
 
+# The health thresholds live in one table that every surface reads, not in a rule's parameters.
+THRESHOLD_FIELDS = [field for _, field, _ in RATIOS]
+THRESHOLDS_MOVED = (
+    "%s: the health thresholds are set in Classification > Health thresholds (per business line), "
+    "which the overview, the audit and the month-end checks read too"
+)
+
+
 class RuleForm(forms.ModelForm):
     detector = forms.ChoiceField(choices=[])
 
@@ -163,6 +172,13 @@ class RuleForm(forms.ModelForm):
         detector = DETECTORS.get(self.initial.get("detector", ""))
         if detector is not None:
             self.fields["params"].help_text = f"Defaults: {detector.defaults}"
+
+    def clean_params(self) -> Any:
+        params = self.cleaned_data["params"] or {}
+        moved = sorted(set(params) & set(THRESHOLD_FIELDS))
+        if self.cleaned_data.get("detector") == "health" and moved:
+            raise forms.ValidationError(THRESHOLDS_MOVED % ", ".join(moved))
+        return params
 
 
 @admin.register(Rule)

@@ -46,6 +46,8 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "caller_subject": "caller {name}",
         "unattributed_subject": "(unattributed)",
         "all_lines": "the company",
+        "waste_class": "waste",
+        "shadow_class": "shadow",
     },
     "zh-hans": {
         "spike": "Token 用量突增:{subject}",
@@ -67,6 +69,8 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "caller_subject": "调用方 {name}",
         "unattributed_subject": "(未归属)",
         "all_lines": "全公司",
+        "waste_class": "浪费",
+        "shadow_class": "影子",
     },
 }
 LABELS: dict[str, dict[str, str]] = {
@@ -83,6 +87,7 @@ LABELS: dict[str, dict[str, str]] = {
         "used": "Used",
         "forecast": "Forecast at month end",
         "breaches": "Out of range",
+        "reasons": "Top reasons",
         "effective": "Effective ratio",
         "waste": "Waste rate",
         "cache_hit": "Cache hit rate",
@@ -113,6 +118,7 @@ LABELS: dict[str, dict[str, str]] = {
         "used": "已使用",
         "forecast": "月末预测",
         "breaches": "越界指标",
+        "reasons": "主要原因",
         "effective": "有效 Token 率",
         "waste": "浪费率",
         "cache_hit": "缓存命中率",
@@ -164,8 +170,8 @@ FINDING_KINDS = {
 }
 FINDINGS = {
     "en": {
-        "effective_share_low": "Effective tokens were {share} of {who}'s tokens in {period}: notify the product "
-        "owner to review prompts and output formats.",
+        "effective_share_low": "Effective tokens were {share} of {who}'s computed tokens in {period}: notify the "
+        "product owner to review prompts and output formats.",
         "revenue_missing": "{who} spent {elastic} {currency} on elastic tokens in {period} but no revenue was "
         "entered for it: enter the month's revenue to check elastic spend against it.",
         "elastic_over_revenue": "Elastic token spend of {who} in {period} was {elastic} {currency}, {ratio} of its "
@@ -176,7 +182,7 @@ FINDINGS = {
         "{named}. Review them on the reconciliation page and post adjusting entries.",
     },
     "zh-hans": {
-        "effective_share_low": "{period} {who} 的有效 Token 仅占 {share}:请通知产品负责人检查提示词和输出格式。",
+        "effective_share_low": "{period} {who} 的有效 Token 仅占实际计算 Token 的 {share}:请通知产品负责人检查提示词和输出格式。",
         "revenue_missing": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},但未录入收入:"
         "请录入当月收入,以便对照弹性支出。",
         "elastic_over_revenue": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},占其收入 "
@@ -266,11 +272,28 @@ def window(start_iso: str, end_iso: str) -> str:
 def _figure(key: str, value: Any, language: str) -> str:
     if key == "breaches":
         return ", ".join(LABELS[language].get(name, name) for name in value)
+    if key == "reasons" and isinstance(value, list):
+        return reasons(value, language)
     if key in PERCENT and isinstance(value, int | float):
         return f"{value:.1%}"
     if key in TIMES and isinstance(value, str) and "T" in value:
         return when(value)
     return _value(value) + (UNITS[language].get(key, "") if value is not None else "")
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.1f}".removesuffix(".0") + " %"
+
+
+def reasons(found: list[dict[str, Any]], language: str = "en") -> str:
+    """'waste 66.7 %: timeout 100 %; shadow 9.1 %: spec_rejected 80 %, recompute 20 %': each
+    class out of range, its share of the computed tokens and its top reasons' shares of it."""
+    parts = []
+    for item in found:
+        named = CATALOGUE[language].get(f"{item['class']}_class", item["class"])
+        top = ", ".join(f"{r['reason']} {_pct(r['share'])}" for r in item["top"])
+        parts.append(f"{named} {_pct(item['share'])}" + (f": {top}" if top else ""))
+    return "; ".join(parts)
 
 
 def contributors(top: list[dict[str, Any]]) -> str:

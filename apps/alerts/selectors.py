@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.db import connection
 
 from apps.alerts.detectors.registry import Params, Subject
+from apps.classification.health import threshold_table
 from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import (
     day_of,
@@ -141,6 +142,7 @@ def budget_series(*, params: Params, business_line: str, now: datetime) -> Itera
 
 
 def health_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
+    """Each business line's tokens by reason and its prompt over the window, with its thresholds."""
     from apps.alerts.detectors.money import HealthInput
 
     end = hour_floor(now) + HOUR
@@ -148,24 +150,27 @@ def health_series(*, params: Params, business_line: str, now: datetime) -> Itera
     sql_params: list[Any] = [start, end]
     line_filter = _line_filter(business_line, sql_params)
     sql = (
-        f"SELECT d.business_line, split_part(r.name, '.', 1), sum(c.tokens) FROM {HourlyClass._meta.db_table} c "
+        f"SELECT d.business_line, r.name, sum(c.tokens) FROM {HourlyClass._meta.db_table} c "
         f"JOIN {Reason._meta.db_table} r ON r.id = c.reason_id JOIN {_DIMS} d ON d.id = c.dims_id "
         f"WHERE c.hour >= %s AND c.hour < %s{line_filter} GROUP BY 1, 2"
     )
-    classes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for line, token_class, tokens in _rows(sql, sql_params):
-        classes[line][token_class] += int(tokens)
+    reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for line, reason, tokens in _rows(sql, sql_params):
+        reasons[line][reason] += int(tokens)
     sql = (
         f"SELECT d.business_line, sum(u.prompt), sum(u.prompt_cached) FROM {_USAGE} u "
         f"JOIN {_DIMS} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s{line_filter} GROUP BY 1"
     )
     prompts = {line: (int(p), int(c)) for line, p, c in _rows(sql, sql_params)}
-    for line, by_class in classes.items():
+    table = threshold_table()
+    for line, by_reason in reasons.items():
         if not line:
             continue  # unattributed tokens have a detector of their own
+        by_class: dict[str, int] = defaultdict(int)
+        for reason, tokens in by_reason.items():
+            by_class[reason.split(".", 1)[0]] += tokens
         prompt, cached = prompts.get(line, (0, 0))
-        total = sum(by_class.values())
-        data = HealthInput(total, by_class["effective"], by_class["waste"], by_class["shadow"], prompt, cached)
+        data = HealthInput(dict(by_class), prompt, cached, table.of(line), dict(by_reason))
         link = page_link(start=start, end=end, business_line=line)
         yield Subject(key=line, business_line=line, link=link, window=(start, end), rank_by="waste"), data
 

@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.accounts.admin_scope import ScopedModelAdmin
-from apps.classification.models import Reason, Rule, RuleSet
+from apps.classification.models import HealthThreshold, Reason, Rule, RuleSet
 from apps.classification.services import RuleSetNotEditable, ruleset_activate, ruleset_draft_create
 from apps.common.models import JobRun
 
@@ -73,3 +73,12 @@ class JobRunAdmin(ScopedModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+@admin.register(HealthThreshold)
+class HealthThresholdAdmin(ScopedModelAdmin):
+    """The healthy ranges: the row without a business line is every line's default (a scoped
+    user sees and edits only their lines' overrides)."""
+
+    line_field = "business_line"
+    list_display = ["__str__", "effective_min", "waste_max", "cache_hit_min", "shadow_max", "note"]

@@ -4,6 +4,7 @@ import re
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.accounts.models import CollectorKey
@@ -157,3 +158,35 @@ class DirtyDay(models.Model):
 
     def __str__(self) -> str:
         return self.day.isoformat()
+
+
+def _share(name: str) -> models.DecimalField:
+    return models.DecimalField(
+        max_digits=5,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text=f"{name}, a fraction 0-1; empty: the default row's (or the seeds').",
+    )
+
+
+class HealthThreshold(models.Model):
+    """The healthy range of the four health ratios (apps/classification/health.py). The row
+    without a business line holds the defaults of every line; a line's row overrides the ones
+    it sets. The overview, the health alert, the audit and the month-end checks all read this."""
+
+    business_line = models.CharField(
+        max_length=256, blank=True, unique=True, help_text="Empty: the defaults of every business line."
+    )
+    effective_min = _share("Effective ratio at least")
+    waste_max = _share("Waste rate at most")
+    cache_hit_min = _share("Cache hit rate at least")
+    shadow_max = _share("Shadow ratio at most")
+    note = models.CharField(max_length=300, blank=True, help_text="Why this line differs (an SLA, a batch job).")
+
+    class Meta:
+        ordering = ["business_line"]
+
+    def __str__(self) -> str:
+        return self.business_line or "(every business line)"

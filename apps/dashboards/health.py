@@ -1,6 +1,6 @@
-"""The four health metrics and their thresholds: the health alert detector's parameters (the
-seeds' values, overridden by the enabled health rules for all business lines),
-so the overview and the alerts judge alike."""
+"""The overview's four health cards: each ratio (apps/classification/health.py, the definition
+every surface reads) against the thresholds of the business line shown (the one thresholds
+table, which the health alert, the audit and the month-end checks read too)."""
 
 from __future__ import annotations
 
@@ -8,41 +8,42 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
+from apps.classification.health import RATIOS, Thresholds, thresholds_for
 from apps.dashboards.selectors import Health
 
-# (ratio, label, threshold parameter, at least / at most, class to drill into)
-METRICS = (
-    ("effective", _("Effective ratio"), "effective_min", "min", "effective"),
-    ("waste", _("Waste rate"), "waste_max", "max", "waste"),
-    ("cache_hit", _("Cache hit rate"), "cache_hit_min", "min", "cache"),
-    ("shadow", _("Shadow ratio"), "shadow_max", "max", "shadow"),
-)
+# Per ratio: its label, the name of its headline figure (data-figure) and the class to drill into.
+SHOWN = {
+    "effective": (_("Effective ratio"), "effective_ratio", "effective"),
+    "waste": (_("Waste rate"), "waste_rate", "waste"),
+    "cache_hit": (_("Cache hit rate"), "cache_hit_rate", "cache"),
+    "shadow": (_("Shadow ratio"), "shadow_ratio", "shadow"),
+}
 
 
-def health_thresholds() -> dict[str, Any]:
-    from apps.alerts.detectors import DETECTORS
-    from apps.alerts.models import Rule
-
-    params = dict(DETECTORS["health"].defaults)
-    for overrides in (
-        Rule.objects.filter(detector="health", enabled=True, business_line="")
-        .order_by("pk")
-        .values_list("params", flat=True)
-    ):
-        params.update({k: v for k, v in overrides.items() if k in params})  # the newest rule's value wins
-    return params
+def thresholds_shown(*, dims: dict[str, str], lines: list[str] | None) -> Thresholds:
+    """The thresholds of the one business line the page shows (chosen in the filters, or the
+    reader's only line), else the defaults of every line."""
+    chosen = dims.get("business_line") or (lines[0] if lines is not None and len(lines) == 1 else "")
+    return thresholds_for(chosen)
 
 
-def metric_states(found: Health) -> list[dict[str, Any]]:
+def metric_states(found: Health, thresholds: Thresholds) -> list[dict[str, Any]]:
     """Each metric's value, threshold and state: ok, breach, or none without tokens."""
-    thresholds = health_thresholds()
+    ratios = found.ratios
     states = []
-    for name, label, param, bound, drill in METRICS:
-        value, limit = found.ratio(name), float(thresholds[param])
-        if value is None:
-            state = "none"
-        else:
-            state = "ok" if (value >= limit if bound == "min" else value <= limit) else "breach"
-        found_state = {"name": name, "label": label, "value": value, "limit": limit, "bound": bound}
-        states.append({**found_state, "state": state, "drill": drill})
+    for name, _field, bound in RATIOS:
+        label, figure, drill = SHOWN[name]
+        value = ratios.get(name)
+        states.append(
+            {
+                "name": name,
+                "label": label,
+                "figure": figure,
+                "value": value,
+                "limit": float(thresholds.limit(name)),
+                "bound": bound,
+                "state": thresholds.state(name, value),
+                "drill": drill,
+            }
+        )
     return states

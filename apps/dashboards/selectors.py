@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
+from apps.classification.health import Ratios, ratios_of
 from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
 from apps.common.replica import read_connection
@@ -213,10 +214,10 @@ class Health:
     prompt: int
     prompt_cached: int
 
-    def ratio(self, name: str) -> float | None:
-        if name == "cache_hit":
-            return self.prompt_cached / self.prompt if self.prompt else None
-        return self.by_class.get(name, 0) / self.total if self.total else None
+    @property
+    def ratios(self) -> Ratios:
+        """The four health ratios, as apps/classification/health.py defines them for every surface."""
+        return ratios_of(by_class=self.by_class, prompt=self.prompt, prompt_cached=self.prompt_cached)
 
 
 def health(*, flt: Filters, lines: list[str] | None) -> Health:

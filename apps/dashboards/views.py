@@ -24,7 +24,7 @@ from apps.common.labels import label
 from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, PRESETS, RANGES, Filters, filters_from, groups
-from apps.dashboards.health import metric_states
+from apps.dashboards.health import metric_states, thresholds_shown
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import TOKEN_FIELDS, Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, dim_values, records_list
@@ -97,7 +97,10 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = _context(
         request,
         flt,
-        metrics=[{**state, "href": waste + flt.query(token_class=state["drill"])} for state in metric_states(found)],
+        metrics=[
+            {**state, "href": waste + flt.query(token_class=state["drill"])}
+            for state in metric_states(found, thresholds_shown(dims=flt.dims, lines=lines))
+        ],
         total=found.total,
         records_yet=found.total > 0 or selectors.records_exist(lines=lines),
         classes=classes,

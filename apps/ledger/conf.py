@@ -17,8 +17,7 @@ DEFAULTS: dict[str, Any] = {
     # accrue_recent looks at the months holding the last few days and every open month this recent.
     "LEDGER_RECENT_DAYS": 3,
     "LEDGER_OPEN_LOOKBACK_DAYS": 62,
-    # Month-end checks (seed 003).
-    "LEDGER_EFFECTIVE_SHARE_MIN": Decimal("0.70"),
+    # Month-end checks (seed 003); the effective ratio's threshold is the health thresholds table's.
     "LEDGER_ELASTIC_REVENUE_MAX": Decimal("0.03"),
     "LEDGER_STRUCTURAL_ZERO_MONTHS": 2,
     # FOCUS export identity.

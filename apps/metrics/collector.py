@@ -15,6 +15,7 @@ from django.conf import settings
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from apps.classification.health import RATIOS, ratios_of
 from apps.ledger.budget_state import budget_states
 from apps.metrics.budgets import budget_families
 from apps.metrics.selectors import Snapshot, platform_snapshot
@@ -41,20 +42,19 @@ def _windowed(
 def _health(shot: Snapshot) -> GaugeMetricFamily:
     family = GaugeMetricFamily(
         "costplatform_health_ratio_24h",
-        "Health ratios over the 24 h rollup window: effective, waste and shadow tokens over all processed "
-        "tokens, cache_hit = cached over all prompt tokens. Absent with no tokens.",
+        "Health ratios over the 24 h rollup window: effective, waste and shadow tokens over the computed "
+        "tokens (all but the cache class), cache_hit = cached over all prompt tokens. Absent with no tokens.",
         labels=["ratio"],
     )
     by_class: dict[str, int] = {}
     for token_class, _reason, _model, _line, _hour, day in shot.tokens:
         by_class[token_class] = by_class.get(token_class, 0) + day
-    total = sum(by_class.values())
-    if total:
-        for name in ("effective", "waste", "shadow"):
-            family.add_metric([name], by_class.get(name, 0) / total)
     prompt, cached = shot.prompt
-    if prompt:
-        family.add_metric(["cache_hit"], cached / prompt)
+    ratios = ratios_of(by_class=by_class, prompt=prompt, prompt_cached=cached)
+    for name, _field, _bound in RATIOS:
+        value = ratios.get(name)
+        if value is not None:
+            family.add_metric([name], value)
     return family
 
 

@@ -9,6 +9,7 @@ from apps.alerts.detectors import DETECTORS
 from apps.alerts.detectors.money import BudgetInput, HealthInput
 from apps.alerts.detectors.ops import CountInput, SeenInput
 from apps.alerts.detectors.usage import ShareInput, SpikeInput
+from apps.classification.health import SEEDS, Thresholds
 
 
 def detect(name: str, series, **params):
@@ -59,15 +60,58 @@ def test_it_fires_budget_levels_and_the_forecast():
     assert detect("budget", BudgetInput(Decimal("1200"), Decimal("1000"), 0.9, "CNY")).critical
 
 
+def health_input(effective: int, waste: int, shadow: int, cache: int, prompt: int, cached: int, **more) -> HealthInput:
+    by_class = {"effective": effective, "waste": waste, "shadow": shadow, "cache": cache}
+    return HealthInput(by_class, prompt, cached, more.pop("thresholds", SEEDS), more.pop("by_reason", {}))
+
+
 def test_it_fires_health_breaches_at_the_seed_thresholds():
-    healthy = HealthInput(
-        total=1_000_000, effective=800_000, waste=100_000, shadow=50_000, prompt=600_000, prompt_cached=400_000
-    )
+    # Of the 800,000 computed tokens (all but the 200,000 cached): effective 85 %, waste 10 %, shadow 5 %.
+    healthy = health_input(680_000, 80_000, 40_000, 200_000, prompt=300_000, cached=200_000)
     assert not detect("health", healthy).firing
-    wasteful = HealthInput(1_000_000, 700_000, 200_000, 90_000, 600_000, 300_000)
+    # Computed 900,000: effective 64.4 %, waste 22.2 %, shadow 13.3 %; cache hit 100,000 / 600,000.
+    wasteful = health_input(580_000, 200_000, 120_000, 100_000, prompt=600_000, cached=100_000)
     result = detect("health", wasteful)
     assert result.firing and result.figures["breaches"] == ["effective", "waste", "cache_hit", "shadow"]
-    assert not detect("health", HealthInput(1_000, 100, 900, 0, 1_000, 0)).firing  # too few tokens
+    assert result.figures["effective"] == "64.4%" and result.figures["waste"] == "22.2%"
+    assert not detect("health", health_input(100, 900, 0, 0, 1_000, 0)).firing  # too few tokens
+
+
+def test_a_line_that_caches_well_and_computes_well_is_healthy():
+    # 65 % of the prompt from the cache, 96 % of what was computed effective: cached tokens are
+    # neither effective nor waste, so all four ratios are in range (by all tokens, effective
+    # would be far under 75 %).
+    prompt, cached = 1_000_000, 650_000
+    computed = 600_000  # 350,000 uncached prompt + 250,000 completion
+    found = health_input(576_000, 18_000, 6_000, cached, prompt=prompt, cached=cached)
+    result = detect("health", found)
+    assert 576_000 / (computed + cached) < 0.75
+    assert not result.firing, result.figures
+    assert (result.figures["effective"], result.figures["cache_hit"]) == ("96.0%", "65.0%")
+
+
+def test_it_judges_a_line_by_its_own_thresholds():
+    # A batch line that settled at 72 % effective (its latency SLA) has its own row.
+    found = health_input(730, 200, 70, 0, prompt=1_000, cached=700)
+    assert detect("health", found, min_tokens=0).figures["breaches"] == ["effective", "waste"]
+    own = Thresholds(effective_min=Decimal("0.70"), waste_max=Decimal("0.25"))
+    assert not detect("health", health_input(730, 200, 70, 0, 1_000, 700, thresholds=own), min_tokens=0).firing
+
+
+def test_it_names_the_top_reasons_of_the_waste_and_shadow_out_of_range():
+    reasons = {"waste.timeout": 300, "waste.duplicate": 100, "shadow.spec_rejected": 50, "effective.output": 550}
+    found = health_input(550, 400, 50, 0, prompt=1_000, cached=800, by_reason=reasons)
+    result = detect("health", found, min_tokens=0)
+    assert result.figures["breaches"] == ["effective", "waste"]
+    waste = {
+        "class": "waste",
+        "share": 0.4,
+        "top": [{"reason": "timeout", "share": 0.75}, {"reason": "duplicate", "share": 0.25}],
+    }
+    shadow = {"class": "shadow", "share": 0.05, "top": [{"reason": "spec_rejected", "share": 1.0}]}
+    assert result.figures["reasons"] == [waste, shadow]  # effective is low: both named, in range or not
+    only_waste = health_input(850, 150, 0, 0, prompt=1_000, cached=800, by_reason={"waste.timeout": 150})
+    assert detect("health", only_waste, min_tokens=0).figures.get("reasons") is None  # all in range
 
 
 def test_it_fires_when_the_unattributed_share_grows():

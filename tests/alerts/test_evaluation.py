@@ -151,6 +151,23 @@ def test_it_reads_health_ratios_from_the_class_rollup():
     usage(HOUR, 8000)
     [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
     assert fired.figures["breaches"] == ["effective", "waste", "cache_hit"]
+    assert fired.figures["reasons"] == [{"class": "waste", "share": 0.4, "top": [{"reason": "failed", "share": 1.0}]}]
+
+
+def test_it_judges_each_line_by_its_row_of_the_thresholds_table():
+    from apps.classification.models import HealthThreshold
+
+    rule = factories.alert_rule("health", params={"min_tokens": 1000})
+    for line, effective, waste in (("search", 7000, 3000), ("batch", 7000, 3000)):
+        dims = {"business_line": line}
+        factories.dimset(dims)
+        factories.hourly_class(hour=HOUR, tokens=effective, reason="effective.input", dims=dims)
+        factories.hourly_class(hour=HOUR, tokens=waste, reason="waste.timeout", dims=dims)
+        usage(HOUR, 8000, business_line=line)  # nothing from the cache
+    HealthThreshold.objects.create(business_line="batch", effective_min="0.65", waste_max="0.35", cache_hit_min="0")
+    fired = rule_evaluate(rule_id=rule.id, now=NOW)
+    assert [(a.subject, a.figures["breaches"]) for a in fired] == [("search", ["effective", "waste", "cache_hit"])]
+    assert fired[0].figures["_limits"]["effective"] == "≥ 75%"
 
 
 def test_it_fires_when_unattributed_tokens_grow():

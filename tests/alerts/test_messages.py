@@ -108,7 +108,7 @@ def ledger_finding() -> Alert:
         period=NOW.date().replace(day=1, month=10),
         business_line="search",
         figures={"tokens": {"effective": 62, "waste": 38}, "share": "0.6200"},
-        message="Effective tokens were 62.00 % of search's tokens in 2026-10 (healthy: at least 70.00 %): ...",
+        message="Effective tokens were 62.00 % of search's computed tokens in 2026-10 (healthy: at least 75.0 %): ...",
     )
     [event] = rule_evaluate(rule_id=factories.alert_rule("ledger_finding").id, now=NOW)
     return event
@@ -232,6 +232,9 @@ def test_health_names_its_breaches_and_thresholds_in_the_channels_language():
     assert "**Effective ratio**: 60.0% (threshold ≥ 75%)" in english
     assert "**越界指标**: 有效 Token 率, 浪费率, 缓存命中率" in chinese
     assert "**浪费率**: 40.0% (阈值 ≤ 15%)" in chinese
+    # which waste it is: the reasons' shares of the class
+    assert "**Top reasons**: waste 40 %: failed 100 %" in english
+    assert "**主要原因**: 浪费 40 %: failed 100 %" in chinese
     # the waste of the window, by where it came from
     assert "qwen2.5-7b-instruct · rank 75.0%, qwen2.5-7b-instruct · plan 25.0%" in english
 
@@ -249,8 +252,8 @@ def test_a_month_end_finding_is_written_in_the_channels_language():
     alert = ledger_finding()
     chinese = text_of(alert, "zh-hans")
     assert "月末检查:2026-10 有效 Token 占比偏低 search" in chinese
-    assert "2026-10 search 的有效 Token 仅占 62.0%" in chinese
-    assert "Effective tokens were 62.0% of search's tokens in 2026-10" in text_of(alert, "en")
+    assert "2026-10 search 的有效 Token 仅占实际计算 Token 的 62.0%" in chinese
+    assert "Effective tokens were 62.0% of search's computed tokens in 2026-10" in text_of(alert, "en")
 
 
 def test_a_broadcast_is_sent_in_the_channels_language_when_the_caller_gave_it():

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import Client
 
-from apps.alerts.models import Rule
+from apps.classification.models import HealthThreshold
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -27,18 +27,28 @@ def test_it_shows_the_health_metrics_against_their_thresholds(traffic, as_user) 
 
     cards = dict(re.findall(r'class="card (\w+)" data-metric="(\w+)"', page)[i][::-1] for i in range(4))
     assert cards == {"effective": "breach", "waste": "breach", "cache_hit": "breach", "shadow": "ok"}
-    assert "53.2%" in page and "19.0%" in page and "32.0%" in page  # 2936, 1048 of 5520; 1536 of 4800
+    # Of the 3,984 tokens computed in each moment (5,520 less the 1,536 served from the cache):
+    # effective 2,936, waste 1,048; the cache hit is 1,536 of the 4,800 prompt tokens.
+    assert "73.7%" in page and "26.3%" in page and "32.0%" in page
+    figures = dict(re.findall(r'data-figure="(\w+)" data-value="([^"]+)"', page))
+    assert float(figures["effective_ratio"]) == 2936 / 3984 and float(figures["waste_rate"]) == 1048 / 3984
+    assert float(figures["cache_hit_rate"]) == 1536 / 4800 and float(figures["shadow_ratio"]) == 0
     assert 'src="/finance/plotly.min.js"' in page and "Plotly.newPlot" in page and "tokens-by-class" in page
     assert "16,560" in page
 
 
-def test_it_judges_against_the_health_rules_thresholds(traffic, as_user) -> None:
-    Rule.objects.create(name="health", detector="health", params={"effective_min": 0.5, "cache_hit_min": 0.3})
+def test_it_judges_against_the_thresholds_table_and_the_shown_lines_row(traffic, as_user) -> None:
+    HealthThreshold.objects.filter(business_line="").update(effective_min="0.70", cache_hit_min="0.30")
+    HealthThreshold.objects.create(business_line="search", waste_max="0.50", cache_hit_min="0.10")
 
     page = as_user("engineer").get("/overview/").content.decode()
+    search = as_user("engineer").get("/overview/?dims.business_line=search").content.decode()
 
-    assert re.search(r'class="card ok" data-metric="effective"', page)
-    assert re.search(r'class="card ok" data-metric="cache_hit"', page)
+    cards = dict(reversed(pair) for pair in re.findall(r'class="card (\w+)" data-metric="(\w+)"', page))
+    assert cards == {"effective": "ok", "waste": "breach", "cache_hit": "ok", "shadow": "ok"}
+    # search: its own waste limit, the defaults row's effective limit
+    cards = dict(reversed(pair) for pair in re.findall(r'class="card (\w+)" data-metric="(\w+)"', search))
+    assert cards["waste"] == "ok" and "healthy at or below 50.0%" in search and "at or above 70.0%" in search
 
 
 @pytest.mark.parametrize(("role", "money"), [("finance", True), ("admin", True), ("engineer", False)])

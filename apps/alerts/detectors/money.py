@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from apps.alerts.detectors.registry import DetectionResult, Params, register_detector
+from apps.classification.health import RATIOS, Ratios, Thresholds, ratios_of
 
 
 @dataclass(frozen=True)
@@ -46,53 +48,46 @@ def budget(series: BudgetInput, p: Params) -> DetectionResult:
 
 @dataclass(frozen=True)
 class HealthInput:
-    total: int  # classified tokens in the window
-    effective: int
-    waste: int
-    shadow: int
+    by_class: dict[str, int]  # classified tokens in the window, by class
     prompt: int
     prompt_cached: int
+    thresholds: Thresholds  # the business line's (the one thresholds table)
+    # Tokens by reason (waste.timeout, shadow.spec_rejected, ...) of the waste and shadow classes.
+    by_reason: dict[str, int] = field(default_factory=dict)
 
 
-@register_detector(
-    "health",
-    source="health_series",
-    defaults={
-        "window_hours": 24,
-        "min_tokens": 100_000,
-        "effective_min": 0.75,
-        "waste_max": 0.15,
-        "cache_hit_min": 0.60,
-        "shadow_max": 0.08,
-    },
-)
+@register_detector("health", source="health_series", defaults={"window_hours": 24, "min_tokens": 100_000})
 def health(series: HealthInput, p: Params) -> DetectionResult:
-    """The seeds' healthy thresholds: effective >= 75 %, waste <= 15 %, cache hit >= 60 %,
-    shadow <= 8 %. Fires when any is out of range over the window (with enough tokens)."""
-    if series.total < p["min_tokens"]:
+    """The four health ratios (apps/classification/health.py) against the business line's
+    thresholds (the seeds': effective >= 75 %, waste <= 15 %, shadow <= 8 % of the computed
+    tokens, cache hit >= 60 % of the prompt). Fires when any is out of range over the window
+    (with enough tokens), naming the top reasons of the waste and shadow it found."""
+    if sum(series.by_class.values()) < p["min_tokens"]:
         return DetectionResult(firing=False)
-    ratios = {
-        "effective": series.effective / series.total,
-        "waste": series.waste / series.total,
-        "cache_hit": series.prompt_cached / series.prompt if series.prompt else 1.0,
-        "shadow": series.shadow / series.total,
-    }
-    breaches = [
-        name
-        for name, bad in (
-            ("effective", ratios["effective"] < p["effective_min"]),
-            ("waste", ratios["waste"] > p["waste_max"]),
-            ("cache_hit", ratios["cache_hit"] < p["cache_hit_min"]),
-            ("shadow", ratios["shadow"] > p["shadow_max"]),
-        )
-        if bad
-    ]
-    figures: dict[str, object] = {name: f"{value:.1%}" for name, value in ratios.items()}
+    ratios = ratios_of(by_class=series.by_class, prompt=series.prompt, prompt_cached=series.prompt_cached)
+    breaches = series.thresholds.breaches(ratios)
+    shown = {name: ratios.get(name) for name, _, _ in RATIOS}
+    figures: dict[str, object] = {name: f"{value:.1%}" for name, value in shown.items() if value is not None}
     figures["breaches"] = breaches
+    reasons = top_reasons(series, ratios, breaches)
+    if reasons:
+        figures["reasons"] = reasons
     figures["_limits"] = {
-        "effective": f"≥ {p['effective_min']:.0%}",
-        "waste": f"≤ {p['waste_max']:.0%}",
-        "cache_hit": f"≥ {p['cache_hit_min']:.0%}",
-        "shadow": f"≤ {p['shadow_max']:.0%}",
+        name: f"{'≥' if bound == 'min' else '≤'} {series.thresholds.limit(name):.0%}" for name, _, bound in RATIOS
     }
     return DetectionResult(firing=bool(breaches), figures=figures)
+
+
+def top_reasons(series: HealthInput, ratios: Ratios, breaches: list[str], top: int = 3) -> list[dict[str, Any]]:
+    """What on-call asks first: which waste (timeouts? duplicates?) or shadow it is. For the
+    waste rate and shadow ratio out of range (both when the effective ratio is low), the class's
+    share of the computed tokens and its `top` reasons with their shares of the class."""
+    named = [c for c in ("waste", "shadow") if c in breaches or ("effective" in breaches and series.by_class.get(c))]
+    found = []
+    for token_class in named:
+        total = series.by_class.get(token_class, 0)
+        of_class = [(n.split(".", 1)[1], t) for n, t in series.by_reason.items() if n.startswith(f"{token_class}.")]
+        reasons = sorted(of_class, key=lambda item: (-item[1], item[0]))
+        shares = [{"reason": name, "share": round(tokens / total, 4)} for name, tokens in reasons[:top] if tokens > 0]
+        found.append({"class": token_class, "share": round(ratios.get(token_class) or 0.0, 4), "top": shares})
+    return found

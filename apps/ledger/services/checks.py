@@ -1,7 +1,8 @@
 """Month-end checks (seed 003), run at close and stored as findings for the alerts app:
 
-- effective share of a business line's tokens < LEDGER_EFFECTIVE_SHARE_MIN (70 %) ->
-  notify the product owner (also for the company as a whole, business line "");
+- effective ratio of a business line's computed tokens below the line's threshold (the health
+  thresholds table, apps/classification/health.py: 75 % by default) -> notify the product owner
+  (also for the company as a whole, business line "", against the defaults);
 - elastic spend > LEDGER_ELASTIC_REVENUE_MAX (3 %) of the month's revenue -> degradation
   audit (no revenue entered while there is elastic spend -> a finding asking for it);
 - structural spend = 0 for LEDGER_STRUCTURAL_ZERO_MONTHS (2) months running, for a business
@@ -22,6 +23,7 @@ from typing import Any
 
 from django.db.models import F, Sum
 
+from apps.classification.health import ratios_of, threshold_table
 from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.ingest.models import DimSet
@@ -84,12 +86,15 @@ def _effective_share(month: date) -> list[Finding]:
     for bl, token_class, count in rows:
         tokens[bl][token_class] += int(count)
         tokens[""][token_class] += int(count)
-    minimum = Decimal(conf.get("LEDGER_EFFECTIVE_SHARE_MIN"))
+    table = threshold_table()
     findings = []
     for bl, by_class in sorted(tokens.items()):
-        total = sum(by_class.values())
-        share = Decimal(by_class.get("effective", 0)) / total if total else Decimal(1)
-        if share < minimum:
+        # The effective ratio as every surface reads it (of the computed tokens), against the
+        # line's threshold (the company as a whole: the defaults).
+        thresholds = table.of(bl)
+        ratio = ratios_of(by_class=by_class, prompt=0, prompt_cached=0).effective
+        if ratio is not None and thresholds.state("effective", ratio) == "breach":
+            share, minimum = Decimal(repr(ratio)), thresholds.effective_min
             who = bl or "the company"
             findings.append(
                 Finding(
@@ -98,7 +103,7 @@ def _effective_share(month: date) -> list[Finding]:
                     period=month,
                     business_line=bl,
                     figures={"tokens": dict(sorted(by_class.items())), "share": str(share.quantize(Decimal("0.0001")))},
-                    message=f"Effective tokens were {_pct(share)} of {who}'s tokens in {month:%Y-%m} "
+                    message=f"Effective tokens were {_pct(share)} of {who}'s computed tokens in {month:%Y-%m} "
                     f"(healthy: at least {_pct(minimum)}): notify the product owner to review prompts and "
                     "output formats.",
                 )
