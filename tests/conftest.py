@@ -121,7 +121,8 @@ def _migrated_apps() -> Any:
 
 def seeded_defaults() -> None:
     """What the data migrations write (the built-in reasons and rule set, the chart of accounts,
-    the default alert rules), written again where a transactional test's flush removed it."""
+    the default alert rules, the health thresholds' defaults row), written again where a
+    transactional test's flush removed it."""
     apps = _migrated_apps()
 
     def migration(name: str) -> Any:
@@ -133,6 +134,8 @@ def seeded_defaults() -> None:
     if not apps.get_model("ledger", "Account").objects.exists():
         apps.get_model("ledger", "ConfigVersion").objects.get_or_create(id=1)
         migration("ledger.0003_seed_chart").seed(apps, None)
+    if not apps.get_model("classification", "HealthThreshold").objects.exists():
+        migration("classification.0010_health_threshold").seed_defaults(apps, None)
     if not apps.get_model("alerts", "Rule").objects.exists():
         migration("alerts.0002_default_rules").create(apps, None)
         migration("alerts.0003_rule_every").set_every(apps, None)
