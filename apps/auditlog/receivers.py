@@ -31,6 +31,8 @@ AUDITED = (
     "ledger.Supplier",
     "ledger.BillAdjustment",
     "ledger.ExchangeRate",
+    "ledger.IdlePolicy",
+    "ledger.ReservedShare",
     "audits.ModelDowngrade",
     "accounts.CollectorKey",
     "accounts.UserScope",

@@ -19,7 +19,8 @@ corrections of the closed period they adjust).
   amount itself). x_ExchangeRate and x_ExchangeRateSource name the rate that converted it
   (empty when nothing was converted).
 - Tags: the dims every usage row of the line shares (user-defined, unprefixed) plus
-  provider-defined tags prefixed "costplatform/" (account, cost centre, pool).
+  provider-defined tags prefixed "costplatform/" (account, cost centre, pool, and the idle
+  policy of an idle line when it is not showback: docs/ledger.md, "Idle capacity").
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _line_row(line: JournalLine) -> dict[str, str]:
         hours = Decimal(line.basis.get("idle_hours", 0))
         resource, resource_type, unit = f"pool:{line.pool.name if line.pool else '?'}", "GPU Pool", "Hours"
         consumed, pricing, pricing_unit = hours, hours, "Hours"
-    what = f"{line.tokens} tokens of {resource}" if line.model is not None else f"idle capacity of {resource}"
+    what = f"{line.tokens} tokens of {resource}" if line.model is not None else _idle_what(line, resource)
     return {
         "BilledCost": amount,
         "BillingCurrency": line.currency,
@@ -187,6 +188,15 @@ def _line_row(line: JournalLine) -> dict[str, str]:
     }
 
 
+def _idle_what(line: JournalLine, resource: str) -> str:
+    policy = line.basis.get("idle_policy")
+    if policy is None:  # showback
+        return f"idle capacity of {resource}"
+    if Decimal(line.basis.get("idle_allocated", 0)):
+        return f"allocated idle capacity of {resource} (idle policy {policy})"
+    return f"idle capacity of {resource} left to the platform (idle policy {policy})"
+
+
 def _pricing_currency(line: JournalLine, amount: str) -> dict[str, str]:
     if line.original_currency is None or line.original_amount is None:
         return {
@@ -209,6 +219,8 @@ def _tags(line: JournalLine) -> dict[str, Any]:
     tags[f"{TAG_PREFIX}cost_centre"] = line.cost_centre
     if line.pool is not None:
         tags[f"{TAG_PREFIX}pool"] = line.pool.name
+    if "idle_policy" in line.basis:  # idle shared out by a policy other than showback
+        tags[f"{TAG_PREFIX}idle_policy"] = line.basis["idle_policy"]
     return tags
 
 

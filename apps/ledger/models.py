@@ -571,3 +571,6 @@ class BudgetOverride(models.Model):
 
 # Bill reconciliation's models, loaded with the ledger's (their app is the ledger).
 from apps.ledger.reconciliation.models import Bill, BillAdjustment, BillLine, BillRowError, Supplier  # noqa: E402, F401
+
+# Who pays for idle capacity: the policy and the reserved shares (apps/ledger/idle/).
+from apps.ledger.idle.models import IdlePolicy, ReservedShare  # noqa: E402, F401

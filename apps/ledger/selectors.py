@@ -14,12 +14,14 @@ from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
 from apps.accounts.models import CollectorKey
 from apps.classification.models import HourlyClass
-from apps.common.buckets import month_of, next_month
+from apps.common.buckets import day_of, month_days, month_of, next_month
 from apps.common.replica import read_connection
 from apps.ledger import conf
+from apps.ledger.idle.allocation import SHOWBACK, IdlePart, idle_parts, policy_in_force
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
-from apps.ledger.services.accrual import PRICED_HOURS_FROM, month_window
+from apps.ledger.services.accrual import PRICED_HOURS_FROM, MonthWindow, month_window
+from apps.ledger.services.rates import functional_currency, rates_between
 
 ZERO = Decimal(0)
 
@@ -182,7 +184,9 @@ def line_usage(*, line: JournalLine) -> dict[str, Any]:
         return {"line": line.pk, "rows": [], "note": "the payable side: drill down from the expense lines"}
     start, end = month_window(month_of(line.day)).bounds(line.day)
     if line.model_id is None and line.pool_id is not None:
-        return {"line": line.pk, "rows": _idle_rows(line, start, end), "stale": False}
+        policy = policy_in_force(month_of(line.day))
+        stale = line.basis.get("idle_policy", SHOWBACK) != policy  # booked under another idle policy
+        return {"line": line.pk, "rows": _idle_rows(line, start, end), "idle_policy": policy, "stale": stale}
     mapping = mapping_load()
     with read_connection().cursor() as cursor:
         cursor.execute(
@@ -248,9 +252,15 @@ def _records_url(hour: datetime, line: JournalLine, business_line: str) -> str:
 
 
 def _idle_rows(line: JournalLine, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """The pool-hours of an idle line, each with `share`: the part of its idle the policy in force
+    gives the line's cost centre (as priced, before any conversion)."""
     from apps.pricing.models import PoolIdleHour
 
     hours = PoolIdleHour.objects.filter(pool_id=line.pool_id, hour__gte=start, hour__lt=end).order_by("hour")
+    shares: dict[datetime, Decimal] = defaultdict(Decimal)
+    for part in idle_parts(start=start, end=end, month=month_of(line.day)):
+        if part.pool_id == line.pool_id and part.cost_centre == line.cost_centre:
+            shares[part.hour] += part.amount
     return [
         {
             "hour": h.hour,
@@ -258,6 +268,7 @@ def _idle_rows(line: JournalLine, start: datetime, end: datetime) -> list[dict[s
             "pool_cost": h.pool_cost,
             "allocated": h.allocated,
             "idle": h.idle,
+            "share": shares[h.hour],
             "utilisation": h.utilisation,
             "currency": h.currency,
         }
@@ -367,3 +378,77 @@ def spend_trend(*, start: date, end: date, business_lines: list[str] | None = No
         }
         for r in rows
     ]
+
+
+# --- idle capacity by the policy in force --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdleByLine:
+    """A window's idle capacity in the books' currency per cost centre, as the accrual books it:
+    what the idle policy gave each line, and under the idle cost centre (LEDGER_IDLE_COST_CENTRE)
+    what stays a platform cost. Exact: whole smallest units for pools priced in the books'
+    currency; a pool priced in another is converted at its day's rate, as the accrual does."""
+
+    currency: str
+    by_line: dict[str, Decimal]  # cost centre -> its idle (the platform's part included in its cost centre's)
+    platform: Decimal  # of the total: kept as a platform cost
+    policies: dict[str, str]  # month (YYYY-MM) -> the policy its hours were shared out by
+    # Idle priced in a currency its day has no exchange rate for: not in the figures (currency -> amount).
+    unconverted: dict[str, Decimal]
+
+    @property
+    def total(self) -> Decimal:
+        return sum(self.by_line.values(), ZERO)
+
+    @property
+    def allocated(self) -> Decimal:
+        """Of the total: given to business lines by the policy."""
+        return self.total - self.platform
+
+
+_EXACT = Decimal(1).scaleb(-12)
+
+
+def idle_by_line(*, start: datetime, end: datetime, business_lines: list[str] | None = None) -> IdleByLine:
+    """The idle capacity of the ended pool-hours in [start, end) by cost centre, shared out by the
+    idle policy of each hour's month (apps/ledger/idle/allocation.py, the computation the accrual
+    books), for the cost centres `business_lines` (None: every one). Any window: an hour, a day,
+    a month; over a month's window (month_window) it equals the month's idle-account lines."""
+    functional = functional_currency()
+    by_line: dict[str, Decimal] = defaultdict(Decimal)
+    unconverted: dict[str, Decimal] = defaultdict(Decimal)
+    platform, policies = ZERO, {}
+    for month in months_between(day_of(start) - timedelta(days=1), day_of(end) + timedelta(days=1)):
+        window = month_window(month)
+        lo, hi = max(start, window.start), min(end, window.end)
+        if lo >= hi:
+            continue
+        policies[f"{month:%Y-%m}"] = policy_in_force(month)
+        days = month_days(month)
+        rates = rates_between(start=days[0], end=days[-1] + timedelta(days=1))
+        for (day, currency, cc), (amount, kept) in _idle_by_day(idle_parts(start=lo, end=hi, month=month), window):
+            if business_lines is not None and cc not in business_lines:
+                continue
+            rate = Decimal(1) if currency == functional else getattr(rates.get(day, {}).get(currency), "rate", None)
+            if rate is None:
+                unconverted[currency] += amount
+                continue
+            by_line[cc] += (amount * rate).quantize(_EXACT)
+            platform += (kept * rate).quantize(_EXACT)
+    return IdleByLine(functional, dict(by_line), platform, policies, {c: v for c, v in unconverted.items() if v})
+
+
+_IdleSums = list[tuple[tuple[date, str, str], tuple[Decimal, Decimal]]]
+
+
+def _idle_by_day(parts: list[IdlePart], window: MonthWindow) -> _IdleSums:
+    """Parts summed per (accounting day, currency, cost centre): (amount, of it the platform's)."""
+    days = month_days(window.month)
+    sums: dict[tuple[date, str, str], list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
+    for part in parts:
+        day = min(max(part.hour.astimezone(window.zone).date(), days[0]), days[-1])
+        found = sums[(day, part.currency, part.cost_centre)]
+        found[0] += part.amount
+        found[1] += ZERO if part.allocated else part.amount
+    return [(k, (v[0], v[1])) for k, v in sorted(sums.items())]

@@ -202,3 +202,31 @@ def allocate(*, pool_cost: Decimal, weights: Sequence[Decimal], capacity: int, p
         used=sum(weights, Decimal(0)),
         utilisation=(Decimal(used.numerator) / Decimal(used.denominator) / capacity).quantize(Decimal("0.000001")),
     )
+
+
+def idle_split(
+    *, idle: Decimal, weights: Mapping[str, Decimal], places: int, whole: Decimal | None = None
+) -> tuple[dict[str, Decimal], Decimal]:
+    """Share a pool-hour's idle cost among business lines: in proportion to `weights` (their
+    use of the pool that hour), or, with `whole`, each by its weight's share of `whole` (reserved
+    shares out of 100 %), what the weights leave (whole - their sum) staying with the platform.
+
+    Returns (each line's part, the platform's part), in whole smallest units of the currency:
+    largest remainder over the lines in name order with the platform's rest last, so the parts
+    and the platform's add up to `idle` exactly. No weight at all leaves everything to the
+    platform (an hour nobody used)."""
+    units = Fraction(idle) * 10**places
+    if units.denominator != 1 or units < 0:
+        raise ValueError(f"idle {idle} is not a whole number of 10^-{places} units")
+    names = sorted(name for name, w in weights.items() if w)
+    fractions = [Fraction(weights[name]) for name in names]
+    if any(w < 0 for w in fractions):
+        raise ValueError("weights must not be negative")
+    used = sum(fractions, Fraction(0))
+    rest = Fraction(0) if whole is None else Fraction(whole) - used
+    if rest < 0:
+        raise ValueError(f"the weights add up to {used}, more than the whole {whole}")
+    if not fractions:
+        return {}, idle
+    *parts, platform = (Decimal(s).scaleb(-places) for s in largest_remainder(int(units), [*fractions, rest]))
+    return dict(zip(names, parts, strict=True)), platform

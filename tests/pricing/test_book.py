@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.pricing.book import PriceBook, VersionTerms, allocate, largest_remainder, match_rank
+from apps.pricing.book import PriceBook, VersionTerms, allocate, idle_split, largest_remainder, match_rank
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
@@ -114,3 +114,56 @@ def test_it_gives_largest_remainder_shares_that_sum_to_the_total(total: int, wei
     shares = largest_remainder(total, weights)
     assert sum(shares) == total
     assert all(s >= 0 for s in shares)
+
+
+# --- sharing an hour's idle cost out (the idle policies of apps/ledger/idle/) ------------------
+
+
+def test_it_shares_idle_by_use_to_the_cent_with_the_remainder_to_the_largest_fraction() -> None:
+    # 6.00 idle by 300 : 400 weighted tokens: 2.571428... and 3.428571...; floors 2.57 + 3.42 leave
+    # one cent, which goes to the larger fraction (.857 > .143).
+    parts, platform = idle_split(
+        idle=Decimal("6.00"), weights={"search": Decimal(400), "customer-service": Decimal(300)}, places=2
+    )
+    assert parts == {"customer-service": Decimal("2.57"), "search": Decimal("3.43")}
+    assert platform == 0
+
+
+def test_it_leaves_an_hour_nobody_used_to_the_platform() -> None:
+    assert idle_split(idle=Decimal("20.00"), weights={}, places=2) == ({}, Decimal("20.00"))
+    assert idle_split(idle=Decimal("20.00"), weights={"search": Decimal(0)}, places=2) == ({}, Decimal("20.00"))
+
+
+def test_it_shares_idle_by_reserved_share_leaving_the_unreserved_rest_to_the_platform() -> None:
+    # 10.00 idle, 33.3 % and 50 % reserved: 3.33, 5.00, and 16.7 % = 1.67 stays the platform's.
+    parts, platform = idle_split(
+        idle=Decimal("10.00"),
+        weights={"search": Decimal("33.3"), "customer-service": Decimal(50)},
+        places=2,
+        whole=Decimal(100),
+    )
+    assert parts == {"customer-service": Decimal("5.00"), "search": Decimal("3.33")}
+    assert platform == Decimal("1.67")
+
+
+def test_it_refuses_reserved_shares_over_the_whole() -> None:
+    with pytest.raises(ValueError, match="more than the whole"):
+        idle_split(idle=Decimal(1), weights={"a": Decimal(60), "b": Decimal(41)}, places=2, whole=Decimal(100))
+
+
+@given(
+    cents=st.integers(0, 10**9),
+    weights=st.dictionaries(st.text(min_size=1, max_size=5), st.integers(0, 10**6), max_size=12),
+    reserved=st.booleans(),
+)
+def test_it_always_shares_idle_out_exactly(cents: int, weights: dict[str, int], reserved: bool) -> None:
+    idle = Decimal(cents).scaleb(-2)
+    whole = Decimal(sum(weights.values()) + 1) if reserved else None
+    parts, platform = idle_split(idle=idle, weights={k: Decimal(v) for k, v in weights.items()}, places=2, whole=whole)
+    assert sum(parts.values(), Decimal(0)) + platform == idle
+    assert all(p >= 0 and p == p.quantize(Decimal("0.01")) for p in [*parts.values(), platform])
+    used = sum(weights.values())
+    if used and not reserved:
+        assert platform == 0
+        for name, part in parts.items():  # within a cent of its exact share
+            assert abs(Fraction(part) - Fraction(idle) * weights[name] / used) < Fraction(1, 100)

@@ -212,13 +212,14 @@ class JournalView(APIView):
 
 
 class LineUsageView(APIView):
-    """The priced hourly rows behind a journal line (the pool-hours for idle capacity): hour,
+    """The priced hourly rows behind a journal line (the pool-hours for idle capacity, each with
+    the line's share of its idle under the idle policy): hour,
     source, dims, class.reason, component, tokens, cost, price version or pool, the rule sets
     that classified them, the mapping rule that books them, and a link to their records."""
 
     permission_classes = [SeesLedgerOfLines]
     renderer_classes = RENDERERS
-    MONEY = ("cost", "pool_cost", "allocated", "idle")
+    MONEY = ("cost", "pool_cost", "allocated", "idle", "share")
 
     @extend_schema(operation_id="ledger_line_usage", parameters=[CSV_FORMAT], responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:

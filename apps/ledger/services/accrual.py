@@ -1,7 +1,8 @@
 """Daily accrual: the journal brought in line with the priced rows, idempotently.
 
 For each day, the *target* is computed from HourlyCost (usage, by mapping rule) and
-PoolIdleHour (idle capacity): exact amounts per (currency, account, cost centre, model or
+PoolIdleHour (idle capacity, shared out among cost centres by the month's idle policy:
+apps/ledger/idle/allocation.py): exact amounts per (currency, account, cost centre, model or
 pool), rounded to the currency's minor unit with the month's rounding carry (see
 apps/ledger/rounding.py). Then, per currency:
 
@@ -62,6 +63,7 @@ from apps.common.buckets import (
 from apps.common.dayrun import jobrun_run
 from apps.ingest.models import DimSet
 from apps.ledger import conf
+from apps.ledger.idle.allocation import SHOWBACK, IdleLine, idle_lines, idle_parts, policy_in_force
 from apps.ledger.mapping import Mapping, mapping_load
 from apps.ledger.models import AccrualDay, DirtyDay, ElasticWindow, JournalEntry, JournalLine, MissingRate, Period
 from apps.ledger.rounding import day_amount, largest_remainder
@@ -155,6 +157,10 @@ class _Acc:
     rules: set[str] = field(default_factory=set)
     dims: dict[str, str] | None = None  # the dims every row of the line shares
     idle_hours: int = 0
+    # An idle line under a policy that shares idle out: the policy, and of `exact` the part it gave
+    # this cost centre (the rest is the platform's own).
+    idle_policy: str = ""
+    idle_allocated: Decimal = Decimal(0)
     original: Original | None = None  # the line's cost as priced, when converted
 
     def original_add(self, currency: str, amount: Decimal, rate: DayRate) -> None:
@@ -175,6 +181,9 @@ class _Acc:
                 basis[name] = sorted(getattr(self, name))
         if self.idle_hours:
             basis["idle_hours"] = self.idle_hours
+        if self.idle_policy:
+            basis["idle_policy"] = self.idle_policy
+            basis["idle_allocated"] = str(self.idle_allocated)
         return basis
 
 
@@ -218,11 +227,6 @@ SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s) AS cc, c.model_id, 
 GROUP BY 1, 2, 3, 4, 5
 """
 )
-
-_IDLE_SQL = f"""
-SELECT currency, pool_id, SUM(idle), count(*) FROM {PoolIdleHour._meta.db_table}
-WHERE hour >= %s AND hour < %s GROUP BY 1, 2 HAVING SUM(idle) <> 0
-"""
 
 
 @contextmanager
@@ -277,8 +281,7 @@ def day_target(
             [conf.get("LEDGER_UNASSIGNED"), *mapping.usage_params, start, end],
         )
         usage = cursor.fetchall()
-        cursor.execute(_IDLE_SQL, [start, end])
-        idle_rows = cursor.fetchall()
+        idle = idle_lines(idle_parts(start=start, end=end, month=month_of(day), cursor=cursor))
     dims = _dims_of({i for row in usage for i in row[10]})
     for currency, cc, model_id, rule_id, reason, tokens, cost, versions, pools, windows, dims_ids in usage:
         if (converted := convert(currency, cost, int(tokens))) is None:
@@ -294,17 +297,28 @@ def day_target(
         acc.rules.add(mapping.label_of(rule_id))
         for dims_id in dims_ids:
             acc.share_dims(dims[dims_id])
-    for currency, pool_id, idle, hours in idle_rows:
-        if (converted := convert(currency, idle, 0)) is None:
-            continue
-        account = mapping.idle_rule.account_id if mapping.idle_rule else mapping.fallback_account_id
-        key = LineKey(account, conf.get("LEDGER_IDLE_COST_CENTRE"), None, pool_id, _foreign(currency, converted[1]))
-        acc = _acc(target, convert.functional, key, converted[0])
-        _original_add(acc, currency, idle, converted[1])
-        acc.pools.add(pool_id)
-        acc.idle_hours += int(hours)
-        acc.rules.add(mapping.idle_rule.label if mapping.idle_rule else "fallback")
+    policy = policy_in_force(month_of(day))
+    for line in idle:
+        _idle_add(target, convert, mapping, line, policy)
     return target
+
+
+def _idle_add(target: DayTarget, convert: _Converter, mapping: Mapping, line: IdleLine, policy: str) -> None:
+    """A cost centre's idle of a pool on the idle account: under a policy that shares idle out,
+    its basis names the policy and the part given to it (apps/ledger/idle/allocation.py)."""
+    if (converted := convert(line.currency, line.amount, 0)) is None:
+        return
+    account = mapping.idle_rule.account_id if mapping.idle_rule else mapping.fallback_account_id
+    key = LineKey(account, line.cost_centre, None, line.pool_id, _foreign(line.currency, converted[1]))
+    acc = _acc(target, convert.functional, key, converted[0])
+    _original_add(acc, line.currency, line.amount, converted[1])
+    acc.pools.add(line.pool_id)
+    acc.idle_hours += line.hours
+    acc.rules.add(mapping.idle_rule.label if mapping.idle_rule else "fallback")
+    if policy != SHOWBACK:
+        acc.idle_policy = policy
+        rate = converted[1].rate if converted[1] is not None else Decimal(1)
+        acc.idle_allocated += (line.allocated * rate).quantize(_EXACT, ROUND_HALF_EVEN)
 
 
 def _foreign(currency: str, rate: DayRate | None) -> str:
