@@ -28,6 +28,7 @@ AUDITED = (
     "ledger.Revenue",
     "ledger.CostCentre",
     "ledger.CloseRequest",
+    "ledger.FindingReview",
     "ledger.Supplier",
     "ledger.BillAdjustment",
     "ledger.ExchangeRate",

@@ -497,6 +497,38 @@ class Finding(models.Model):
         return f"{self.period:%Y-%m} {self.kind} {self.business_line or '(all)'}"
 
 
+class FindingReview(models.Model):
+    """A named person's word on a month-end finding: resolved (the action was taken) or accepted
+    as it stands, with a reason. Kept by the finding's key (month, kind, business line), apart
+    from the finding itself: before the close a finding is computed live, not stored, and the
+    close stores it anew. A month is submitted for closing only once each of its findings has one."""
+
+    class Decision(models.TextChoices):
+        RESOLVED = "resolved"
+        ACCEPTED = "accepted"
+
+    period = models.DateField(validators=[validate_month])
+    kind = models.CharField(max_length=24, choices=Finding.Kind.choices)
+    business_line = models.CharField(max_length=256, blank=True, help_text="Empty for the whole company.")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    note = models.TextField(blank=True, help_text="What was done, or why the finding is accepted.")
+    figures = models.JSONField(default=dict, help_text="The finding's figures as the reviewer saw them.")
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reviewed_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-period", "kind", "business_line"]
+        constraints = [
+            models.UniqueConstraint(fields=["period", "kind", "business_line"], name="ledger_finding_review_key"),
+            models.CheckConstraint(condition=Q(period__day=1), name="ledger_finding_review_month"),
+            # Accepting a finding as it stands needs a reason.
+            models.CheckConstraint(condition=Q(decision="resolved") | ~Q(note=""), name="ledger_finding_review_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.period:%Y-%m} {self.kind} {self.business_line or '(all)'}: {self.decision}"
+
+
 class CostCentre(models.Model):
     """A business line as finance knows it: its cost-centre code and name. Journal lines carry
     the business line's key in `cost_centre`; pages and spreadsheets show the code and name
