@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from apps.audits.finders.base import Rates, fetch
 from apps.audits.models import AuditFinding, AuditReport
 from apps.classification.engine import COMPONENT_KIND
-from apps.common.buckets import month_end, month_start
+from apps.common.buckets import month_end, month_of, month_start
 from apps.ingest.models import HourlyUsage, ServedModel
 from apps.pricing.book import PriceBook
 from apps.pricing.models import HourlyCost
@@ -77,6 +78,54 @@ def report_findings(*, report: AuditReport, business_lines: list[str] | None = N
     if business_lines is not None:
         findings = findings.filter(dims__business_line__in=business_lines)
     return list(findings)
+
+
+# Who reads the audit: its pages, and the links other pages give to its findings.
+READERS = ("finance", "engineer", "admin")
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """The audit findings on the scope a page shows: of the audits of the months its window
+    touches, else (none audited yet) of the latest audit before it, which `earlier` says."""
+
+    report: AuditReport
+    findings: list[AuditFinding]
+    earlier: bool
+
+
+def findings_on_scope(
+    *, start: datetime, end: datetime, dims: dict[str, str], model: str, lines: list[str] | None, top: int = 5
+) -> Flagged | None:
+    """What the audit found on the dims and model a page shows (a finding of other dims or model
+    is elsewhere), in the reader's business lines, in the
+    report's order (biggest savings first): the waste pages and the overview flag them, so a zombie job that is all
+    effective tokens is still seen where engineers look."""
+    months = AuditReport.objects.filter(month__gte=month_of(start), month__lte=month_of(end - _TICK))
+    report = months.order_by("-month").first()
+    earlier = report is None
+    if report is None:
+        report = AuditReport.objects.filter(month__lt=month_of(start)).order_by("-month").first()
+    if report is None:
+        return None
+    found = [f for f in report_findings(report=report, business_lines=lines) if _meets(f, dims, model)]
+    return Flagged(report, found[:top], earlier) if found else None
+
+
+_TICK = timedelta(microseconds=1)
+
+
+def _meets(finding: AuditFinding, dims: dict[str, str], model: str) -> bool:
+    """Whether the finding is on the page's scope: each dim the page names is the finding's with
+    the same value, or one the finding does not name within the finding's own business line (a
+    line-wide finding holds for that line's features)."""
+    if model and finding.model and finding.model != model:
+        return False
+    line = finding.dims.get("business_line")
+    for name, value in dims.items():
+        if finding.dims.get(name, value) != value or (name not in finding.dims and dims.get("business_line") != line):
+            return False
+    return True
 
 
 def scope_totals(*, report: AuditReport, findings: list[AuditFinding]) -> None:

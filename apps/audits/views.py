@@ -13,11 +13,10 @@ from django.views.decorators.http import require_GET
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
-from apps.audits.selectors import report_csv_rows, report_findings, report_for_month, scope_totals
+from apps.audits.selectors import READERS, report_csv_rows, report_findings, report_for_month, scope_totals
 from apps.common.buckets import BucketError, parse_month
 from apps.ledger.sheets import CSV_TYPE, rows_csv
 
-READERS = ("finance", "engineer", "admin")
 MONEY_READERS = ("finance", "admin")
 
 

@@ -15,8 +15,10 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
-from apps.accounts.roles import reader_required
+from apps.accounts.roles import reader_required, user_has_role
 from apps.accounts.scopes import business_lines_of, line_visible, sees_money
+from apps.audits.selectors import READERS as AUDIT_READERS
+from apps.audits.selectors import findings_on_scope
 from apps.classification.engine import CLASSES
 from apps.classification.reasons import explained
 from apps.common.buckets import day_of
@@ -111,8 +113,22 @@ def overview(request: HttpRequest) -> HttpResponse:
             for s in summed.lines
         ],
         top_waste=_top_waste(flt, lines),
+        audit_flags=_audit_flags(request, flt, lines),
     )
     return render(request, "dashboards/overview.html", context)
+
+
+def _audit_flags(request: HttpRequest, flt: Filters, lines: list[str] | None) -> dict[str, Any] | None:
+    """The audit's findings on the scope shown (apps/audits/selectors.py), each linked to its row
+    of the report for those who read the audit."""
+    flagged = findings_on_scope(start=flt.start, end=flt.end, dims=flt.dims, model=flt.model, lines=lines)
+    if flagged is None:
+        return None
+    month = f"{flagged.report.month:%Y-%m}"
+    report = reverse("audit-report", args=[month]) if user_has_role(request.user, *AUDIT_READERS) else ""
+    rows = [{"finding": f, "href": f"{report}#finding-{f.position}" if report else ""} for f in flagged.findings]
+    currency = flagged.report.currency
+    return {"month": month, "earlier": flagged.earlier, "report": report, "rows": rows, "currency": currency}
 
 
 def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
@@ -225,6 +241,7 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
         conversations_from=(
             max(flt.start, flt.end - selectors.CONVERSATION_WINDOW) if flt.group == "conversation" else None
         ),
+        audit_flags=_audit_flags(request, flt, lines),
     )
     return render(request, "dashboards/waste_grouped.html", context)
 
@@ -269,6 +286,7 @@ def waste(request: HttpRequest) -> HttpResponse:
         group_choices=_group_choices(flt),
         reason_shown=flt.reason,
         reason_explained=explained(flt.reason),
+        audit_flags=_audit_flags(request, flt, lines),
     )
     return render(request, "dashboards/waste.html", context)
 

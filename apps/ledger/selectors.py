@@ -17,6 +17,7 @@ from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month
 from apps.common.replica import read_connection
 from apps.ledger import conf
+from apps.ledger.budget_state import tokens_by_line
 from apps.ledger.idle.allocation import SHOWBACK, IdlePart, idle_parts, policy_in_force
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
@@ -279,8 +280,12 @@ def _idle_rows(line: JournalLine, start: datetime, end: datetime) -> list[dict[s
 def budget_vs_actual(*, month: date, business_lines: list[str] | None = None) -> list[dict[str, Any]]:
     """Per business line: the month's budget (money and/or tokens) and what was posted to its
     expense accounts in the month (adjustments included), with the share used; only the lines
-    in `business_lines` unless it is None."""
+    in `business_lines` unless it is None. Tokens are two figures: `actual_tokens`, the
+    processed tokens booked (padding, rejected drafts and recompute included, once priced), and
+    `used_tokens`, what a token budget counts (prompt + completion as records arrive, as the
+    edge, the alerts and the budgets page count it): `tokens_used` is the share of the latter."""
     month = month_of(month)
+    counted = tokens_by_line(month=month, unassigned=conf.get("LEDGER_UNASSIGNED"))
     actual: dict[str, dict[str, Any]] = defaultdict(lambda: {"amounts": defaultdict(Decimal), "tokens": 0})
     lines = JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
     budget_rows = Budget.objects.of_lines().filter(month=month)
@@ -307,7 +312,8 @@ def budget_vs_actual(*, month: date, business_lines: list[str] | None = None) ->
                 "amount_used": _share(spent, budget.amount if budget else None),
                 "budget_tokens": budget.tokens if budget else None,
                 "actual_tokens": got["tokens"],
-                "tokens_used": _share(Decimal(got["tokens"]), budget.tokens if budget else None),
+                "used_tokens": counted.get(bl, 0),
+                "tokens_used": _share(Decimal(counted.get(bl, 0)), budget.tokens if budget else None),
             }
         )
     return result
