@@ -29,8 +29,8 @@ from apps.common.replica import read_connection
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
-from apps.ledger.models import Account, AccrualDay, DirtyDay, JournalLine, MissingRate
-from apps.ledger.services.accrual import day_target
+from apps.ledger.models import Account, JournalLine, MissingRate
+from apps.ledger.services.accrual import booked_days, day_target
 from apps.ledger.services.rates import functional_currency
 from apps.pricing.models import MINOR_UNITS, HourlyCost
 
@@ -84,23 +84,6 @@ def _whole_days(start: datetime, end: datetime) -> tuple[list[date], list[tuple[
             partial.append((day, lo, hi))
         day += DAY
     return whole, partial
-
-
-def booked_days(days: list[date]) -> set[date]:
-    """Of `days`, those the journal holds as their priced rows stand: accrued under the mapping in
-    force and not marked dirty since (a mark is a UTC date, so it makes the days around it unbooked)."""
-    if not days:
-        return set()
-    version = mapping_load().version
-    accrued = {
-        day
-        for day, fingerprint in AccrualDay.objects.filter(day__gte=days[0], day__lte=days[-1]).values_list(
-            "day", "fingerprint"
-        )
-        if fingerprint.startswith(f"v{version}|")
-    }
-    dirty = set(DirtyDay.objects.filter(day__gte=days[0] - DAY, day__lte=days[-1] + DAY).values_list("day", flat=True))
-    return {d for d in days if d in accrued and not ({d - DAY, d, d + DAY} & dirty)}
 
 
 def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, model: str | None = None) -> Spend:

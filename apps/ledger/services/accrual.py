@@ -605,12 +605,17 @@ class MonthResult:
         self.entries_removed += day.removed
 
 
-def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
+def _fingerprints(window: MonthWindow, version: int, only: list[date] | None = None) -> dict[date, str]:
     """Per day: the count and largest id of its priced and idle rows (pricing rewrites an hour
     by delete + insert, so any change moves them), the mapping config version, the day's
     bounds in UTC hours (a change of zone or of a neighbour's close moves them), and the
-    functional currency with the day's rates into it (entering or changing one moves them)."""
+    functional currency with the day's rates into it (entering or changing one moves them).
+    `only`: of those days alone (the rows of the hours from the first one's start to the last
+    one's end are read)."""
     days = month_days(window.month)
+    start, end = window.start, window.end
+    if only:
+        start, end = max(start, window.bounds(min(only))[0]), min(end, window.bounds(max(only))[1])
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
     with analytic_cursor() as cursor:
         for i, table in enumerate((HourlyCost._meta.db_table, PoolIdleHour._meta.db_table)):
@@ -619,7 +624,7 @@ def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
             cursor.execute(
                 f"SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), count(*), max(id) FROM {table} "
                 "WHERE hour >= %s AND hour < %s GROUP BY 1",
-                [window.zone.key, days[0], days[-1], window.start, window.end],
+                [window.zone.key, days[0], days[-1], start, end],
             )
             for day, count, max_id in cursor.fetchall():
                 parts[day][i] = f"{count}:{max_id}"
@@ -627,7 +632,26 @@ def _fingerprints(window: MonthWindow, version: int) -> dict[date, str]:
     return {
         day: f"v{version}|{_hours(window.bounds(day))}|{p[0]}|{p[1]}|{_rates_print(rates.get(day, {}))}"
         for day, p in parts.items()
+        if only is None or day in only
     }
+
+
+def booked_days(days: list[date]) -> set[date]:
+    """Of `days` (ascending), those the journal holds as their priced rows stand: booked from the
+    fingerprint they have now. Only the days a pricing change marked (DirtyDay: a UTC date, so the
+    days around it too) have their fingerprint computed again; the others are as booked."""
+    if not days:
+        return set()
+    version = mapping_load().version
+    stored = dict(AccrualDay.objects.filter(day__gte=days[0], day__lte=days[-1]).values_list("day", "fingerprint"))
+    marks = set(DirtyDay.objects.filter(day__gte=days[0] - DAY, day__lte=days[-1] + DAY).values_list("day", flat=True))
+    booked = {d for d in days if d in stored and stored[d].startswith(f"v{version}|")}
+    marked = sorted(d for d in booked if {d - DAY, d, d + DAY} & marks)
+    for month in sorted({month_of(d) for d in marked}):
+        mine = [d for d in marked if month_of(d) == month]
+        now = _fingerprints(month_window(month), version, only=mine)
+        booked -= {d for d in mine if now.get(d, "") != stored[d]}
+    return booked
 
 
 def _rates_print(rates: dict[str, DayRate]) -> str:
