@@ -137,7 +137,8 @@ class LineFilter:
     cost_centre: str | None = None
     day: date | None = None
     model: str | None = None
-    kind: str | None = None  # accrual / adjustment
+    kind: str | None = None  # accrual / adjustment / bill
+    entry: int | None = None  # one journal entry
 
 
 def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
@@ -151,6 +152,7 @@ def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
         (flt.day, "day"),
         (flt.model, "model__name"),
         (flt.kind, "entry__kind"),
+        (flt.entry, "entry_id"),
     ):
         if value:
             lines = lines.filter(**{lookup: value})

@@ -3,8 +3,8 @@
 generated from the records sent (not from the platform's tables) with one planted difference of
 each kind; each found with its figures and nothing else; the adjustment, approved by a second
 finance user, makes the month reconcile. Plus: refused rows kept with their reasons, idempotent
-re-import, closed months refused, scoped users, the month-end finding, the page in two languages
-and its downloads."""
+re-import, a bill after the close adjusted in the first open month, scoped users, the month-end
+finding, the page in two languages and its downloads."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from apps.ledger.reconciliation.adjustments import (
     adjustment_propose,
     adjustment_reject,
 )
-from apps.ledger.reconciliation.imports import BillImportError, bill_import
+from apps.ledger.reconciliation.imports import bill_import
 from apps.ledger.reconciliation.matching import supplier_reconcile
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.checks import month_findings
@@ -42,7 +42,7 @@ from apps.pricing.services import hours_price, price_set
 from tests import factories
 from tests.alerts.test_messages import text_of
 from tests.conftest import Collector
-from tests.ledger.helpers import NOV, OCT, SEP, balanced
+from tests.ledger.helpers import NOV, OCT, balanced
 
 pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 
@@ -437,12 +437,54 @@ def test_reimporting_the_month_replaces_its_bill(platform: Any) -> None:
     assert again.bill.lines.count() == 7 and again.replaced.lines.count() == 0
 
 
-def test_a_closed_month_refuses_its_bill(platform: Any) -> None:
+def _closed_books(month: date) -> list[tuple[Any, ...]]:
+    return list(JournalLine.objects.filter(period_id=month).order_by("id").values_list("id", "debit", "credit"))
+
+
+def test_a_bill_after_the_close_is_accepted_and_adjusted_in_the_first_open_month_with_links_both_ways(
+    platform: Any,
+) -> None:
+    supplier, (preparer, approver) = hosted(), users()
+    period_close(month=OCT)
+    before = _closed_books(OCT)
+    upload = io.BytesIO(hosted_bill())
+    upload.name = "openai-late.csv"
+
+    answer = _client(preparer).post(
+        "/finance/reconciliation/act/",
+        {"action": "import", "month": "2026-10", "supplier": supplier.pk, "file": upload},
+        follow=True,
+    )
+
+    assert "7 rows imported" in answer.content.decode() and "posted in 2026-11" in answer.content.decode()
+    assert Bill.objects.get().state == "accepted"
+    proposal = BillAdjustment.objects.get(state="proposed")
+    assert proposal.proposed_by == preparer and proposal.amount == Decimal("9.43")  # 7.50 + 5.00 - 3.07
+    _client(approver).post(
+        "/finance/reconciliation/act/", {"action": "approve", "month": "2026-10", "adjustment": proposal.pk}
+    )
+    proposal.refresh_from_db()
+    entry = proposal.entry
+    assert entry is not None and (entry.period_id, entry.adjusts, entry.kind) == (NOV, OCT, "bill")
+    assert _closed_books(OCT) == before and balanced()
+    assert supplier_reconcile(supplier=supplier, month=OCT).reconciled
+    # From the bill's adjustment to its entry, and from the entry's lines back to the adjustment.
+    journal = f"/finance/journal/?month=2026-11&amp;entry={entry.pk}"
+    assert journal in _client(approver).get(PAGE).content.decode()
+    lines = _client(approver).get(journal.replace("&amp;", "&")).content.decode()
+    back = f"/finance/reconciliation/?month=2026-10#adjustment-{proposal.pk}"
+    assert lines.count(back) == JournalLine.objects.filter(entry=entry).count() > 0
+    assert f'id="adjustment-{proposal.pk}"' in _client(approver).get(PAGE).content.decode()
+
+
+def test_a_bill_after_the_close_that_matches_proposes_nothing(platform: Any) -> None:
     supplier = hosted()
-    period_close(month=SEP)
-    with pytest.raises(BillImportError, match="2026-09 is closed"):
-        bill_import(supplier=supplier, month=SEP, content=hosted_bill())
-    assert not Bill.objects.exists()
+    period_close(month=OCT)
+
+    result = bill_import(supplier=supplier, month=OCT, content=hosted_bill(plant=False))
+
+    assert result.accepted and not BillAdjustment.objects.exists()
+    assert supplier_reconcile(supplier=supplier, month=OCT).reconciled
 
 
 def test_the_command_imports_and_reports(platform: Any, tmp_path: Any) -> None:

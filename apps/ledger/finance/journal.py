@@ -11,7 +11,7 @@ from django.db.models import Count, Sum
 from django.utils.translation import gettext as _
 
 from apps.common.tables import Column, Table
-from apps.ledger.finance.links import usage_href
+from apps.ledger.finance.links import bill_href, usage_href
 from apps.ledger.finance.names import names_load
 from apps.ledger.models import Account
 from apps.ledger.selectors import LineFilter, journal_lines
@@ -73,7 +73,7 @@ def journal_table(
     )
     for line in page[:JOURNAL_PAGE]:
         reasons = line.basis.get("reasons", {})
-        href = usage_href(line=line)
+        href = bill_href(entry=line.entry) or usage_href(line=line)
         rows.append(
             {
                 "day": line.day,
@@ -87,7 +87,7 @@ def journal_table(
                 "credit": line.credit,
                 "tokens": line.tokens,
                 "reasons": ", ".join(f"{k} {v:,}" for k, v in sorted(reasons.items())),
-                "usage": _("usage") if href else "",
+                "usage": (_("supplier bill") if line.entry.kind == "bill" else _("usage")) if href else "",
             }
         )
         if href:

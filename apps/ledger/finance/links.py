@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from apps.common.buckets import month_days
 from apps.ledger import conf
-from apps.ledger.models import Account, JournalLine
+from apps.ledger.models import Account, JournalEntry, JournalLine
 
 # The token class an account books, for the /waste/ link of its lines (elastic and idle: any).
 ROLE_CLASS = {
@@ -46,6 +46,16 @@ def waste_href(*, first: date, last: date, business_line: str, **more: str) -> s
 def month_waste_href(*, month: date, business_line: str, **more: str) -> str:
     days = month_days(month)
     return waste_href(first=days[0], last=days[-1], business_line=business_line, **more)
+
+
+def bill_href(*, entry: JournalEntry) -> str:
+    """The supplier bill behind a bill adjustment's entry: its adjustment on the reconciliation
+    page of the bill's month (which links back to the entry)."""
+    basis = entry.basis or {}
+    if entry.kind != JournalEntry.Kind.BILL or "bill_adjustment" not in basis:
+        return ""
+    page = reverse("finance-reconciliation") + "?" + urlencode({"month": basis["month"]})
+    return f"{page}#adjustment-{basis['bill_adjustment']}"
 
 
 def usage_href(*, line: JournalLine) -> str:

@@ -33,6 +33,7 @@ from apps.ledger.reconciliation.adjustments import (
     adjustment_approve,
     adjustment_propose,
     adjustment_reject,
+    open_month_from,
 )
 from apps.ledger.reconciliation.imports import BillImportError, bill_import
 from apps.ledger.reconciliation.models import Supplier
@@ -149,11 +150,31 @@ def _import(request: HttpRequest, month: date) -> str:
             _("The bill is refused: %(count)s bad rows, listed below with their reasons; nothing was imported.")
             % {"count": result.refused_rows}
         )
-    return _("%(rows)s rows imported (%(total)s %(currency)s).") % {
+    done = _("%(rows)s rows imported (%(total)s %(currency)s).") % {
         "rows": result.bill.rows,
         "total": result.bill.total,
         "currency": result.bill.currency,
     }
+    if Period.objects.filter(month=month, status=Period.Status.CLOSED).exists():
+        done += " " + _late_bill(result.bill.supplier, month, request.user)
+    return done
+
+
+def _late_bill(supplier: Supplier, month: date, user: Any) -> str:
+    """A bill of a closed month: its open differences proposed at once as one adjustment, which
+    a second finance user's approval posts into the first open month."""
+    where = {"month": f"{month:%Y-%m}", "open": f"{open_month_from(month):%Y-%m}"}
+    try:
+        adjustment_propose(supplier=supplier, month=month, user=user, note=_("Bill imported after the close."))
+    except AdjustmentError as exc:  # nothing open, or a proposal already waits
+        return _("%(month)s is closed: %(why)s.") % {**where, "why": str(exc)}
+    return (
+        _(
+            "%(month)s is closed: the adjustment explaining the bill's differences is proposed; once a "
+            "different finance user approves it, it is posted in %(open)s."
+        )
+        % where
+    )
 
 
 urlpatterns = [

@@ -178,6 +178,15 @@ def first_open_month(month: date) -> date:
         month = next_month(month)
 
 
+def open_month_from(month: date) -> date:
+    """The first month from `month` on that is not closed, read without a lock (for saying where
+    an adjustment will go; posting locks it with `first_open_month`)."""
+    closed = set(Period.objects.filter(month__gte=month, status=Period.Status.CLOSED).values_list("month", flat=True))
+    while month in closed:
+        month = next_month(month)
+    return month
+
+
 def difference_account() -> Account:
     """The expense account of bill differences (made on first use: its role finds it after a rename)."""
     found = Account.objects.filter(role=Account.Role.BILL_DIFFERENCE).first()

@@ -2,8 +2,10 @@
 nothing. Every row is checked; if any is bad, the import is kept as `refused` with each bad
 row's text and reason (the first MAX_ERROR_ROWS of them, and one more row counting the rest),
 and the month's accepted bill stays as it was. A good file replaces the month's accepted bill
-(re-importing the same file gives the same lines). A closed month's bill is refused: its books
-are locked, so a later bill goes to the month it belongs to after a reopen."""
+(re-importing the same file gives the same lines). A closed month's bill is accepted as well (bills
+usually come after the close): it is reconciled against the closed month, whose books stay as they
+are, and the adjustment that explains its differences is posted into the first open month
+(apps/ledger/reconciliation/adjustments.py), the entry and the bill each linking to the other."""
 
 from __future__ import annotations
 
@@ -21,10 +23,8 @@ from django.utils.translation import gettext_noop
 
 from apps.common.buckets import month_of, next_month
 from apps.common.csvcells import csv_text
-from apps.ledger.models import Period
 from apps.ledger.reconciliation.models import Bill, BillLine, BillRowError, Supplier
 
-MONTH_CLOSED = gettext_noop("{month} is closed: its bill cannot be imported (reopen the month first)")
 NOT_TEXT = gettext_noop("the file is neither UTF-8 nor GB18030 text")
 NO_ROWS = gettext_noop("the file has a header but no data rows")
 MISSING_COLUMNS = gettext_noop("columns {columns} (from the supplier's mapping) are not in the header: {header}")
@@ -50,7 +50,7 @@ SHOWN = 200  # characters of a cell quoted in a reason
 
 
 class BillImportError(ValueError):
-    """A bill that cannot be imported at all (a closed month, a file that is not text)."""
+    """A bill that cannot be imported at all (a file that is not text)."""
 
 
 @dataclass
@@ -241,14 +241,9 @@ def bill_import(
 ) -> ImportResult:
     """Import `content` as `supplier`'s bill of `month` (see the module docstring)."""
     month = month_of(month)
-    label = f"{month:%Y-%m}"
-    if Period.objects.filter(month=month, status=Period.Status.CLOSED).exists():
-        raise BillImportError(_(MONTH_CLOSED).format(month=label))
     parsed = bill_parse(supplier=supplier, month=month, content=content)
     with transaction.atomic():
         Supplier.objects.select_for_update().get(pk=supplier.pk)  # one import of a supplier at a time
-        if Period.objects.filter(month=month, status=Period.Status.CLOSED).exists():
-            raise BillImportError(_(MONTH_CLOSED).format(month=label))
         bill = Bill(
             supplier=supplier,
             month=month,
