@@ -12,9 +12,10 @@ the month is priced (price book and pool) and accrued into the ledger. Record id
 from the month, the seed and the position, so loading the same month again stores nothing new.
 
 `make demo-data` builds two months of the accounting zone (`demo_build`): the previous one,
-with budgets and revenue, closed through the close workflow (`close_request_submit` by
-demo-preparer with `close_checklist`, `close_request_approve` by demo-approver, whose
-`period_close` runs the month-end checks that make findings); and the current one so far,
+with budgets and revenue, closed through the close workflow (`finding_review` of each open
+finding and `close_request_submit` by demo-preparer with `close_checklist`,
+`close_request_approve` by demo-approver, whose `period_close` runs the month-end checks that
+make findings); and the current one so far,
 accrued, with budgets, open. A closed month is left as it is on a second run. The six business
 lines get cost-centre codes and names. The record count is per whole month: a month in
 progress gets its share of the days so far.
@@ -177,13 +178,14 @@ def chat(g: Gen, n: int) -> Iterator[Record]:
 
 
 def agent(g: Gen, n: int) -> Iterator[Record]:
-    """plan -> retrieve -> reason -> tool chains; one in 15 loops over the same three prompts. The
-    reason step thinks first: three quarters of its completion is reasoning."""
+    """plan -> retrieve -> reason -> tool chains; one in 30 loops over the same three prompts (its
+    repeats are duplicate waste). The reason step thinks first: three quarters of its completion
+    is reasoning."""
     steps = ("plan", "retrieve", "reason", "tool")
     made = 0
     while made < n:
         at, conversation = g.when(), f"agent-{g.hex()[:12]}"
-        looping = g.rng.random() < 1 / 15
+        looping = g.rng.random() < 1 / 30
         hashes = [g.hex() for _ in range(3)]
         for call in range(30 if looping else 4):
             step = steps[call % 4]
@@ -202,14 +204,16 @@ def agent(g: Gen, n: int) -> Iterator[Record]:
 
 
 def rag(g: Gen, n: int) -> Iterator[Record]:
-    """Retrieved context dominates the prompt (tool tokens); 5 % of answers hit max_tokens."""
+    """Retrieved context dominates the prompt (tool tokens) and differs per question: the
+    provider's prefix cache serves the system prompt only (its own thresholds row, see
+    HEALTH_THRESHOLDS); 5 % of answers hit max_tokens."""
     for _ in range(n):
         truncated = g.rng.random() < 0.05
         context = g.rng.randrange(1500, 4000)
         yield g.record(
             g.when(), "deepseek-chat", SEARCH | {"feature": "rag-qa"}, prompt=context + 350,
             completion=1024 if truncated else g.rng.randrange(150, 600),
-            tokens={"system": 250, "tool": context, "prompt_cached": 250 if g.rng.random() < 0.5 else 0},
+            tokens={"system": 250, "tool": context, "prompt_cached": 250},
             finish="length" if truncated else "stop",
         )  # fmt: skip
 
@@ -243,7 +247,8 @@ def autocomplete(g: Gen, n: int) -> Iterator[Record]:
 
 
 def copywriter(g: Gen, n: int) -> Iterator[Record]:
-    """Marketing copy: 70 % of the month's requests fall in the campaign window."""
+    """Marketing copy: 70 % of the month's requests fall in the campaign window. The 1,200-token
+    brand guide goes first, so the provider caches it (from 1,024 tokens, in steps of 128)."""
     start, end = g.plan.campaign
     dims = {"business_line": "marketing", "team": "growth", "feature": "copywriter", "env": "prod"}
     for _ in range(n):
@@ -252,24 +257,30 @@ def copywriter(g: Gen, n: int) -> Iterator[Record]:
             at,
             "gpt-4o-mini",
             dims,
-            prompt=g.rng.randrange(800, 1600),
+            prompt=1200 + g.rng.randrange(200, 600),
             completion=g.rng.randrange(300, 900),
-            tokens={"system": 700},
+            tokens={"system": 1200, "prompt_cached": 1152 if g.rng.random() < 0.97 else 0},
         )
 
 
 def forgotten_batch(g: Gen, n: int) -> Iterator[Record]:
-    """A staging job someone forgot: the same-sized requests around the clock, every hour."""
+    """A staging job someone forgot: the same-sized requests around the clock, every hour. Its
+    2,600-token instructions (with examples) are the same every time, so vLLM's prefix cache
+    serves them: by its ratios the job is healthy; only the audit's zombie finding shows it."""
     dims = {"business_line": "data-platform", "team": "etl", "feature": "nightly-summary", "env": "staging"}
     step = g.span / max(n, 1)
     for i in range(n):
         at = g.plan.start + timedelta(seconds=i * step + g.rng.random() * min(step, 30))
-        yield g.record(at, BIG, dims, prompt=g.rng.randrange(3900, 4100), completion=g.rng.randrange(480, 520))
+        yield g.record(
+            at, BIG, dims, prompt=g.rng.randrange(3900, 4100), completion=g.rng.randrange(480, 520),
+            tokens={"system": 2600, "prompt_cached": 2600},
+        )  # fmt: skip
 
 
 def risk_check(g: Gen, n: int) -> Iterator[Record]:
-    """Payments risk checks; on one afternoon a flaky dependency makes a retry storm (each
-    failed attempt retried up to 3 times)."""
+    """Payments risk checks from a 1,000-token scoring template (served from the prefix cache);
+    on one afternoon a flaky dependency makes a retry storm (each failed attempt retried up to 3
+    times)."""
     dims = {"business_line": "payments", "team": "risk", "feature": "risk-check", "env": "prod"}
     storm = g.plan.start + timedelta(days=min(14, g.day_count - 1), hours=6)
     made = 0
@@ -284,7 +295,10 @@ def risk_check(g: Gen, n: int) -> Iterator[Record]:
                 extra["retry_of"] = previous
             if failed:
                 extra |= {"status": "timeout", "finish": "error"}
-            made_record = g.record(at, SMALL, dims, prompt=1400, completion=30 if failed else 180, **extra)
+            template = {"system": 1000, "prompt_cached": 1000}
+            made_record = g.record(
+                at, SMALL, dims, prompt=1400, completion=30 if failed else 180, tokens=template, **extra
+            )
             yield made_record
             made += 1
             if not failed:
@@ -294,7 +308,9 @@ def risk_check(g: Gen, n: int) -> Iterator[Record]:
 
 def doc_qa(g: Gen, n: int) -> Iterator[Record]:
     """Contract Q&A on the big model whose retrieved context grows through the month; 12 % of
-    answers are cut at max_tokens."""
+    answers are cut at max_tokens. The question comes before the contract, so the prefix cache
+    serves only the system prompt, also for the next question on the same contract: its cache
+    hit rate is the demo's health alert (put the contract first)."""
     dims = {"business_line": "legal", "team": "contracts", "feature": "doc-qa", "env": "prod"}
     for _ in range(n):
         at = g.when()
@@ -303,7 +319,7 @@ def doc_qa(g: Gen, n: int) -> Iterator[Record]:
         context = 2000 + 60 * day
         yield g.record(
             at, BIG, dims, prompt=context + 500, completion=2048 if truncated else g.rng.randrange(200, 800),
-            tokens={"tool": context, "system": 300}, finish="length" if truncated else "stop",
+            tokens={"tool": context, "system": 300, "prompt_cached": 300}, finish="length" if truncated else "stop",
         )  # fmt: skip
 
 
@@ -381,7 +397,28 @@ def configure(plan: Plan, capacity: int) -> list[str]:
         business_line="marketing", name=f"campaign {plan.month:%Y-%m}", defaults={"start": start, "end": end}
     )
     notes.append(f"campaign window for marketing {start:%Y-%m-%d} .. {end:%Y-%m-%d} (elastic expense)")
-    return notes
+    return notes + health_thresholds_ensure()
+
+
+# Business lines whose healthy range differs from the seeds' (the health thresholds table, whose
+# defaults row the migrations write): (cache hit at least, why).
+HEALTH_THRESHOLDS = {
+    "search": (Decimal("0.05"), "RAG: the retrieved context differs per question; only the system prompt is cached"),
+}
+
+
+def health_thresholds_ensure() -> list[str]:
+    """The lines' own rows of the health thresholds, made once (later edits are kept)."""
+    from apps.classification.models import HealthThreshold
+
+    for line, (cache_hit_min, why) in HEALTH_THRESHOLDS.items():
+        HealthThreshold.objects.get_or_create(
+            business_line=line, defaults={"cache_hit_min": cache_hit_min, "note": why}
+        )
+    return [
+        f"health thresholds of {line}: cache hit at least {m:.0%} ({why})"
+        for line, (m, why) in HEALTH_THRESHOLDS.items()
+    ]
 
 
 def _pool_capacity(records: list[Record]) -> int:
@@ -580,21 +617,47 @@ def demo_user(username: str) -> Any:
     return user
 
 
+# What demo-preparer says of each kind of month-end finding before submitting the close.
+FINDING_REVIEWS = {
+    "effective_share_low": ("resolved", "Product owner notified; prompt and output-format review planned."),
+    "elastic_over_revenue": ("accepted", "Campaign month: the elastic spend was agreed with the product owner."),
+    "revenue_missing": ("accepted", "The line's revenue is booked in its own P&L, not entered here."),
+    "structural_zero": ("accepted", "Templates frozen this quarter; the owners are aware."),
+    "bill_unreconciled": ("resolved", "Adjustments proposed on the reconciliation page."),
+}
+
+
+def findings_reviewed(*, month: date, user: Any) -> int:
+    """Each open month-end finding resolved or accepted, with its reason, by `user`."""
+    from apps.ledger.services.closing import close_check, finding_review
+
+    open_ = close_check(key="open_findings", month=month).items
+    for entry in open_:
+        assert entry.finding is not None
+        decision, note = FINDING_REVIEWS.get(entry.finding.kind, ("accepted", "Reviewed at the demo's close."))
+        kind, line = entry.finding.kind, entry.finding.business_line
+        finding_review(month=month, kind=kind, business_line=line, decision=decision, note=note, user=user)
+    return len(open_)
+
+
 def month_close_approved(*, month: date) -> list[str]:
-    """The month closed as a real close is: demo-preparer submits it (the checklist as it stands
-    now), demo-approver approves it and the period closes (its month-end checks store the
-    findings), through the close-request services, so the history and audit log are theirs."""
+    """The month closed as a real close is: demo-preparer resolves or accepts each month-end
+    finding and submits it (the checklist as it stands now), demo-approver approves it and the
+    period closes (its month-end checks store the findings), through the close-request services,
+    so the history and audit log are theirs."""
     from apps.ledger.models import CloseRequest
     from apps.ledger.services.closing import close_request_approve, close_request_submit
 
     preparer, approver = demo_user(PREPARER), demo_user(APPROVER)
+    reviewed = findings_reviewed(month=month, user=preparer)
     # A request already waiting (one a month at most) is the one approved.
     if not CloseRequest.objects.filter(month=month, state=CloseRequest.State.SUBMITTED).exists():
         close_request_submit(month=month, user=preparer, note="Month-end close of the demo books.")
     _request, result = close_request_approve(month=month, user=approver, note="Checked against the trial balance.")
     totals = ", ".join(f"{t.debits:,.2f} {t.currency}" for t in result.totals)
     return [
-        f"closed {month:%Y-%m}: prepared by {PREPARER}, approved by {APPROVER}; {len(result.findings)} findings; "
+        f"closed {month:%Y-%m}: prepared by {PREPARER}, approved by {APPROVER}; {len(result.findings)} findings "
+        f"({reviewed} resolved or accepted by {PREPARER}); "
         f"trial balance {totals or 'empty'}"
     ]
 

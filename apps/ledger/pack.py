@@ -2,6 +2,8 @@
 built by one function here: the cover, the checklist as approved, the trial balance, spend by
 account and cost centre, budget vs actual, the month-end findings and the waste summary.
 `month_pack_tables` lists them in that order; `apps.ledger.sheets.workbook_xlsx` writes them.
+Each finding carries who resolved or accepted it, when and why (apps/ledger/services/closing.py),
+in the findings sheet and under the checklist's findings line.
 
 For a user scoped to some business lines every sheet holds their cost centres only (each
 entry balances per cost centre, so their trial balance balances too); company-wide findings
@@ -22,7 +24,8 @@ from django.utils.translation import pgettext
 from apps.common.tables import Column, Table
 from apps.ledger.finance.names import names_load
 from apps.ledger.finance.waste import waste_tables
-from apps.ledger.models import CloseRequest, CostCentre, Finding, Period, PeriodEvent
+from apps.ledger.idle.allocation import policy_in_force, policy_label
+from apps.ledger.models import CloseRequest, CostCentre, Finding, FindingReview, Period, PeriodEvent
 from apps.ledger.selectors import budget_vs_actual, ledger_matrix, trial_balance
 
 CENT = Decimal("0.01")
@@ -129,6 +132,7 @@ def cover_table(*, month: date, business_lines: list[str] | None = None) -> Tabl
         (_("Business lines"), ", ".join(business_lines) if business_lines is not None else _("all")),
         (_("Expense posted"), expense),
         (_("Month-end findings"), str(findings.count())),
+        (_("Idle policy"), policy_label(policy_in_force(month))),
     ]
     return _month_table(
         name="cover",
@@ -141,8 +145,10 @@ def cover_table(*, month: date, business_lines: list[str] | None = None) -> Tabl
 
 
 def checklist_table(*, month: date) -> Table:
-    """The checklist as the approved close request stored it, or a row saying there was none."""
+    """The checklist as the approved close request stored it, or a row saying there was none;
+    under the findings line, who resolved or accepted each finding."""
     request = approved_request(month=month)
+    zone = _closed_period(month).tz
     columns = [
         Column("label", _("Check")),
         Column("value", _("Value")),
@@ -159,16 +165,34 @@ def checklist_table(*, month: date) -> Table:
             }
         ]
     else:
-        rows = [
-            {
-                "label": _(str(item.get("label", item.get("key", "")))),
-                "value": item.get("value", ""),
-                "ok": _yes_no(item.get("ok")),
-                "detail": item.get("detail", ""),
-            }
-            for item in request.checklist
-        ]
+        rows = []
+        for item in request.checklist:
+            rows.append(
+                {
+                    "label": _(str(item.get("label", item.get("key", "")))),
+                    "value": item.get("value", ""),
+                    "ok": _yes_no(item.get("ok")),
+                    "detail": item.get("detail", ""),
+                }
+            )
+            rows += [_review_row(review, zone=zone) for review in item.get("reviews", [])]
     return _month_table(name="checklist", title=_("Checklist as approved"), columns=columns, rows=rows, month=month)
+
+
+def _review_row(review: dict[str, Any], *, zone: str) -> dict[str, Any]:
+    """A finding's review under the checklist's findings line, as the request stored it."""
+    line = review.get("business_line") or _("the company")
+    return {
+        "label": f"  {_(str(review.get('label', '')))}: {line}",
+        "value": pgettext("finding", str(review.get("decision", ""))),
+        "ok": "",
+        "detail": _("%(who)s, %(at)s: %(note)s")
+        % {
+            "who": review.get("by", ""),
+            "at": _local(datetime.fromisoformat(review["at"]), zone) if review.get("at") else "",
+            "note": review.get("note", ""),
+        },
+    }
 
 
 def trial_balance_table(*, month: date, business_lines: list[str] | None = None) -> Table:
@@ -267,21 +291,43 @@ def budget_table(*, month: date, business_lines: list[str] | None = None) -> Tab
 
 
 def findings_table(*, month: date, business_lines: list[str] | None = None) -> Table:
-    """The month-end checks' findings stored at close."""
+    """The month-end checks' findings stored at close, each with who resolved or accepted it."""
     names = cost_centre_names()
+    zone = _closed_period(month).tz
     found = Finding.objects.filter(period=month).order_by("kind", "business_line")
     if business_lines is not None:
         found = found.filter(business_line__in=business_lines)
+    reviews = {
+        (r.kind, r.business_line): r for r in FindingReview.objects.filter(period=month).select_related("reviewed_by")
+    }
     rows = [
-        {"kind": f.kind, **_centre(f.business_line, names), "action": f.action, "message": f.message} for f in found
+        {"kind": f.kind, **_centre(f.business_line, names), "action": f.action, "message": f.message}
+        | _review_cells(reviews.get((f.kind, f.business_line)), zone)
+        for f in found
     ]
     columns = [
         Column("kind", _("Finding")),
         *_centre_columns(),
         Column("action", _("Action")),
         Column("message", _("Message")),
+        Column("decision", _("Decision")),
+        Column("reviewed_by", _("Decided by")),
+        Column("reviewed_at", _("Decided at")),
+        Column("reason", _("Reason")),
     ]
     return _month_table(name="findings", title=_("Month-end findings"), columns=columns, rows=rows, month=month)
+
+
+def _review_cells(review: FindingReview | None, zone: str) -> dict[str, str]:
+    if review is None:
+        empty = {"reviewed_by": "", "reviewed_at": "", "reason": ""}
+        return {"decision": _("open: neither resolved nor accepted"), **empty}
+    return {
+        "decision": pgettext("finding", review.decision),
+        "reviewed_by": _user(review.reviewed_by),
+        "reviewed_at": _local(review.reviewed_at, zone),
+        "reason": review.note,
+    }
 
 
 def waste_summary_tables(*, month: date, business_lines: list[str] | None = None) -> list[Table]:

@@ -1,6 +1,7 @@
 """The two-person close and the plans page in a real browser (Playwright + Debian's chromium):
-a finance user prepares last month's close with a note, a second finance user logs in and
-approves it, and the page then shows the month closed with its history."""
+a finance user follows the open findings' "Fix it" to their page and accepts each with a reason,
+prepares last month's close with a note, a second finance user logs in and approves it, and the
+page then shows the month closed with its history and who accepted each finding."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def books(live_server: Any, truncate_records: None, reopened_after: None, collec
     hour = datetime(last.year, last.month, 12, 10, tzinfo=UTC)
     ts = (hour + timedelta(minutes=5)).isoformat()
     batch = [factories.record(ts=ts, prompt_hash=None, dims={"business_line": line}) for line in ("search", "ads")]
-    assert collector.send(batch).json()["accepted"] == 2
+    timeout = {"outcome.status": "timeout", "outcome.finish_reason": None}  # ads: mostly waste, a finding
+    batch += [factories.record(ts=ts, prompt_hash=None, dims={"business_line": "ads"}, **timeout) for _ in range(2)]
+    assert collector.send(batch).json()["accepted"] == 4
     price_set(
         model_pattern="*",
         prices={"input": Decimal("2"), "cached_input": Decimal("0.5"), "output": Decimal("8")},
@@ -77,10 +80,26 @@ def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: A
     page = login(person("pat", "finance"), "/finance/close/", f"/finance/close/{label}/")  # the month to close now
     page.wait_for_selector("#checklist")
     assert page.url.endswith(f"/finance/close/{label}/")
-    assert page.locator("#checklist tbody tr").count() == 7
+    assert page.locator("#checklist tbody tr").count() == 8
     assert page.locator("#checklist tr[data-key=missing_rates]").get_attribute("class") == "ok"
     assert page.locator("#checklist tr[data-key=budgets_unspent]").get_attribute("class") == "ok"
+    findings = int(page.inner_text("#checklist tr[data-key=open_findings] td:nth-child(2)"))
+    assert findings > 0
     shot(page, "finance-close")
+    page.click("#checklist tr[data-key=open_findings] a")  # Fix it: the findings, each with its form
+    page.wait_for_selector("#items")
+    assert page.locator("#items tbody tr[data-item]").count() == findings
+    for _ in range(findings):
+        form = page.locator("#items form.review").first
+        form.locator("select[name=decision]").select_option("accepted")
+        form.locator("input[name=note]").fill("Known: a load test's timeouts")
+        form.locator("button").click()
+        page.wait_for_selector("#messages")
+    assert page.locator("#items tbody tr[data-item]").count() == 0
+    assert page.locator("#settled tbody tr[data-decision=accepted]").count() == findings
+    page.click("#back")
+    page.wait_for_selector("#checklist")
+    assert page.locator("#checklist tr[data-key=open_findings]").get_attribute("class") == "ok"
     page.fill("#submit textarea[name=note]", "Numbers checked against the invoices")
     page.click("#submit button[value=submit]")
     page.wait_for_selector("#waiting-request")
@@ -99,6 +118,8 @@ def test_a_finance_user_prepares_the_close_and_a_second_one_approves_it(login: A
     assert "Numbers checked against the invoices" in second.inner_text("#history")
     assert Period.objects.get(month=last).status == "closed"
     assert CloseRequest.objects.get().decided_by.username == "alex"
+    reviews = second.locator("#checklist tr[data-key=open_findings] li[data-decision=accepted]")
+    assert reviews.count() == findings and "accepted by pat" in reviews.first.inner_text()
     shot(second, "finance-close-approved")
 
 

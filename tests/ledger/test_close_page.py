@@ -57,7 +57,7 @@ def priced(collector: Collector, batch: list[dict[str, Any]]) -> None:
 
 def states(client: Client, url: str = PAGE) -> dict[str, str]:
     html = client.get(url).content.decode()
-    return dict(re.findall(r'<tr class="(ok|not)" data-key="(\w+)"', html)[i][::-1] for i in range(7))
+    return {key: state for state, key in re.findall(r'<tr class="(ok|not)" data-key="(\w+)"', html)}
 
 
 def person(name: str, role: str = "finance", lines: list[str] | None = None) -> tuple[Any, Client]:
@@ -90,14 +90,15 @@ def test_it_shows_every_check_to_look_at_for_a_month_with_loose_ends(collector: 
 
     items = {item.key: item for item in close_checklist(month=LAST)}
 
-    assert states(finance) == dict.fromkeys(items, "not") | {"missing_rates": "ok"}  # nothing priced in USD
+    # Nothing priced in USD; no supplier set up.
+    assert states(finance) == dict.fromkeys(items, "not") | {"missing_rates": "ok", "supplier_bills": "ok"}
     assert items["unpriced_models"].value == 1 and "llama-3-70b" in items["unpriced_models"].detail
     assert items["unattributed"].value != "0.0 %"
     assert items["days_not_accrued"].value == 1 and f"{DAY:%m-%d}" in items["days_not_accrued"].detail
     assert items["dirty_days"].value >= 2  # the unpriced hour, and the day pricing marked for re-booking
     assert "effective share low: customer-service" in items["open_findings"].detail
     assert items["budgets_unspent"].value == 1 and "ghost-line" in items["budgets_unspent"].detail
-    assert '<a href="/prices/">' in finance.get(PAGE).content.decode()
+    assert f'<a href="/finance/close/{LABEL}/items/unpriced_models/">' in finance.get(PAGE).content.decode()
 
 
 def test_it_shows_every_check_ok_once_the_month_is_clean(collector: Collector) -> None:
@@ -115,10 +116,11 @@ def test_it_shows_every_check_ok_once_the_month_is_clean(collector: Collector) -
             "open_findings",
             "budgets_unspent",
             "missing_rates",
+            "supplier_bills",
         ],
         "ok",
     )
-    assert [item.value for item in close_checklist(month=LAST)] == [0, "0.0 %", 0, 0, 0, 0, 0]
+    assert [item.value for item in close_checklist(month=LAST)] == [0, "0.0 %", 0, 0, 0, 0, 0, 0]
 
 
 def test_it_marks_a_day_stale_when_its_priced_rows_change_after_accrual(collector: Collector) -> None:

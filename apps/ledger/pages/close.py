@@ -1,10 +1,12 @@
 """The month's close on a page (finance and admin): the checklist, the waiting request, the
-actions open to this user and the history. Changes are POSTs to `close-act`, company-wide
-(refused to users scoped to some lines, who still read the checklist of their lines)."""
+actions open to this user and the history; for each checklist line a page of its items (where a
+line that is not OK leads), the findings' one with a form to resolve or accept each. Changes are
+POSTs to `close-act` and `close-review`, company-wide (refused to users scoped to some lines, who
+still read the checklist of their lines)."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from django.contrib import messages
@@ -12,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
@@ -20,18 +22,22 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of, next_month, previous_month, zone_name
-from apps.ledger.models import CloseRequest, Period
+from apps.ledger.models import CloseRequest, Finding, FindingReview, Period
 from apps.ledger.services.accrual import month_window
 from apps.ledger.services.closing import (
     COMPANY_ACT,
     NEEDS_FINANCE,
     CloseError,
+    close_check,
     close_checklist,
     close_history,
     close_request_approve,
     close_request_reject,
     close_request_submit,
     close_request_withdraw,
+    decision_label,
+    finding_name,
+    finding_review,
 )
 from apps.ledger.services.periods import PeriodError, parse_month, period_reopen
 
@@ -70,7 +76,7 @@ def close_page(request: HttpRequest, month: str) -> HttpResponse:
         "closed": closed,
         "ended": month_window(first).end <= timezone.now(),
         # The stored checklist names every line: a scoped reader gets the live one of their lines.
-        "checklist": approved.checklist if approved and company else live,
+        "checklist": _stored(approved.checklist) if approved and company else live,
         "live": live,
         "waiting": waiting,
         "approved": approved,
@@ -81,8 +87,71 @@ def close_page(request: HttpRequest, month: str) -> HttpResponse:
         "can_decide": company and waiting is not None and waiting.prepared_by_id != request.user.pk,
         "can_withdraw": company and waiting is not None and waiting.prepared_by_id == request.user.pk,
         "can_reopen": company and closed and user_has_role(request.user, "admin"),
+        "pack": reverse("month-pack", kwargs={"month": f"{first:%Y-%m}"}) if closed else "",
     }
     return render(request, "ledger/close.html", context)
+
+
+@require_GET
+@login_required
+def close_items(request: HttpRequest, month: str, key: str) -> HttpResponse:
+    """The items of one checklist line, computed now: exactly those the line counts."""
+    _finance_check(request)
+    first = parse_month(month, error=Http404)
+    lines = business_lines_of(request.user)
+    try:
+        item = close_check(key=key, month=first, business_lines=lines)
+    except CloseError as exc:
+        raise Http404(str(exc)) from exc
+    context: dict[str, Any] = {
+        "month": f"{first:%Y-%m}",
+        "item": item,
+        "zone": zone_name(),
+        "can_review": lines is None,
+        "decisions": FindingReview.Decision.values,
+    }
+    return render(request, "ledger/close_items.html", context)
+
+
+@require_POST
+@login_required
+def close_review(request: HttpRequest, month: str) -> HttpResponse:
+    """Resolve or accept one finding (kind, business_line, decision, note); back to the findings."""
+    _finance_check(request)
+    if business_lines_of(request.user) is not None:
+        raise PermissionDenied(_(COMPANY_ACT))
+    first = parse_month(month, error=Http404)
+    post = request.POST
+    try:
+        review = finding_review(
+            month=first,
+            kind=post.get("kind", ""),
+            business_line=post.get("business_line", ""),
+            decision=post.get("decision", ""),
+            note=post.get("note", "")[:2000],
+            user=request.user,
+        )
+    except CloseError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            _("%(finding)s: %(decision)s by %(who)s.")
+            % {
+                "finding": finding_name(Finding(kind=review.kind, business_line=review.business_line)),
+                "decision": decision_label(review.decision),
+                "who": request.user.get_username(),
+            },
+        )
+    return redirect("finance-close-items", month=f"{first:%Y-%m}", key="open_findings")
+
+
+def _stored(checklist: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's stored checklist as the page shows it: the reviews' times as times."""
+    return [
+        {**item, "reviews": [{**r, "at": datetime.fromisoformat(r["at"])} for r in item.get("reviews", [])]}
+        for item in checklist
+    ]
 
 
 ACTIONS = ("submit", "approve", "reject", "withdraw", "reopen")
@@ -139,4 +208,6 @@ urlpatterns = [
     path("finance/close/", close_latest, name="finance-close-latest"),
     path("finance/close/<str:month>/", close_page, name="finance-close"),
     path("finance/close/<str:month>/act/", close_act, name="finance-close-act"),
+    path("finance/close/<str:month>/review/", close_review, name="finance-close-review"),
+    path("finance/close/<str:month>/items/<str:key>/", close_items, name="finance-close-items"),
 ]
