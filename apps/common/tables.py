@@ -16,6 +16,9 @@ class Column:
     key: str  # the row's key
     label: str  # the translated header
     kind: Kind = "text"
+    # A variance column (actual - budget): the nature of what the budget limits ("expense":
+    # under is favourable), so the page colours each value by its side and says which side.
+    nature: str = ""
 
 
 @dataclass

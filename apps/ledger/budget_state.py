@@ -148,6 +148,18 @@ def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any,
     return _by_scope(_rows(sql + " GROUP BY 1, 2, 3", [start, end, lines]), 3)
 
 
+def tokens_by_line(*, month: date, unassigned: str) -> dict[str, int]:
+    """Tokens as a budget counts them (TOKENS), per business line, in an accounting month: every
+    line (those without a budget too), records of no line under `unassigned` (the ledger's cost
+    centre for them). What the budgets page compares with each line's token budget."""
+    sql = (
+        f"SELECT COALESCE(NULLIF(d.business_line, ''), %s), sum({TOKENS}) FROM {_USAGE} u "
+        f"JOIN {DimSet._meta.db_table} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
+    )
+    bounds = [month_start(month_of(month)), month_end(month_of(month))]
+    return {line: int(count) for line, count in _rows(sql, [unassigned, *bounds])}
+
+
 def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
     sql = f"SELECT {_SCOPE}, sum(u.records) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
     return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2, 3", [start, end, lines, Status.REJECTED]), 3)

@@ -201,14 +201,21 @@ def test_it_sets_budgets_and_compares_them_with_actuals(as_role: Role, booked: N
 
     search = next(r for r in rows if r["business_line"] == "search")
     assert (search["budget_amount"], search["actual_amount"], search["amount_used"]) == ("10.00", "2.50", "0.2500")
-    assert (search["budget_tokens"], search["actual_tokens"], search["tokens_used"]) == (4000, 1000, "0.2500")
-    # The page says the same as a share of the budget.
+    # Booked: 1,000 processed tokens; a token budget counts records' prompt and completion, and
+    # these books were priced from rollups with no records behind them.
+    assert (search["budget_tokens"], search["actual_tokens"], search["used_tokens"]) == (4000, 1000, 0)
+    assert search["tokens_used"] == "0.0000"
+    # The page says the same as a share of the budget, and books the same tokens.
     page = finance.get("/budgets/?month=2026-09").content.decode()
-    row = page[page.index('<td class="text">search</td>') :].split("</tr>")[0]
-    assert row.count("<td>25.0%</td>") == 2, row
+    money = page[page.index('id="budgets"') :].split("</table>")[0]
+    row = money.split('data-scope="search" data-group="')[1].split("</tr>")[0]
+    assert 'data-figure="budget_used" data-value="0.250000"' in row and ">25.0%<" in row, row
+    tokens = page[page.index('id="budget-tokens"') :].split("</table>")[0]
+    row = tokens.split('data-scope="search" data-group="')[1].split("</tr>")[0]
+    assert 'data-figure="tokens" data-value="1000" data-scope="search"' in row and ">0.0%<" in row, row
     # A line booked without a budget shows a dash where the budget would be, not a lone currency.
-    other = page[page.index("<tbody>") :].split("</tbody>")[0].split("<tr>")[1]
-    assert "search" not in other and "<td>—</td>" in other and "<td> CNY</td>" not in other, other
+    other = money.split('data-group="unbudgeted"><td class="text">')[1].split("</tr>")[0]
+    assert not other.startswith("search") and '<td class="none">—</td>' in other and " CNY<" not in other, other
 
 
 def test_it_refuses_a_budget_without_amount_or_tokens(as_role: Role) -> None:

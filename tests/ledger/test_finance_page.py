@@ -129,9 +129,11 @@ def test_it_shows_names_formatted_money_and_clear_states(books: None) -> None:
     support = next(r for r in table(finance("f2"), "budget") if r["Cost centre"] == "CC-1001 Customer support")
     actual = Decimal(support["This month (CNY)"])
     variance = actual - 10000
-    assert 1000 < actual < 10000 and f'<td class="money neg">{money_text(variance)}</td>' in centres  # under budget
+    # Under budget, a month long gone: favourable (green), its sign and a word, never red.
+    favourable = '<td class="{} variance favourable" data-side="under">{} <span class="side">under</span></td>'
+    assert 1000 < actual < 10000 and favourable.format("money", money_text(variance)) in centres
     assert re.fullmatch(r"\(\d,\d{3}\.\d{2}\)", money_text(variance))
-    assert f'<td class="pct neg">{pct_text(variance / 10000)}</td>' in centres
+    assert favourable.format("pct", pct_text(variance / 10000)) in centres
     assert '<td class="money none">\u2014</td>' in centres  # search: no budget
     text = unescape(re.sub(r"<script.*?</script>|<[^>]+>", " ", html, flags=re.S))
     for raw in ("cost_centre", "budget_amount", "actual_amount", "amount_used", "business_line"):
@@ -169,10 +171,14 @@ def test_it_computes_change_and_variance_from_the_booked_records(books: None) ->
     assert Decimal(support["This month (CNY)"]) == now and Decimal(support["Previous month (CNY)"]) == before
     assert Decimal(support["Change (CNY)"]) == now - before
     assert Decimal(support["Change %"]) == ((now - before) / before).quantize(Decimal("0.0001"))
-    assert Decimal(support["Budget (CNY)"]) == 10000
-    assert Decimal(support["Variance (actual - budget) (CNY)"]) == now - 10000
+    assert Decimal(support["Budget (CNY)"]) == 10000 == Decimal(support["Budget to date (CNY)"])  # November is over
+    assert Decimal(support["Variance to date (actual - budget) (CNY)"]) == now - 10000
     assert Decimal(support["Variance %"]) == ((now - 10000) / 10000).quantize(Decimal("0.0001"))
+    assert Decimal(support["Forecast, month end (CNY)"]) == now
     assert rows["search"]["Budget (CNY)"] == "" and rows["Total"]["This month (CNY)"] == str(sum(nov.values()))
+    # The budgeted lines have their own total; the whole month's (search has no budget) has none.
+    assert Decimal(rows["Lines with a budget"]["Budget used"]) == (now / 10000).quantize(Decimal("0.0001"))
+    assert rows["Total"]["Budget (CNY)"] == rows["Total"]["Budget used"] == ""
     accounts = {r["Account"]: r for r in table(finance("f2"), "accounts")}
     waste = accounts["6401.04 Waste token expense"]
     assert Decimal(waste["This month (CNY)"]) == sum(v for (a, _), v in nov.items() if a == "6401.04")

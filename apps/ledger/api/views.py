@@ -254,8 +254,13 @@ class BudgetVsActualView(APIView):
         actual_amount = money()
         amount_used = serializers.DecimalField(max_digits=12, decimal_places=4, allow_null=True)
         budget_tokens = serializers.IntegerField(allow_null=True)
-        actual_tokens = serializers.IntegerField()
-        tokens_used = serializers.DecimalField(max_digits=12, decimal_places=4, allow_null=True)
+        actual_tokens = serializers.IntegerField(help_text="Processed tokens booked to the line's expense accounts.")
+        used_tokens = serializers.IntegerField(
+            help_text="Tokens as a token budget counts them: prompt (cached included) + completion, as records arrive."
+        )
+        tokens_used = serializers.DecimalField(
+            max_digits=12, decimal_places=4, allow_null=True, help_text="used_tokens / budget_tokens."
+        )
 
     @extend_schema(
         operation_id="ledger_budget_vs_actual",

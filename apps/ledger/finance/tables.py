@@ -6,11 +6,12 @@ fraction percentages); every number links to the journal lines it sums."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 import plotly.graph_objects as go
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
@@ -21,6 +22,7 @@ from apps.ledger.finance.links import journal_href
 from apps.ledger.finance.names import Names
 from apps.ledger.models import Account, Budget, Finding
 from apps.ledger.selectors import periods_status, trial_balance
+from apps.ledger.variance import EXPENSE, MonthProgress, forecast, month_progress, pro_rated, variance
 
 ZERO = Decimal(0)
 TREND_MONTHS = 12
@@ -113,13 +115,24 @@ def _tokens(matrix: list[dict[str, Any]], month: str) -> dict[str, int]:
 
 
 def centres_table(
-    *, month: date, currency: str, matrix: list[dict[str, Any]], names: Names, business_lines: list[str] | None
+    *,
+    month: date,
+    currency: str,
+    matrix: list[dict[str, Any]],
+    names: Names,
+    business_lines: list[str] | None,
+    now: datetime | None = None,
 ) -> Table:
-    """Per cost centre: this month, the previous month, the change, the budget and the variance
-    (actual - budget: positive is over budget), in money, and tokens against a token budget."""
+    """Per cost centre: this month, the previous month, the change, the budget, its part due by
+    `now` (pro-rated over the month's days gone, apps/ledger/variance.py) and the variance
+    against that part (actual - budget to date: positive is over, unfavourable for an expense),
+    the forecast to the month's end, and tokens against a token budget. The lines with a
+    budget have a total of their own: the month's total has no budget (idle capacity and the
+    lines without one have none), so its share used would mean nothing."""
     this, before = f"{month:%Y-%m}", f"{previous_month(month):%Y-%m}"
-    now, prev, tokens = _by(matrix, "cost_centre", this), _by(matrix, "cost_centre", before), _tokens(matrix, this)
+    now_, prev, tokens = _by(matrix, "cost_centre", this), _by(matrix, "cost_centre", before), _tokens(matrix, this)
     budgets = _budgets(month, currency, business_lines)
+    progress = month_progress(month=month, now=now or timezone.now())
     rows: list[dict[str, Any]] = []
     table = Table(
         "budget",
@@ -132,9 +145,11 @@ def centres_table(
             Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
             Column("change_pct", _("Change %"), "pct"),
             Column("budget", money_label(_("Budget"), currency), "money"),
-            Column("variance", money_label(_("Variance (actual - budget)"), currency), "money"),
-            Column("variance_pct", _("Variance %"), "pct"),
+            Column("budget_to_date", money_label(_("Budget to date"), currency), "money"),
+            Column("variance", money_label(_("Variance to date (actual - budget)"), currency), "money", EXPENSE),
+            Column("variance_pct", _("Variance %"), "pct", EXPENSE),
             Column("used", _("Budget used"), "pct"),
+            Column("forecast", money_label(_("Forecast, month end"), currency), "money"),
             Column("budget_tokens", _("Token budget"), "int"),
             Column("tokens", _("Tokens"), "int"),
             Column("tokens_used", _("Token budget used"), "pct"),
@@ -143,9 +158,11 @@ def centres_table(
         currency=currency,
         period=this,
     )
-    for cc in sorted(set(now) | set(prev) | set(budgets), key=names.centre):
+    for cc in sorted(set(now_) | set(prev) | set(budgets), key=names.centre):
         budget = budgets.get(cc)
-        rows.append(_centre_row(names.centre(cc), now.get(cc, ZERO), prev.get(cc), budget, tokens.get(cc, 0)))
+        rows.append(
+            _centre_row(names.centre(cc), now_.get(cc, ZERO), prev.get(cc), budget, tokens.get(cc, 0), progress)
+        )
         table.links[(len(rows) - 1, "actual")] = journal_href(
             month=month, cost_centre=cc, expense=True, currency=currency
         )
@@ -153,23 +170,35 @@ def centres_table(
             table.links[(len(rows) - 1, "previous")] = journal_href(
                 month=previous_month(month), cost_centre=cc, expense=True, currency=currency
             )
+    names_ = [r["cost_centre"] for r in rows]
     if rows:
-        budget_sum = [b.amount for b in budgets.values() if b.amount is not None]
-        total = Budget(amount=sum(budget_sum, ZERO) if budget_sum else None)
+        money_budgets = {cc: b for cc, b in budgets.items() if b.amount is not None}
+        if money_budgets:
+            total = Budget(amount=sum((b.amount for b in money_budgets.values() if b.amount is not None), ZERO))
+            rows.append(
+                _centre_row(
+                    _("Lines with a budget"),
+                    sum((now_.get(cc, ZERO) for cc in money_budgets), ZERO),
+                    sum((prev[cc] for cc in money_budgets if cc in prev), ZERO) if prev else None,
+                    total,
+                    sum(tokens.get(cc, 0) for cc in money_budgets),
+                    progress,
+                )
+            )
         rows.append(
             _centre_row(
                 _("Total"),
-                sum(now.values(), ZERO),
+                sum(now_.values(), ZERO),
                 sum(prev.values(), ZERO) if prev else None,
-                total,
+                None,
                 sum(tokens.values()),
+                progress,
             )
         )
-    names_ = [r["cost_centre"] for r in rows[:-1]]
     fig = go.Figure(
         [
-            go.Bar(name=_("Budget"), x=names_, y=[float(r["budget"] or 0) for r in rows[:-1]]),
-            go.Bar(name=_("This month"), x=names_, y=[float(r["actual"]) for r in rows[:-1]]),
+            go.Bar(name=_("Budget"), x=names_, y=[float(r["budget"] or 0) for r in rows[: len(names_)]]),
+            go.Bar(name=_("This month"), x=names_, y=[float(r["actual"]) for r in rows[: len(names_)]]),
         ]
     )
     table.figure = figure_html(fig, "group")
@@ -177,13 +206,12 @@ def centres_table(
 
 
 def _centre_row(
-    label: str, actual: Decimal, previous: Decimal | None, budget: Budget | None, tokens: int
+    label: str, actual: Decimal, previous: Decimal | None, budget: Budget | None, tokens: int, progress: MonthProgress
 ) -> dict[str, Any]:
     delta, delta_pct = change(actual, previous)
     amount = budget.amount if budget is not None else None
-    variance, variance_pct = (
-        (actual - amount, (actual - amount) / amount if amount else None) if amount is not None else (None, None)
-    )
+    to_date = pro_rated(amount, progress)
+    off = variance(actual, to_date)
     budget_tokens = budget.tokens if budget is not None else None
     return {
         "cost_centre": label,
@@ -192,9 +220,11 @@ def _centre_row(
         "change": delta,
         "change_pct": delta_pct,
         "budget": amount,
-        "variance": variance,
-        "variance_pct": variance_pct.quantize(Decimal("0.0001")) if variance_pct is not None else None,
+        "budget_to_date": to_date,
+        "variance": off.amount if off is not None else None,
+        "variance_pct": off.share.quantize(Decimal("0.0001")) if off is not None and off.share is not None else None,
         "used": (actual / amount).quantize(Decimal("0.0001")) if amount else None,
+        "forecast": forecast(actual, progress),
         "budget_tokens": budget_tokens,
         "tokens": tokens,
         "tokens_used": (Decimal(tokens) / budget_tokens).quantize(Decimal("0.0001")) if budget_tokens else None,

@@ -3,6 +3,7 @@ state class (neg, zero, none) and its drill-through link."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django import template
@@ -10,6 +11,7 @@ from django.utils.html import format_html
 
 from apps.common.formats import cell_text, money_text, pct_text, state_of
 from apps.common.tables import Column, Table
+from apps.ledger.variance import judged
 
 register = template.Library()
 
@@ -19,12 +21,28 @@ def cell(table: Table, index: int, row: dict[str, Any], column: Column) -> str:
     """`<td>` of a row's value: formatted, classed by kind and state, linked when the table has
     a link for it."""
     value = row.get(column.key)
+    if column.nature and isinstance(value, Decimal):
+        return _variance_cell(value, column)
     classes = " ".join(c for c in (column.kind, state_of(value) if column.kind != "text" else "") if c)
     text = cell_text(value, column.kind)
     href = table.links.get((index, column.key))
     if href:
         return format_html('<td class="{}"><a href="{}">{}</a></td>', classes, href, text)
     return format_html('<td class="{}">{}</td>', classes, text)
+
+
+def _variance_cell(value: Decimal, column: Column) -> str:
+    """A variance coloured by whether its side is favourable for the budget's nature (green
+    under an expense budget, red over it) and never by colour alone: its sign and a word too."""
+    found = judged(value, nature=column.nature)
+    return format_html(
+        '<td class="{} variance {}" data-side="{}">{} <span class="side">{}</span></td>',
+        column.kind,
+        found.tone,
+        found.side,
+        cell_text(value, column.kind),
+        found.word,
+    )
 
 
 @register.filter
