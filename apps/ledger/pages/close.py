@@ -28,6 +28,7 @@ from apps.ledger.services.closing import (
     COMPANY_ACT,
     NEEDS_FINANCE,
     CloseError,
+    UnknownCheck,
     close_check,
     close_checklist,
     close_history,
@@ -101,7 +102,7 @@ def close_items(request: HttpRequest, month: str, key: str) -> HttpResponse:
     lines = business_lines_of(request.user)
     try:
         item = close_check(key=key, month=first, business_lines=lines)
-    except CloseError as exc:
+    except UnknownCheck as exc:
         raise Http404(str(exc)) from exc
     context: dict[str, Any] = {
         "month": f"{first:%Y-%m}",
