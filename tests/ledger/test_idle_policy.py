@@ -23,6 +23,7 @@ from apps.auditlog.models import AuditEntry
 from apps.ledger.idle.models import IdlePolicy
 from apps.ledger.idle.services import idle_policy_set, reserved_share_set
 from apps.ledger.models import JournalEntry, JournalLine
+from apps.ledger.pack import cover_table
 from apps.ledger.selectors import idle_by_line, trial_balance
 from apps.ledger.services.accrual import month_accrue, month_window, range_accrue
 from apps.ledger.services.periods import period_close, period_reopen
@@ -265,3 +266,41 @@ def test_an_idle_lines_drill_down_shows_its_share_of_each_pool_hour(pool: object
     assert (mine["idle_policy"], mine["stale"]) == ("by_use", False)
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.SHOWBACK)  # not booked again yet
     assert as_role("admin").get(f"/api/v1/ledger/journal/{search.pk}/usage").json()["stale"] is True
+
+
+@pytest.mark.parametrize(
+    ("policy", "english", "chinese"),
+    [
+        (None, "stays a platform cost (showback), booked to the cost centre unassigned", "仍为平台成本"),
+        ("by_use", "charged to the business lines that used each pool in the hour", "按用量分摊"),
+        ("reserved", "by their reserved share of each pool", "预留份额"),
+    ],
+)
+def test_the_finance_page_says_which_idle_policy_is_in_force(
+    pool: object, as_role: Role, policy: str | None, english: str, chinese: str
+) -> None:
+    if policy is not None:
+        idle_policy_set(month=MAR, policy=policy)
+    month_accrue(month=MAR)
+    finance = as_role("finance")
+
+    page = finance.get("/finance/", {"month": "2025-03"}).content.decode()
+    in_chinese = finance.get("/finance/", {"month": "2025-03"}, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+    assert f'id="idle-policy" data-policy="{policy or "showback"}"' in page
+    assert english in page
+    assert chinese in in_chinese and english not in in_chinese
+    assert 'href="/figures/#idle-policy"' in page
+    assert as_role("finance").get("/figures/").content.decode().count('id="idle-policy"') == 1
+
+
+def test_the_month_pack_names_the_policy_the_month_was_closed_with(pool: object) -> None:
+    idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
+    with time_machine.travel(NOW, tick=False):
+        period_close(month=MAR, now=NOW)
+
+    cover = {row["item"]: row["value"] for row in cover_table(month=MAR).rows}
+
+    assert cover["Idle policy"] == "by use: the lines that used the pool in the hour"
+    assert cover["Expense posted"].startswith(f"{sum(spend(period_id=MAR).values()):,.2f}")
+    assert idle_of(MAR)["search"] == Decimal("3.43")

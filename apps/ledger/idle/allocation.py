@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
+from django.utils.translation import gettext
 
 from apps.ingest.models import DimSet
 from apps.ledger import conf
@@ -52,6 +53,16 @@ def policies_in_force(months: Iterable[date]) -> dict[date, str]:
 
 def policy_in_force(month: date) -> str:
     return policies_in_force([month])[month]
+
+
+def policy_label(policy: str) -> str:
+    """A policy as the pages and the month pack name it (translated)."""
+    labels = {
+        SHOWBACK: gettext("showback: a platform cost"),
+        BY_USE: gettext("by use: the lines that used the pool in the hour"),
+        RESERVED: gettext("by reserved share of the pool"),
+    }
+    return labels[policy]
 
 
 @dataclass(frozen=True)

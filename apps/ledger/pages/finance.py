@@ -22,9 +22,10 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of
 from apps.common.tables import Table
-from apps.ledger import figures
+from apps.ledger import conf, figures
 from apps.ledger.finance import Dashboard, dashboard_build
 from apps.ledger.finance.journal import JOURNAL_PAGE, journal_table
+from apps.ledger.idle.allocation import policy_in_force
 from apps.ledger.models import Period
 from apps.ledger.selectors import LineFilter
 from apps.ledger.services.accrual import month_window
@@ -64,6 +65,7 @@ def finance_dashboard(request: HttpRequest) -> HttpResponse:
         return _download(request, board.table(name), name, f"finance-{name}-{board.month:%Y-%m}")
     closed = Period.objects.filter(month=board.month, status=Period.Status.CLOSED).exists()
     context = {"board": board, "month": f"{board.month:%Y-%m}", "closed": closed, **_headline(board)}
+    context |= {"idle_policy": policy_in_force(board.month), "idle_cost_centre": conf.get("LEDGER_IDLE_COST_CENTRE")}
     return render(request, "ledger/finance.html", context)
 
 
