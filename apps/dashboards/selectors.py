@@ -21,6 +21,7 @@ from apps.dashboards.models import DailyClass, DailyCost, DailyLineClass, DailyL
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import DimSet, Record, ServedModel
 from apps.pricing.models import HourlyCost
+from apps.pricing.selectors import PoolHourRate
 
 # The two rollups a page sums, each as (daily by business line, daily by dim set, hourly).
 CLASS = (DailyLineClass._meta.db_table, DailyClass._meta.db_table, HourlyClass._meta.db_table)
@@ -430,7 +431,7 @@ class Component:
     name: str  # engine.COMPONENTS
     tokens: int
     reason: str
-    cost: Decimal | None  # None: unpriced, or priced by a cost pool (no price per token)
+    cost: Decimal | None  # None: unpriced, or a pool's hour not priced yet
 
 
 @dataclass(frozen=True)
@@ -438,16 +439,26 @@ class Components:
     ruleset: RuleSet
     rows: list[Component]
     currency: str
+    pool: str = ""  # the cost pool that prices the record's model, if one does
+    pool_rate: PoolHourRate | None = None  # its hour's rate; None while the hour is not priced
+
+    @property
+    def cost(self) -> Decimal | None:
+        """The record's cost, when every component has one."""
+        costs = [c.cost for c in self.rows if c.tokens]
+        known = [c for c in costs if c is not None]
+        return sum(known, Decimal(0)) if known and len(known) == len(costs) else None
 
 
 def record_components(*, record: Record) -> Components:
     """Each token component of `record` with its class.reason under the rule set its hour was
     classified with (the active one if its hour holds none), decided by the same SQL as
     reclassification (the duplicate window and the move rules included), and its cost at the
-    model's prices of that hour."""
+    model's prices of that hour, or at its pool's rate for that hour (the rate the hour's rows
+    were allocated at; no cost while the hour is not priced)."""
     from apps.classification.services import _ruleset_sql, active_ruleset
     from apps.classification.sql import COMPONENT_TOKENS, records_sql
-    from apps.pricing.selectors import price_basis
+    from apps.pricing.selectors import pool_hour_rate, price_basis
 
     ruleset = _hour_ruleset(record) or active_ruleset()
     compiled = _ruleset_sql(ruleset)
@@ -469,16 +480,24 @@ def record_components(*, record: Record) -> Components:
     names = dict(Reason.objects.values_list("id", "name"))
     basis = price_basis(model_name=record.model.name, at=record.ts)
     prices = basis.prices if basis is not None else {}
+    rate = pool_hour_rate(pool=basis.pool, at=record.ts) if basis is not None and basis.pool is not None else None
     rows = [
-        Component(name, int(tokens), names.get(reason_id, "?"), _component_cost(prices, i, int(tokens)))
+        Component(name, int(tokens), names.get(reason_id, "?"), _component_cost(prices, rate, i, int(tokens)))
         for i, (name, reason_id, tokens) in enumerate(zip(COMPONENTS, row[:width], row[width:], strict=True))
     ]
-    return Components(ruleset, rows, basis.currency if basis is not None else "")
+    if basis is None:
+        return Components(ruleset, rows, "")
+    return Components(ruleset, rows, basis.currency, basis.pool.name if basis.pool else "", rate)
 
 
-def _component_cost(prices: dict[str, Decimal], component: int, tokens: int) -> Decimal | None:
+def _component_cost(
+    prices: dict[str, Decimal], rate: PoolHourRate | None, component: int, tokens: int
+) -> Decimal | None:
+    """At the pool's rate for the hour when a pool prices the model, else at its price per million."""
     from apps.pricing.book import component_price
 
+    if rate is not None:
+        return rate.cost(component, tokens)
     price = component_price(prices, component)
     return None if price is None else price * tokens / Decimal(1_000_000)
 

@@ -417,7 +417,11 @@ def _components(record: Record, *, money: bool) -> dict[str, Any]:
         for c in found.rows
         if c.tokens
     ]
-    return {"ruleset": found.ruleset, "rows": rows, "currency": found.currency if money else ""}
+    if not money:
+        return {"ruleset": found.ruleset, "rows": rows, "currency": ""}
+    # A pool's record: the pool, its hour's rate (None: the hour is not priced yet) and the total.
+    priced = {"pool": found.pool, "pool_rate": found.pool_rate, "cost": found.cost}
+    return {"ruleset": found.ruleset, "rows": rows, "currency": found.currency, **priced}
 
 
 def _conversation_href(record: Record) -> str:

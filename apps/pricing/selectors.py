@@ -82,6 +82,39 @@ def price_basis(*, model_name: str, at: datetime) -> PriceBasis | None:
 
 
 @dataclass(frozen=True)
+class PoolHourRate:
+    """What a pool's hour cost its tokens: the hour's allocated cost over its compute-weighted
+    tokens. The pricing job split the same allocated cost among the hour's rows in proportion to
+    the same weights (book.allocate), so the tokens of a record cost weight x rate, and the
+    records of a row add up to what the row was allocated (to the cent it was rounded to)."""
+
+    pool: PoolTerms
+    hour: datetime
+    allocated: Decimal
+    weighted_tokens: Decimal
+
+    @property
+    def per_million(self) -> Decimal | None:
+        """Per million compute-weighted tokens; None for an hour nothing used."""
+        return self.allocated * 1_000_000 / self.weighted_tokens if self.weighted_tokens else None
+
+    def cost(self, component: int, tokens: int) -> Decimal:
+        if not self.weighted_tokens:
+            return Decimal(0)
+        return tokens * self.pool.weight(component) * self.allocated / self.weighted_tokens
+
+
+def pool_hour_rate(*, pool: CostPool, at: datetime) -> PoolHourRate | None:
+    """The rate of `pool` in the hour holding `at`; None while that hour is not allocated yet (a
+    pool-hour is priced once it has ended, plus POOL_GRACE_MINUTES, at the next pricing run)."""
+    hour = at.replace(minute=0, second=0, microsecond=0)
+    found = PoolIdleHour.objects.filter(pool=pool, hour=hour).values_list("allocated", "weighted_tokens").first()
+    if found is None:
+        return None
+    return PoolHourRate(pool_terms(pool=pool), hour, found[0], found[1])
+
+
+@dataclass(frozen=True)
 class UnpricedModel:
     model: str  # name@version, as ServedModel prints it
     model_name: str
