@@ -551,22 +551,34 @@ def load(plan: Plan, *, progress: Callable[[str], None]) -> Loaded:
 
 
 def summary(plan: Plan) -> list[str]:
-    """What the month holds now, by business line and class, as lines to print."""
+    """What the month holds now, by business line: its tokens, the four health ratios as every
+    surface reads them (effective, waste, shadow of the computed tokens, cache hit of the prompt)
+    and its cost, as lines to print."""
+    from apps.classification.health import ratios_of
     from apps.pricing.selectors import class_usage
 
-    # The plan's records lie before its end (an hour boundary): one row per line and class.
-    rows = class_usage(start=plan.start, end=plan.end, granularity="month", group_by=["business_line", "class"])
+    # The plan's records lie before its end (an hour boundary): one row per line, class and component.
+    rows = class_usage(
+        start=plan.start, end=plan.end, granularity="month", group_by=["business_line", "class", "component"]
+    )
     by_line: dict[str, dict[str, int]] = {}
+    prompt: dict[str, list[int]] = {}
     cost: dict[str, Decimal] = {}
     for row in rows:
-        by_line.setdefault(row["business_line"], {})[row["class"]] = row["tokens"]
-        cost[row["business_line"]] = cost.get(row["business_line"], Decimal(0)) + row["cost"].get("CNY", Decimal(0))
-    head = ("effective", 9), ("waste", 7), ("cache", 7), ("shadow", 7)
+        line, classes = row["business_line"], by_line.setdefault(row["business_line"], {})
+        classes[row["class"]] = classes.get(row["class"], 0) + row["tokens"]
+        if row["component"] in ("cached_prompt", "uncached_prompt"):
+            got = prompt.setdefault(line, [0, 0])
+            got[0] += row["tokens"]
+            got[1] += row["tokens"] if row["component"] == "cached_prompt" else 0
+        cost[line] = cost.get(line, Decimal(0)) + row["cost"].get("CNY", Decimal(0))
+    head = ("effective", 9), ("waste", 7), ("cache_hit", 9), ("shadow", 7)
     lines = [f"  {'business line':<18} {'tokens':>14} {' '.join(f'{c:>{w}}' for c, w in head)} {'cost CNY':>12}"]
     for line, classes in sorted(by_line.items()):
-        total = sum(classes.values()) or 1
-        share = [f"{classes.get(c, 0) / total:>{w}.1%}" for c, w in head]
-        lines.append(f"  {line or '(none)':<18} {total:>14,} {' '.join(share)} {cost[line]:>12,.2f}")
+        total, (whole, cached) = sum(classes.values()), prompt.get(line, [0, 0])
+        ratios = ratios_of(by_class=classes, prompt=whole, prompt_cached=cached)
+        shown = [f"{ratios.get(name) or 0:>{w}.1%}" for name, w in head]
+        lines.append(f"  {line or '(none)':<18} {total:>14,} {' '.join(shown)} {cost[line]:>12,.2f}")
     return lines
 
 

@@ -19,7 +19,9 @@ from django.test import Client
 from openpyxl import load_workbook
 
 from apps.accounts.models import CollectorKey
+from apps.alerts.detectors.money import health
 from apps.alerts.models import AlertAction, Channel, Notification
+from apps.alerts.selectors import health_series
 from apps.auditlog.models import AuditEntry
 from apps.audits.models import AuditReport
 from apps.ingest.models import Record, Rejection
@@ -43,6 +45,7 @@ from devtools.demo_ops import CHANNELS, LEGACY_KEY, RECEIVER_GONE
 pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's
 
 START, END = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 
 
 def run(records: int) -> str:
@@ -77,6 +80,26 @@ def test_demo_data_loads_a_priced_accrued_month_once() -> None:
         second = run(3000)
         assert f"loaded {total:,} records: 0 stored, {total:,} already there, 0 refused" in second, second
         assert ElasticWindow.objects.filter(business_line="marketing").count() == 1
+
+
+@pytest.mark.django_db
+def test_demo_datas_healthy_lines_are_healthy_and_its_bad_ones_are_not() -> None:
+    with time_machine.travel(datetime(2026, 11, 3, 12, tzinfo=UTC), tick=True):
+        run(3000)
+
+    # October as the health alert judges a window: each line's ratios against its thresholds row.
+    judged = {
+        subject.key: health(data, {"min_tokens": 0})
+        for subject, data in health_series(params={"window_hours": 31 * 24}, business_line="", now=END - HOUR)
+    }
+    breaches = {line: result.figures["breaches"] for line, result in judged.items() if result.firing}
+    # legal asks its question before the contract (the prefix cache serves only the system
+    # prompt); payments had a retry storm. The forgotten job is healthy by its ratios: the
+    # audit's zombie finding shows it (tests/dashboards/test_audit_flags.py).
+    assert set(breaches) == {"legal", "payments"} and breaches["legal"] == ["cache_hit"], judged
+    assert "waste" in breaches["payments"] and "cache_hit" not in breaches["payments"]
+    assert judged["payments"].figures["reasons"][0]["top"] == [{"reason": "timeout", "share": 1.0}]
+    assert set(judged) == {"customer-service", "search", "marketing", "data-platform", "payments", "legal"}
 
 
 @pytest.mark.django_db
