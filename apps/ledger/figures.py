@@ -46,18 +46,14 @@ class Spend:
     usage: Decimal  # the tokens' cost, business lines' and unassigned
     unassigned: Decimal  # of usage: tokens no business line claimed
     idle: Decimal  # pool capacity no token used, booked to a cost centre of the idle policy
-    booked: Decimal  # of the total: what the journal holds now
+    # Of the total: priced since the journal last booked those days; the next accrual books it.
+    pending: Decimal
     # Priced in a currency the day has no exchange rate for: not in the total (currency -> amount as priced).
     unconverted: dict[str, Decimal] = field(default_factory=dict)
 
     @property
     def total(self) -> Decimal:
         return self.usage + self.idle
-
-    @property
-    def pending(self) -> Decimal:
-        """Of the total: priced since the last accrual, which the next one books."""
-        return self.total - self.booked
 
 
 @dataclass(frozen=True)
@@ -92,7 +88,8 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
     currency = functional_currency()
     unassigned_cc, idle_cc = conf.get("LEDGER_UNASSIGNED"), conf.get("LEDGER_IDLE_COST_CENTRE")
     whole, partial = _whole_days(start, end)
-    booked = booked_days(whole)
+    booked_all = booked_days(sorted({*whole, *(p[0] for p in partial)}))
+    booked = [d for d in whole if d in booked_all]
     usage = unassigned = idle = ZERO
     unconverted: dict[str, Decimal] = defaultdict(Decimal)
     # The journal's days.
@@ -112,13 +109,13 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
             missed = MissingRate.objects.filter(day__in=booked, to=currency)
             for row in missed.values("currency").annotate(cost=Sum("amount")):
                 unconverted[row["currency"]] += row["cost"]
-    booked_total = usage + idle
-    # The rest, as the accrual would book it.
+    # The rest, as the accrual would book it (what it booked, for the hours of a booked day the window cuts).
     model_id = ServedModel.objects.filter(name=model).values_list("id", flat=True).first() if model else None
-    exact_usage = exact_unassigned = exact_idle = ZERO
-    rest = [(d, day_start(d), day_end(d)) for d in whole if d not in booked] + partial
+    mapping = mapping_load()
+    exact_usage = exact_unassigned = exact_idle = exact_pending = ZERO
+    rest = [(d, day_start(d), day_end(d)) for d in whole if d not in booked_all] + partial
     for day, lo, hi in rest:
-        target = day_target(day=day, mapping=mapping_load(), bounds=(lo, hi))
+        target = day_target(day=day, mapping=mapping, bounds=(lo, hi))
         for key, acc in target.lines.get(currency, {}).items():
             if lines is not None and key.cost_centre not in lines:
                 continue
@@ -129,6 +126,7 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
             else:
                 exact_usage += acc.exact
                 exact_unassigned += acc.exact if key.cost_centre == unassigned_cc else ZERO
+            exact_pending += acc.exact if day not in booked_all else ZERO
         for missing, (cost, _tokens) in target.missing.items():
             unconverted[missing] += cost
     del idle_cc  # idle lines are told by their pool, whichever cost centre the idle policy books them to
@@ -137,7 +135,7 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
         usage=usage + _round(exact_usage, currency),
         unassigned=unassigned + _round(exact_unassigned, currency),
         idle=idle + _round(exact_idle, currency),
-        booked=booked_total,
+        pending=_round(exact_pending, currency),
         unconverted={c: v for c, v in unconverted.items() if v},
     )
 

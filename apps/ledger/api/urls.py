@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.ledger.api import budget_state, periods, views
+from apps.ledger.api import budget_state, figures, periods, views
 
 urlpatterns = [
+    path("ledger/figures", figures.FiguresView.as_view(), name="ledger-figures"),
     path("ledger/accounts", views.AccountsView.as_view(), name="ledger-accounts"),
     path("ledger/trial-balance", views.TrialBalanceView.as_view(), name="ledger-trial-balance"),
     path("ledger/matrix", views.MatrixView.as_view(), name="ledger-matrix"),
