@@ -55,6 +55,11 @@ class Spend:
     def total(self) -> Decimal:
         return self.usage + self.idle
 
+    @property
+    def idle_share(self) -> float | None:
+        """Idle capacity as a fraction of the total (None without spend)."""
+        return float(self.idle / self.total) if self.total else None
+
 
 @dataclass(frozen=True)
 class Tokens:
