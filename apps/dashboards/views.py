@@ -31,6 +31,7 @@ from apps.ingest.contract import STATUSES
 from apps.ingest.models import TOKEN_FIELDS, Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, dim_values, records_list
 from apps.ingest.services import FINISH_CODES
+from apps.ledger import figures as ledger_figures
 
 PAGE_SIZE = 50
 # Reasons that a record's own fields decide; other reasons (duplicates, custom rules) list the
@@ -107,6 +108,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         records_yet=found.total > 0 or selectors.records_exist(lines=lines),
         classes=classes,
         spend=sorted(summed.spend.items()) if money else [],
+        spent=_spend(flt, lines) if money else None,
         figure=class_series_figure(summed.series, class_labels(), granularity=flt.granularity),
         lines=[
             {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
@@ -116,6 +118,26 @@ def overview(request: HttpRequest) -> HttpResponse:
         audit_flags=_audit_flags(request, flt, lines),
     )
     return render(request, "dashboards/overview.html", context)
+
+
+@reader_required
+def figures_page(request: HttpRequest) -> HttpResponse:
+    """What each headline figure means (the names the pages' data-figure attributes carry)."""
+    return render(request, "dashboards/figures.html")
+
+
+def _spend(flt: Filters, lines: list[str] | None) -> ledger_figures.Spend | None:
+    """The window's spend as the books define it (apps/ledger/figures.py), for the reader's lines and
+    the chosen line and model; None when a dim the books do not keep is chosen (a feature, a step):
+    the page then shows what those tokens cost, without idle capacity, which no feature uses."""
+    dims = dict(flt.dims)
+    line = dims.pop("business_line", None)
+    if dims:
+        return None
+    scope = lines
+    if line is not None:
+        scope = [line] if lines is None or line in lines else []
+    return ledger_figures.spend(start=flt.start, end=flt.end, lines=scope, model=flt.model or None)
 
 
 def _audit_flags(request: HttpRequest, flt: Filters, lines: list[str] | None) -> dict[str, Any] | None:
