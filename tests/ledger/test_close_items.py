@@ -175,6 +175,7 @@ def test_the_approved_checklist_and_the_month_pack_say_who_decided_when_and_why(
     reviews = next(i["reviews"] for i in stored if i["key"] == "open_findings")
     assert [(r["kind"], r["by"], r["note"]) for r in reviews] == [(k, "pat", f"Accepted {k}") for k, _ in findings]
     assert f'href="/finance/pack/{LABEL}.xlsx"' in page
+    assert f'<a href="{FINDINGS}">Resolved and accepted findings</a>' in page  # the stored line leads on too
 
     book = load_workbook(io.BytesIO(second.get(f"/finance/pack/{LABEL}.xlsx").content))
     sheet = book["Month-end findings"]

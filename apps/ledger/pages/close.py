@@ -77,7 +77,7 @@ def close_page(request: HttpRequest, month: str) -> HttpResponse:
         "closed": closed,
         "ended": month_window(first).end <= timezone.now(),
         # The stored checklist names every line: a scoped reader gets the live one of their lines.
-        "checklist": _stored(approved.checklist) if approved and company else live,
+        "checklist": _stored(approved.checklist, first) if approved and company else live,
         "live": live,
         "waiting": waiting,
         "approved": approved,
@@ -147,10 +147,16 @@ def close_review(request: HttpRequest, month: str) -> HttpResponse:
     return redirect("finance-close-items", month=f"{first:%Y-%m}", key="open_findings")
 
 
-def _stored(checklist: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A request's stored checklist as the page shows it: the reviews' times as times."""
+def _stored(checklist: list[dict[str, Any]], month: date) -> list[dict[str, Any]]:
+    """A request's stored checklist as the page shows it: the reviews' times as times, and each
+    line's items page (its items as they stand now)."""
+    label = f"{month:%Y-%m}"
     return [
-        {**item, "reviews": [{**r, "at": datetime.fromisoformat(r["at"])} for r in item.get("reviews", [])]}
+        {
+            **item,
+            "reviews": [{**r, "at": datetime.fromisoformat(r["at"])} for r in item.get("reviews", [])],
+            "link": reverse("finance-close-items", kwargs={"month": label, "key": item["key"]}),
+        }
         for item in checklist
     ]
 
