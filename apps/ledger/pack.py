@@ -277,8 +277,10 @@ def budget_table(*, month: date, business_lines: list[str] | None = None) -> Tab
         Column("actual_amount", _("Actual"), "money"),
         Column("amount_used", _("Budget used"), "pct"),
         Column("budget_tokens", _("Budget tokens"), "int"),
-        Column("actual_tokens", _("Actual tokens"), "int"),
+        # Two token figures (docs/budgets.md): what a token budget counts, and what the ledger booked.
+        Column("used_tokens", _("Tokens used"), "int"),
         Column("tokens_used", _("Token budget used"), "pct"),
+        Column("actual_tokens", _("Tokens booked"), "int"),
     ]
     return _month_table(
         name="budget",

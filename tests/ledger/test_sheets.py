@@ -253,6 +253,8 @@ def test_it_fills_spend_budget_findings_and_waste_with_cost_centre_names(as_role
     budget = {r[1]: r[2:6] for r in values(book, "Budget vs actual")[2:]}
     assert budget["Customer service"] == ("CNY", 20, 12.5, 0.625)
     assert book["Budget vs actual"]["F3"].number_format == "0.0%"
+    # Two token figures, each named (docs/budgets.md): what a token budget counts, what was booked.
+    assert values(book, "Budget vs actual")[1][-3:] == ("Tokens used", "Token budget used", "Tokens booked")
     kinds = {(r[0], r[2]) for r in values(book, "Month-end findings")[2:]}
     assert kinds == {(f.kind, f.business_line or "(company)") for f in Finding.objects.filter(period=SEP)} != set()
     waste = {(r[0], r[1]): r[2:] for r in values(book, "Waste by reason")[2:]}
