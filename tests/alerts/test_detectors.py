@@ -45,6 +45,9 @@ def test_it_fires_a_trend_after_three_rising_days():
     assert not detect("trend", [Decimal("1.00"), Decimal("1.10"), Decimal("1.05"), Decimal("1.30")]).firing
     assert not detect("trend", rising[1:]).firing  # three days are two rises
     assert not detect("trend", [*rising[1:], Decimal("1.25")]).firing  # a fall resolves
+    # a steady mix wobbles by tenths of a percent a day: no trend (the demo's marketing line)
+    wobble = [Decimal("0.001710"), Decimal("0.001711"), Decimal("0.001716"), Decimal("0.001741")]
+    assert not detect("trend", wobble).firing and detect("trend", wobble, min_rise=0).firing
 
 
 def test_it_fires_budget_levels_and_the_forecast():

@@ -43,10 +43,12 @@ def spike(series: SpikeInput, p: Params) -> DetectionResult:
     return DetectionResult(firing=series.current >= threshold, figures=figures)
 
 
-@register_detector("trend", source="unit_cost_series", defaults={"days": 3, "min_rise": 0.0})
+@register_detector("trend", source="unit_cost_series", defaults={"days": 3, "min_rise": 0.02})
 def trend(daily: list[Decimal], p: Params) -> DetectionResult:
     """Cost per 1k tokens rising `days` consecutive days (each day above the one before by
-    more than `min_rise`, a fraction). `daily` is oldest first and ends with yesterday."""
+    more than `min_rise`, a fraction: 2 %, so the day-to-day wobble of a steady mix of models and
+    cache hits, a few tenths of a percent, is no trend). `daily` is oldest first and ends with
+    yesterday."""
     days = p["days"]
     if len(daily) < days + 1:
         return DetectionResult(firing=False)
