@@ -396,7 +396,9 @@ class IdleByLine:
     """A window's idle capacity in the books' currency per cost centre, as the accrual books it:
     what the idle policy gave each line, and under the idle cost centre (LEDGER_IDLE_COST_CENTRE)
     what stays a platform cost. Exact: whole smallest units for pools priced in the books'
-    currency; a pool priced in another is converted at its day's rate, as the accrual does."""
+    currency, so a month's figures are its journal lines to the fen; a pool priced in another is
+    converted at its day's rate, as the accrual does, and kept exact (the journal rounds a day's
+    lines to the fen, the day's total unchanged)."""
 
     currency: str
     by_line: dict[str, Decimal]  # cost centre -> its idle (the platform's part included in its cost centre's)
@@ -438,12 +440,14 @@ def idle_by_line(*, start: datetime, end: datetime, business_lines: list[str] | 
         for (day, currency, cc), (amount, kept) in _idle_by_day(idle_parts(start=lo, end=hi, month=month), window):
             if business_lines is not None and cc not in business_lines:
                 continue
-            rate = Decimal(1) if currency == functional else getattr(rates.get(day, {}).get(currency), "rate", None)
-            if rate is None:
+            if currency == functional:
+                by_line[cc] += amount
+                platform += kept
+            elif (rate := rates.get(day, {}).get(currency)) is not None:  # at the day's rate, as the accrual
+                by_line[cc] += (amount * rate.rate).quantize(_EXACT)
+                platform += (kept * rate.rate).quantize(_EXACT)
+            else:
                 unconverted[currency] += amount
-                continue
-            by_line[cc] += (amount * rate).quantize(_EXACT)
-            platform += (kept * rate).quantize(_EXACT)
     return IdleByLine(functional, dict(by_line), platform, policies, {c: v for c, v in unconverted.items() if v})
 
 

@@ -27,6 +27,8 @@ from apps.ledger.pack import cover_table
 from apps.ledger.selectors import idle_by_line, trial_balance
 from apps.ledger.services.accrual import month_accrue, month_window, range_accrue
 from apps.ledger.services.periods import period_close, period_reopen
+from apps.ledger.services.rates import rate_set
+from apps.pricing.models import CostPool
 from apps.pricing.services import hours_price
 from tests import factories
 from tests.ledger.helpers import account, balanced, spend
@@ -58,7 +60,7 @@ def _pool_day(day: date) -> None:
 
 
 @pytest.fixture
-def pool() -> object:
+def pool() -> CostPool:
     with time_machine.travel(NOW, tick=False):
         pool = factories.cost_pool(capacity=1000)
         _pool_day(date(2025, 3, 10))
@@ -71,7 +73,7 @@ def idle_of(month: date) -> dict[str, Decimal]:
     return {cc: amount for (code, cc), amount in spend(period_id=month).items() if code == IDLE}
 
 
-def test_showback_keeps_all_idle_a_platform_cost(pool: object) -> None:
+def test_showback_keeps_all_idle_a_platform_cost(pool: CostPool) -> None:
     month_accrue(month=MAR)
 
     assert idle_of(MAR) == {"unassigned": Decimal("26.00")}  # 6.00 + 20.00
@@ -80,7 +82,7 @@ def test_showback_keeps_all_idle_a_platform_cost(pool: object) -> None:
     assert balanced()
 
 
-def test_by_use_gives_each_hour_to_the_lines_that_used_it_and_keeps_unused_hours(pool: object) -> None:
+def test_by_use_gives_each_hour_to_the_lines_that_used_it_and_keeps_unused_hours(pool: CostPool) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
 
     month_accrue(month=MAR)
@@ -116,8 +118,8 @@ def _usage(cost_centre: str, month: date) -> Decimal:
     )
 
 
-def test_by_reserved_share_books_each_share_and_leaves_the_unreserved_rest(pool: object) -> None:
-    pool_id = pool.pk  # type: ignore[attr-defined]
+def test_by_reserved_share_books_each_share_and_leaves_the_unreserved_rest(pool: CostPool) -> None:
+    pool_id = pool.pk
     reserved_share_set(pool_id=pool_id, business_line="customer-service", month=MAR, percent=Decimal(50))
     reserved_share_set(pool_id=pool_id, business_line="search", month=MAR, percent=Decimal("33.3"))
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.RESERVED)
@@ -134,15 +136,15 @@ def test_by_reserved_share_books_each_share_and_leaves_the_unreserved_rest(pool:
     assert balanced()
 
 
-def test_reserved_shares_add_up_to_a_hundred_at_most(pool: object) -> None:
-    pool_id = pool.pk  # type: ignore[attr-defined]
+def test_reserved_shares_add_up_to_a_hundred_at_most(pool: CostPool) -> None:
+    pool_id = pool.pk
     reserved_share_set(pool_id=pool_id, business_line="customer-service", month=MAR, percent=Decimal(70))
     with pytest.raises(ValidationError, match=r"add up to 100\.0001 % from 2025-04"):
         reserved_share_set(pool_id=pool_id, business_line="search", month=APR, percent=Decimal("30.0001"))
     reserved_share_set(pool_id=pool_id, business_line="search", month=APR, percent=Decimal(30))
 
 
-def test_a_policy_change_rebooks_the_open_months_and_leaves_a_closed_one(pool: object) -> None:
+def test_a_policy_change_rebooks_the_open_months_and_leaves_a_closed_one(pool: CostPool) -> None:
     admin = factories.finance_user("root", role="admin")
     with time_machine.travel(NOW, tick=False):
         range_accrue(start=MAR, end=date(2025, 5, 1))
@@ -182,7 +184,7 @@ def _lines(month: date) -> list[tuple[object, ...]]:
     )
 
 
-def test_going_back_to_showback_rebooks_the_open_month(pool: object) -> None:
+def test_going_back_to_showback_rebooks_the_open_month(pool: CostPool) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
     month_accrue(month=MAR)
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.SHOWBACK)
@@ -193,7 +195,7 @@ def test_going_back_to_showback_rebooks_the_open_month(pool: object) -> None:
     assert idle_of(MAR) == {"unassigned": Decimal("26.00")}
 
 
-def test_idle_by_line_agrees_with_the_books_for_the_month_and_splits_any_hour(pool: object) -> None:
+def test_idle_by_line_agrees_with_the_books_for_the_month_and_splits_any_hour(pool: CostPool) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
     month_accrue(month=MAR)
     window = month_window(MAR)
@@ -209,7 +211,7 @@ def test_idle_by_line_agrees_with_the_books_for_the_month_and_splits_any_hour(po
     assert (scoped.by_line, scoped.platform) == ({"search": Decimal("3.43")}, 0)
 
 
-def test_idle_by_line_follows_each_months_policy_across_months(pool: object) -> None:
+def test_idle_by_line_follows_each_months_policy_across_months(pool: CostPool) -> None:
     idle_policy_set(month=APR, policy=IdlePolicy.Policy.BY_USE)
 
     both = idle_by_line(start=month_window(MAR).start, end=month_window(APR).end)
@@ -222,7 +224,7 @@ def test_idle_by_line_follows_each_months_policy_across_months(pool: object) -> 
     }
 
 
-def test_focus_rows_follow_the_allocation(pool: object, as_role: Role) -> None:
+def test_focus_rows_follow_the_allocation(pool: CostPool, as_role: Role) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
     month_accrue(month=MAR)
 
@@ -243,7 +245,7 @@ def test_focus_rows_follow_the_allocation(pool: object, as_role: Role) -> None:
     assert "costplatform/idle_policy" in json.loads(by_centre["unassigned"]["Tags"])
 
 
-def test_a_day_without_pool_hours_books_no_idle(pool: object) -> None:
+def test_a_day_without_pool_hours_books_no_idle(pool: CostPool) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
     month_accrue(month=MAR)
 
@@ -252,7 +254,7 @@ def test_a_day_without_pool_hours_books_no_idle(pool: object) -> None:
     assert (other_day.by_line, other_day.total) == ({}, 0)
 
 
-def test_an_idle_lines_drill_down_shows_its_share_of_each_pool_hour(pool: object, as_role: Role) -> None:
+def test_an_idle_lines_drill_down_shows_its_share_of_each_pool_hour(pool: CostPool, as_role: Role) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
     month_accrue(month=MAR)
     search = JournalLine.objects.get(account=account(IDLE), cost_centre="search")
@@ -294,7 +296,7 @@ def test_the_finance_page_says_which_idle_policy_is_in_force(
     assert as_role("finance").get("/figures/").content.decode().count('id="idle-policy"') == 1
 
 
-def test_the_month_pack_names_the_policy_the_month_was_closed_with(pool: object) -> None:
+def test_the_month_pack_names_the_policy_the_month_was_closed_with(pool: CostPool) -> None:
     idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
     with time_machine.travel(NOW, tick=False):
         period_close(month=MAR, now=NOW)
@@ -304,3 +306,77 @@ def test_the_month_pack_names_the_policy_the_month_was_closed_with(pool: object)
     assert cover["Idle policy"] == "by use: the lines that used the pool in the hour"
     assert cover["Expense posted"].startswith(f"{sum(spend(period_id=MAR).values()):,.2f}")
     assert idle_of(MAR)["search"] == Decimal("3.43")
+
+
+def _staff(role: str) -> Client:
+    user = factories.finance_user(f"staff-{role}", role=role)
+    user.is_staff = True
+    user.save()
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def test_finance_sets_the_policy_in_the_admin_for_open_months_only(pool: CostPool) -> None:
+    finance = _staff("finance")
+    march = idle_policy_set(month=MAR, policy=IdlePolicy.Policy.SHOWBACK)
+    with time_machine.travel(NOW, tick=False):
+        period_close(month=MAR, now=NOW)
+    url = "/admin/ledger/idlepolicy/add/"
+
+    refused = finance.post(url, {"month": "2025-03-01", "policy": "by_use", "note": "from March"})
+    finance.post(url, {"month": "2025-04-01", "policy": "reserved", "note": "chargeback"})
+
+    assert "2025-03 is closed" in refused.content.decode()
+    row = IdlePolicy.objects.get(month=APR)
+    assert (row.policy, row.changed_by.username, IdlePolicy.objects.count()) == ("reserved", "staff-finance", 2)
+    assert AuditEntry.objects.filter(model="ledger.IdlePolicy").latest("id").actor_name == "staff-finance"
+    shares = finance.post(
+        "/admin/ledger/reservedshare/add/",
+        {"pool": pool.pk, "business_line": "search", "month": "2025-04-01", "percent": "40", "note": ""},
+    )
+    assert shares.status_code == 302
+    assert finance.get(f"/admin/ledger/idlepolicy/{row.pk}/delete/").status_code == 403  # finance never deletes
+    admin = _staff("admin")
+    assert admin.get(f"/admin/ledger/idlepolicy/{row.pk}/delete/").status_code == 200
+    assert admin.get(f"/admin/ledger/idlepolicy/{march.pk}/delete/").status_code == 403  # March is closed
+
+
+def test_a_pool_priced_in_another_currency_is_shared_out_and_converted_as_the_books_do() -> None:
+    with time_machine.travel(NOW, tick=False):
+        factories.cost_pool(capacity=1000, currency="USD")  # 20.00 USD an hour
+        _pool_day(date(2025, 3, 10))
+    rate_set(day=date(2025, 3, 10), currency="USD", rate="7.1", source="test")
+    idle_policy_set(month=MAR, policy=IdlePolicy.Policy.BY_USE)
+    month_accrue(month=MAR)
+    window = month_window(MAR)
+
+    found = idle_by_line(start=window.start, end=window.end)
+
+    # 2.57, 3.43 and 20.00 USD at 7.1 CNY, exact; the books round each day's lines to the fen
+    # (largest remainder), the day's total unchanged.
+    assert found.by_line == {
+        "customer-service": Decimal("18.247"),
+        "search": Decimal("24.353"),
+        "unassigned": Decimal("142.00"),
+    }
+    assert idle_of(MAR) == {
+        "customer-service": Decimal("18.25"),
+        "search": Decimal("24.35"),
+        "unassigned": Decimal("142.00"),
+    }
+    assert found.total == sum(idle_of(MAR).values()) == Decimal("184.60")  # 26.00 USD
+    search = JournalLine.objects.get(account=account(IDLE), cost_centre="search")
+    assert (search.original_currency, search.original_amount) == ("USD", Decimal("3.43"))
+    assert found.currency == "CNY" and found.platform == Decimal("142.00")
+
+
+def test_idle_of_a_day_without_a_rate_is_left_out_and_said_so() -> None:
+    with time_machine.travel(NOW, tick=False):
+        factories.cost_pool(capacity=1000, currency="USD")
+        _pool_day(date(2025, 3, 10))
+    window = month_window(MAR)
+
+    found = idle_by_line(start=window.start, end=window.end)
+
+    assert (found.by_line, found.unconverted) == ({}, {"USD": Decimal("26.00")})
