@@ -16,6 +16,7 @@ from django.db.models import Sum
 from django.test import Client
 from openpyxl import load_workbook
 
+from apps.auditlog.models import AuditEntry
 from apps.classification.models import HourlyClass
 from apps.ledger.models import CloseRequest, FindingReview, Period, Supplier
 from apps.ledger.reconciliation.imports import bill_import
@@ -144,6 +145,12 @@ def test_each_finding_is_resolved_or_accepted_with_a_reason_by_a_named_person(
     assert re.search(r'<tr data-item="[^"]+" data-decision="accepted">', done)
     for other_kind, other_line in rest:
         review(first, other_kind, other_line, "resolved", "Product owner notified")
+    _, second = person("alex")
+    again = review(second, kind, line, "resolved", "Load test removed from the schedule")  # a second word replaces it
+    assert "resolved by alex" in again and "Change the decision" in again
+    assert FindingReview.objects.get(kind=kind, business_line=line).reviewed_by.username == "alex"
+    changes = AuditEntry.objects.filter(model="ledger.FindingReview", object_id=str(stored.pk)).order_by("id")
+    assert [(e.action, e.actor_name) for e in changes] == [("create", "pat"), ("update", "alex")]
     assert close_check(key="open_findings", month=LAST).ok
     assert "is submitted for closing" in first.post(f"{PAGE}act/", {"action": "submit"}, follow=True).content.decode()
 
