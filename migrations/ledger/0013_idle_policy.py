@@ -9,6 +9,56 @@ from django.db import migrations, models
 
 CONFIG_TABLES = ("ledger_idlepolicy", "ledger_reservedshare")
 
+# A setting holds from its month until the next one of its series (every policy row; a pool's
+# line's shares): a row whose old or new range holds a closed month is not inserted, changed or
+# deleted, whoever writes it (the models' validation says so first, as ledger_plan_guard does for
+# budgets). The periods in range are locked for share, so a close waits for the change or sees it.
+GUARD = r"""
+CREATE FUNCTION ledger_idle_setting_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    rows jsonb[] := '{}';
+    r jsonb;
+    later date;
+    closed_month date;
+BEGIN
+    IF TG_OP = 'UPDATE' AND (to_jsonb(NEW) - 'changed_by_id' - 'changed_at')
+                          = (to_jsonb(OLD) - 'changed_by_id' - 'changed_at') THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN rows := rows || to_jsonb(OLD); END IF;
+    IF TG_OP <> 'DELETE' THEN rows := rows || to_jsonb(NEW); END IF;
+    FOREACH r IN ARRAY rows LOOP
+        IF TG_TABLE_NAME = 'ledger_idlepolicy' THEN
+            SELECT min(month) INTO later FROM ledger_idlepolicy
+            WHERE month > (r->>'month')::date AND id <> (r->>'id')::bigint;
+        ELSE
+            SELECT min(month) INTO later FROM ledger_reservedshare
+            WHERE pool_id = (r->>'pool_id')::bigint AND business_line = r->>'business_line'
+              AND month > (r->>'month')::date AND id <> (r->>'id')::bigint;
+        END IF;
+        PERFORM 1 FROM ledger_period WHERE month >= (r->>'month')::date AND (later IS NULL OR month < later)
+            ORDER BY month FOR SHARE;
+        SELECT min(month) INTO closed_month FROM ledger_period
+        WHERE status = 'closed' AND month >= (r->>'month')::date AND (later IS NULL OR month < later);
+        IF closed_month IS NOT NULL THEN
+            RAISE EXCEPTION '% is closed and this % applies to it; reopen it (admin, with a reason) first',
+                to_char(closed_month, 'YYYY-MM'), TG_ARGV[0] USING ERRCODE = 'P0001';
+        END IF;
+    END LOOP;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
+CREATE TRIGGER ledger_idlepolicy_closed BEFORE INSERT OR UPDATE OR DELETE ON ledger_idlepolicy
+    FOR EACH ROW EXECUTE FUNCTION ledger_idle_setting_guard('idle policy');
+CREATE TRIGGER ledger_reservedshare_closed BEFORE INSERT OR UPDATE OR DELETE ON ledger_reservedshare
+    FOR EACH ROW EXECUTE FUNCTION ledger_idle_setting_guard('reserved share');
+"""
+UNGUARD = """
+DROP TRIGGER IF EXISTS ledger_idlepolicy_closed ON ledger_idlepolicy;
+DROP TRIGGER IF EXISTS ledger_reservedshare_closed ON ledger_reservedshare;
+DROP FUNCTION IF EXISTS ledger_idle_setting_guard();
+"""
+
 
 class Migration(migrations.Migration):
 
@@ -60,4 +110,5 @@ class Migration(migrations.Migration):
             ),
             "\n".join(f"DROP TRIGGER IF EXISTS {t}_config_bump ON {t};" for t in CONFIG_TABLES),
         ),
+        migrations.RunSQL(GUARD, UNGUARD),
     ]

@@ -17,10 +17,11 @@ from decimal import Decimal
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
+from django.db import DatabaseError, transaction
 from django.test import Client
 
 from apps.auditlog.models import AuditEntry
-from apps.ledger.idle.models import IdlePolicy
+from apps.ledger.idle.models import IdlePolicy, ReservedShare
 from apps.ledger.idle.services import idle_policy_set, reserved_share_set
 from apps.ledger.models import JournalEntry, JournalLine
 from apps.ledger.pack import cover_table
@@ -36,7 +37,7 @@ from tests.ledger.helpers import account, balanced, spend
 pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 Role = Callable[[str | None], Client]
 
-MAR, APR = date(2025, 3, 1), date(2025, 4, 1)
+FEB, MAR, APR = date(2025, 2, 1), date(2025, 3, 1), date(2025, 4, 1)
 NOW = datetime(2025, 4, 20, tzinfo=UTC)
 CS, SEARCH = {"business_line": "customer-service"}, {"business_line": "search"}
 IDLE = "6401.06"
@@ -380,3 +381,25 @@ def test_idle_of_a_day_without_a_rate_is_left_out_and_said_so() -> None:
     found = idle_by_line(start=window.start, end=window.end)
 
     assert (found.by_line, found.unconverted) == ({}, {"USD": Decimal("26.00")})
+
+
+def test_the_database_refuses_a_setting_a_closed_month_used_whoever_writes_it(pool: CostPool) -> None:
+    march = idle_policy_set(month=MAR, policy=IdlePolicy.Policy.SHOWBACK)
+    share = reserved_share_set(pool_id=pool.pk, business_line="search", month=MAR, percent=Decimal(30))
+    with time_machine.travel(NOW, tick=False):
+        period_close(month=MAR, now=NOW)
+
+    for write in (
+        lambda: IdlePolicy.objects.filter(pk=march.pk).update(policy="by_use"),
+        lambda: IdlePolicy.objects.filter(pk=march.pk).delete(),
+        lambda: ReservedShare.objects.filter(pk=share.pk).update(percent=Decimal(40)),
+        # A new line's share from February on would hold in March too.
+        lambda: ReservedShare.objects.create(pool_id=pool.pk, business_line="legal", month=FEB, percent=Decimal(5)),
+    ):
+        with pytest.raises(DatabaseError, match="2025-03 is closed"), transaction.atomic():
+            write()
+    # From April on, or for February alone (March has its own), March keeps its setting.
+    IdlePolicy.objects.create(month=APR, policy="by_use")
+    IdlePolicy.objects.create(month=FEB, policy="by_use")
+    ReservedShare.objects.create(pool_id=pool.pk, business_line="search", month=APR, percent=Decimal(40))
+    assert IdlePolicy.objects.get(pk=march.pk).policy == "showback"
