@@ -303,6 +303,7 @@ def test_it_refuses_every_read_api_to_a_user_without_a_role():
 def line_rows(line: str) -> dict[str, Model]:
     """A row of `line` in every admin model whose rows belong to a business line."""
     from apps.alerts.models import Alert
+    from apps.classification.models import HealthThreshold
     from apps.ledger.models import CostCentre, ElasticWindow, Finding
     from apps.ledger.services.planning import budget_set, revenue_set
 
@@ -319,6 +320,7 @@ def line_rows(line: str) -> dict[str, Model]:
         ),
         factories.dimset({"business_line": line}),
         CostCentre.objects.create(business_line=line, code=f"CC-{len(line)}", name=f"centre of {line}"),
+        HealthThreshold.objects.create(business_line=line, cache_hit_min=Decimal("0.10"), note=f"RAG of {line}"),
     ]
     return {row._meta.label_lower: row for row in rows}
 
