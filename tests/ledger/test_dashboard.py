@@ -102,9 +102,11 @@ def test_it_downloads_every_table_of_the_page(as_role: Role, booked: None, table
             "",
             "",
             "100.00",
+            "100.00",  # September is over: all of its budget is due
             "-97.50",
             "-0.9750",
             "0.0250",
+            "2.50",  # and its forecast is what it spent
             "10000",
             "1000",
             "0.1000",
@@ -127,7 +129,7 @@ def test_it_shows_a_scoped_user_only_its_business_lines(booked: None) -> None:
         return list(csv.reader(io.StringIO(browser.get(f"{PAGE}&download={name}").content.decode("utf-8-sig"))))
 
     assert [row[0] for row in table("spend")[1:]] == ["search", "Total"]
-    assert [row[0] for row in table("budget")[1:]] == ["search", "Total"]
+    assert [row[0] for row in table("budget")[1:]] == ["search", "Lines with a budget", "Total"]
     assert table("trend")[1][-1] == "2.50" and len(table("findings")) == 1
     html = browser.get(PAGE).content.decode()
     assert browser.get(PAGE).status_code == 200 and "customer-service" not in html
