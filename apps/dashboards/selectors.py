@@ -20,6 +20,7 @@ from apps.dashboards.filters import Filters
 from apps.dashboards.models import DailyClass, DailyCost, DailyLineClass, DailyLineCost, HourlyLineClass
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import DimSet, Record, ServedModel
+from apps.ingest.services import record_key
 from apps.pricing.models import HourlyCost
 from apps.pricing.selectors import PoolHourRate
 
@@ -527,14 +528,15 @@ def retry_chain(*, record: Record, lines: list[str] | None, limit: int = 20) -> 
     chain, seen = [record], {record.record_id}
     earlier = record.retry_of
     while earlier and earlier not in seen and len(chain) < limit:
-        found = near.filter(record_id=earlier).first()
+        # Its key, with the source and ts, is what the records' primary key holds.
+        found = near.filter(record_key=record_key(earlier), record_id=earlier).first()
         if found is None:
             break
         chain.insert(0, found)
         seen.add(found.record_id)
         earlier = found.retry_of
     later = record.record_id
-    while len(chain) < limit:
+    while len(chain) < limit:  # through the index of the records that retry one (ingest_record_retry_of)
         found = near.filter(retry_of=later).exclude(record_id__in=seen).order_by("ts").first()
         if found is None:
             break
