@@ -30,6 +30,7 @@ MONTH = datetime.now(UTC).date().replace(day=1)
 LINE_BOUND = {
     "alerts.alert",
     "alerts.rule",
+    "classification.healththreshold",
     "ingest.dimset",
     "ledger.budget",
     "ledger.costcentre",
@@ -149,7 +150,7 @@ def test_every_admin_form_offers_a_scoped_user_only_their_lines():
         assert options == [MINE], model._meta.label
         assert f'type="text" name="{model_admin.line_field}"' in everyone.get(add).content.decode()
         forms += 1
-    assert forms == 5  # budgets, revenue, elastic windows, alert rules, cost centres
+    assert forms == 6  # budgets, revenue, elastic windows, alert rules, cost centres, health thresholds
 
 
 # --- rule sets: writing and activating needs every business line ---------------------------
