@@ -182,7 +182,8 @@ FINDINGS = {
         "{named}. Review them on the reconciliation page and post adjusting entries.",
     },
     "zh-hans": {
-        "effective_share_low": "{period} {who} 的有效 Token 仅占实际计算 Token 的 {share}:请通知产品负责人检查提示词和输出格式。",
+        "effective_share_low": "{period} {who} 的有效 Token 仅占实际计算 Token 的 {share}:"
+        "请通知产品负责人检查提示词和输出格式。",
         "revenue_missing": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},但未录入收入:"
         "请录入当月收入,以便对照弹性支出。",
         "elastic_over_revenue": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},占其收入 "
