@@ -67,7 +67,9 @@ def _part(
     select: list[str] = []
     params: list[Any] = []
     for i, name in enumerate(names):
-        if name == "period":
+        if name == "period" and when == "c.day" and flt.granularity == "day":
+            expr = when  # a daily row's UTC midnight, read by the day only when days are UTC days
+        elif name == "period":
             expr = f"date_trunc('{flt.granularity}', {when}, %s)"  # days of the accounting zone
             params.append(zone_name())
         elif name in ("component", "currency"):
@@ -76,6 +78,8 @@ def _part(
             expr = "c.reason_id"
         elif name == "model":
             expr = "c.model_id"
+        elif name == "dims_id":  # the rollup dim set (_dim_sums reads its dims afterwards)
+            expr = "c.dims_id"
         elif name == "business_line":
             expr = line_col
             join = join or not by_line
@@ -129,10 +133,32 @@ def _sums(
     window, all from one query per rollup: whole days not stale from the daily rollup, the
     rest from the hourly one. Groups are "class", "reason", "model", "period", "component",
     "currency" or a rollup dim; class, reason and model come back as names."""
+    names = list(dict.fromkeys(name for groups in sets for name in groups))
+    query = _sums_query(rollup, measures, sets, flt, lines)
+    if query is None:
+        return [[] for _ in sets]
+    with read_connection().cursor() as cursor:
+        cursor.execute(*query)
+        rows = cursor.fetchall()
+    width = len(names)
+    found_sets = []
+    for groups in sets:
+        positions = [names.index(n) for n in groups]
+        mask = 0 if len(sets) == 1 else sum(1 << (width - 1 - i) for i in range(width) if i not in positions)
+        mine = [(*(row[i] for i in positions), *row[width + 1 :]) for row in rows if row[width] == mask]
+        found_sets.append(_named(mine, groups, len(measures)))
+    return found_sets
+
+
+def _sums_query(
+    rollup: tuple[str, str, str], measures: list[str], sets: list[list[str]], flt: Filters, lines: list[str] | None
+) -> tuple[str, list[Any]] | None:
+    """The one query of _sums: columns g0, g1, ... (the group names in order of first use),
+    the grouping set of the row, the measures; None when the filters match nothing."""
     reasons = _reason_ids(flt)
     models = list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)) if flt.model else None
     if (reasons is not None and not reasons) or (models is not None and not models):
-        return [[] for _ in sets]
+        return None
     names = list(dict.fromkeys(name for groups in sets for name in groups))
     by_line = set(names) <= LINE_GROUPS and set(flt.dims) <= {"business_line"}
     window = split_window(flt.start, flt.end)
@@ -157,18 +183,8 @@ def _sums(
             parts.append(sql)
             params += found
     if not parts:
-        return [[] for _ in sets]
-    with read_connection().cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        rows = cursor.fetchall()
-    width = len(names)
-    found_sets = []
-    for groups in sets:
-        positions = [names.index(n) for n in groups]
-        mask = 0 if len(sets) == 1 else sum(1 << (width - 1 - i) for i in range(width) if i not in positions)
-        mine = [(*(row[i] for i in positions), *row[width + 1 :]) for row in rows if row[width] == mask]
-        found_sets.append(_named(mine, groups, len(measures)))
-    return found_sets
+        return None
+    return " UNION ALL ".join(parts), params
 
 
 def _sum(
@@ -333,22 +349,50 @@ class Trend:
     points: list[int]
 
 
-def top_waste(*, flt: Filters, lines: list[str] | None, dim: str, top: int = 5) -> list[Trend]:
-    """The `top` values of `dim` with the most waste tokens (every reason) in the window."""
+def top_waste(*, flt: Filters, lines: list[str] | None, dims: list[str], top: int = 5) -> dict[str, list[Trend]]:
+    """Per dim of `dims`: the `top` values with the most waste tokens (every reason) in the window."""
     waste = replace(flt, token_class="waste", reason="", group="")
-    rows = _sum(CLASS, ["tokens"], [dim, "period"], waste, lines)
     before = replace(waste, start=flt.start - (flt.end - flt.start), end=flt.start)
-    previous = {value: int(count) for value, count in _sum(CLASS, ["tokens"], [dim], before, lines)}
-    periods = sorted({period for _value, period, _count in rows})
-    series: dict[str, dict[datetime, int]] = defaultdict(dict)
-    for value, period, count in rows:
-        series[value][period] = int(count)
-    ranked = sorted(series.items(), key=lambda item: (-sum(item[1].values()), item[0]))
-    return [
-        Trend(value, sum(points.values()), previous.get(value, 0), [points.get(p, 0) for p in periods])
-        for value, points in ranked[:top]
-        if sum(points.values())
-    ]
+    now, earlier = _dim_sums(waste, lines, dims, by_period=True), _dim_sums(before, lines, dims, by_period=False)
+    found: dict[str, list[Trend]] = {}
+    for dim in dims:
+        previous = {value: int(count) for value, count in earlier[dim]}
+        periods = sorted({period for _value, period, _count in now[dim]})
+        series: dict[str, dict[datetime, int]] = defaultdict(dict)
+        for value, period, count in now[dim]:
+            series[value][period] = int(count)
+        ranked = sorted(series.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+        found[dim] = [
+            Trend(value, sum(points.values()), previous.get(value, 0), [points.get(p, 0) for p in periods])
+            for value, points in ranked[:top]
+            if sum(points.values())
+        ]
+    return found
+
+
+def _dim_sums(flt: Filters, lines: list[str] | None, dims: list[str], *, by_period: bool) -> dict[str, list[tuple]]:
+    """Per dim of `dims`, rows of (value, period if `by_period`, tokens) of the class rollup in the
+    window, in one query: summed by rollup dim set first, then each of the few dim sets read for
+    its values (reading a dim from the dim set of every rollup row costs several times the sum)."""
+    groups = ["dims_id", "period"] if by_period else ["dims_id"]
+    query = _sums_query(CLASS, ["tokens"], [groups], flt, lines)
+    if query is None:
+        return {dim: [] for dim in dims}
+    inner, params = query
+    period = ", s.period" if by_period else ""
+    sql = (
+        "SELECT k.dim, CASE WHEN k.dim = 'business_line' THEN d.business_line ELSE coalesce(d.dims ->> k.dim, '') END"
+        f"{period}, sum(s.tokens)::bigint FROM ({inner}) AS s(dims_id{period.replace('s.', '')}, grouping, tokens) "
+        f"JOIN {DimSet._meta.db_table} d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) "
+        f"GROUP BY 1, 2{', 3' if by_period else ''}"
+    )
+    with read_connection().cursor() as cursor:
+        cursor.execute(sql, [*params, list(dims)])
+        rows = cursor.fetchall()
+    found: dict[str, list[tuple]] = {dim: [] for dim in dims}
+    for dim, *row in rows:
+        found[dim].append(tuple(row))
+    return found
 
 
 @dataclass(frozen=True)

@@ -159,8 +159,10 @@ def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
     from django.conf import settings
 
     waste = reverse("dashboards:waste")
+    dims = [d for d in TOP_WASTE_DIMS if d in settings.ROLLUP_DIMS]
+    ranked = selectors.top_waste(flt=flt, lines=lines, dims=dims) if dims else {}
     tables = []
-    for dim in (d for d in TOP_WASTE_DIMS if d in settings.ROLLUP_DIMS):
+    for dim in dims:
         rows = [
             {
                 "trend": trend,
@@ -168,7 +170,7 @@ def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
                 "href": waste + flt.query(token_class="waste", dims={dim: trend.value}) if trend.value else "",
                 "sparkline": sparkline_figure(trend.points, div_id=f"spark-{dim}-{i}"),
             }
-            for i, trend in enumerate(selectors.top_waste(flt=flt, lines=lines, dim=dim))
+            for i, trend in enumerate(ranked[dim])
         ]
         tables.append({"dim": dim, "label": label(dim), "rows": rows, "all": waste + flt.query(group=dim)})
     return tables
