@@ -374,6 +374,21 @@ class DirtyDay(models.Model):
     day = models.DateField(db_index=True)
 
 
+class DayReading(models.Model):
+    """A reading of one accounting day's rows that a page would otherwise read again at every view
+    (apps/ledger/readings.py): the waste reconciliation's, the tokens figure's. Kept under `key`
+    (the zone, the day's accrual fingerprint and its unpriced hours) for a day the journal holds as
+    its priced rows stand, and read back only while the key is the day's key now."""
+
+    day = models.DateField()
+    kind = models.CharField(max_length=16)
+    key = models.CharField(max_length=400)
+    rows = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "kind", "key"], name="ledger_dayreading_key")]
+
+
 class BudgetQuerySet(models.QuerySet["Budget"]):
     def of_lines(self) -> BudgetQuerySet:
         """The business lines' own budgets: neither a team's nor a caller's."""

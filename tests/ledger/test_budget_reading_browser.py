@@ -2,7 +2,7 @@
 tests/dashboards/test_browser.py): a line under its budget due by now is green and says "under"
 with a minus sign, a line over it red with "over" and a plus, in both languages; each budget to
 date is the month's budget pro-rated over the 15 days gone. The clock of the platform travels to
-the 16th of next month (the browser keeps its own). Screenshot: test-artifacts/budgets-variance.png."""
+the 16th of next month (the browser keeps its own). Screenshots: test-artifacts/budgets-variance.png and budgets-variance-zh.png."""
 
 from __future__ import annotations
 
@@ -69,4 +69,5 @@ def test_the_sides_read_in_chinese_too(browser: Any, half: tuple[str, HalfMonth]
     assert variance_of(page, "support").inner_text().endswith("低于")
     assert variance_of(page, "search").inner_text().endswith("超出")
     assert variance_of(page, "search").evaluate("e => getComputedStyle(e).color") == RED
+    shot(page, "budgets-variance-zh")
     page.context.close()
