@@ -1,7 +1,7 @@
-"""The finance page's waste reconciliation keeps its reading of a day the journal holds as its
-rows stand (ledger.DayReading, apps/ledger/readings.py) and reads it back instead of the day's
-hourly rows, until a change to the day's classified or priced rows gives it another key: the
-figures are those of the rows as they are now, whichever way they were read."""
+"""The finance page's waste reconciliation and the tokens figure keep their reading of a day the
+journal holds as its rows stand (ledger.DayReading, apps/ledger/readings.py) and read it back
+instead of the day's hourly rows, until a change to the day's classified or priced rows gives it
+another key: the figures are those of the rows as they are now, whichever way they were read."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from datetime import UTC, date, datetime
 
 import pytest
 from django.db import connection
+from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 
+from apps.classification.models import HourlyClass
+from apps.ledger import figures
 from apps.ledger.models import DayReading
 from apps.ledger.services.accrual import month_accrue
 from apps.pricing.models import HourlyCost
@@ -82,3 +85,34 @@ def test_a_day_not_booked_is_read_and_not_kept(collector: Collector) -> None:
     assert "not booked yet, on days not accrued: 2026-11-10" in support["Reconciliation"]
     assert not DayReading.objects.filter(day__gte=NOV, day__lt=date(2026, 12, 1)).exists()
 
+
+def counted(start: datetime, end: datetime, line: str | None = None) -> figures.Tokens:
+    """The window's classified and priced tokens summed from the rollups themselves."""
+    found = []
+    for model in (HourlyClass, HourlyCost):
+        rows = model.objects.filter(hour__gte=start, hour__lt=end)
+        if line is not None:
+            rows = rows.filter(dims__business_line=line)
+        found.append(rows.aggregate(n=Sum("tokens"))["n"] or 0)
+    return figures.Tokens(*found)
+
+
+def test_the_tokens_figure_reads_kept_days_and_the_rows_of_a_day_that_changed(
+    books: None, collector: Collector
+) -> None:
+    month = (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC))
+    assert figures.tokens(start=month[0], end=month[1]) == counted(*month) and counted(*month).total > 0
+    kept = DayReading.objects.get(kind="tokens", day=NOV_DAY)
+    kept.rows = [[line, total + 7, priced] for line, total, priced in kept.rows]
+    kept.save()
+    assert figures.tokens(start=month[0], end=month[1]).total == counted(*month).total + 7 * len(kept.rows)
+
+    send(collector, records(NOV_DAY, "support", ok=1, timeouts=1))  # classified, not priced yet
+    assert figures.tokens(start=month[0], end=month[1]) == counted(*month)
+    assert figures.tokens(start=month[0], end=month[1], lines=["support"]) == counted(*month, "support")
+    price()
+    month_accrue(month=NOV)
+    assert figures.tokens(start=month[0], end=month[1]) == counted(*month)
+    assert DayReading.objects.get(kind="tokens", day=NOV_DAY).key != kept.key
+    cut = (datetime(2026, 11, 10, 2, tzinfo=UTC), datetime(2026, 11, 20, tzinfo=UTC))  # a partial first day
+    assert figures.tokens(start=cut[0], end=cut[1]) == counted(*cut) != counted(*month)
