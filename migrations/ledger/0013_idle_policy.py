@@ -111,4 +111,13 @@ class Migration(migrations.Migration):
             "\n".join(f"DROP TRIGGER IF EXISTS {t}_config_bump ON {t};" for t in CONFIG_TABLES),
         ),
         migrations.RunSQL(GUARD, UNGUARD),
+        # As every trigger of the books (0004): fired even under session_replication_role = replica.
+        migrations.RunSQL(
+            "\n".join(
+                f"ALTER TABLE {t} ENABLE ALWAYS TRIGGER {g};"
+                for t in CONFIG_TABLES
+                for g in (f"{t}_config_bump", f"{t}_closed")
+            ),
+            migrations.RunSQL.noop,
+        ),
     ]

@@ -80,6 +80,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "finance/close/": page(MONEY),
     "finance/close/<str:month>/": page(MONEY),  # the checklist of the user's lines
     "finance/close/<str:month>/act/": page(MONEY, scope="company", methods=("POST",)),  # closing is company-wide
+    "finance/close/<str:month>/items/<str:key>/": page(MONEY),  # a checklist line's items, of the user's lines
+    "finance/close/<str:month>/review/": page(MONEY, scope="company", methods=("POST",)),  # a finding's decision
     "finance/plans/": page(MONEY),
     "finance/plans/<str:month>/": page(MONEY, methods=("GET", "POST")),  # the user's lines only
     "finance/plans/<str:month>/copy/": page(MONEY, methods=("POST",)),
@@ -100,6 +102,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "budgets/<int:budget_id>/override/": page(MONEY, methods=("POST",)),  # a budget of the user's lines
     "budgets/scoped/": page(MONEY, methods=("POST",)),  # a team's or caller's budget of the user's lines
     "alerts/": page(),
+    "figures/": page(scope="none"),  # what each figure means: no data
     "alerts/channels/": page(),
     "alerts/channels/<int:channel_id>/test/": page(EDITORS, scope="none", methods=("POST",)),
     "alerts/act/<str:token>/": page(EDITORS, methods=("GET", "POST")),  # a signed mute / acknowledge link
@@ -115,6 +118,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "api/v1/rulesets/<int:version>/activate": Endpoint(EDITORS, "company", ("POST",)),
     "api/v1/ledger/accounts": Endpoint(LEDGER, "none"),
     "api/v1/ledger/trial-balance": Endpoint(MONEY, "lines", query=f"period={THIS_MONTH}"),
+    "api/v1/ledger/figures": Endpoint(LEDGER, "lines", query=f"period={THIS_MONTH}"),  # money to MONEY only
     "api/v1/ledger/matrix": Endpoint(LEDGER, "lines", query=f"from={THIS_MONTH}"),
     "api/v1/ledger/journal": Endpoint(LEDGER, "lines", query=f"period={THIS_MONTH}"),
     "api/v1/ledger/journal/<int:pk>/usage": Endpoint(LEDGER, "lines"),
