@@ -167,9 +167,11 @@ def test_demo_data_builds_the_previous_month_closed_and_the_current_one_in_progr
         # Each finding resolved or accepted by demo-preparer before the close, with a reason:
         # under the findings line of the approved checklist, and in the pack's findings sheet.
         reviews = next(i["reviews"] for i in request.checklist if i["key"] == "open_findings")
-        assert {(r["kind"], r["business_line"]) for r in reviews} == {
-            (f.kind, f.business_line) for f in Finding.objects.filter(period=oct_)
-        } != set()
+        assert (
+            {(r["kind"], r["business_line"]) for r in reviews}
+            == {(f.kind, f.business_line) for f in Finding.objects.filter(period=oct_)}
+            != set()
+        )
         assert all(r["by"] == "demo-preparer" and r["note"] for r in reviews)
         assert len(list(pack["Checklist as approved"].iter_rows())) == 2 + len(request.checklist) + len(reviews)
         decided = [r[-3] for r in pack["Month-end findings"].iter_rows(min_row=3, values_only=True)]

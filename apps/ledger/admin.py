@@ -211,10 +211,9 @@ class CloseRequestAdmin(ReadOnlyAdmin):
 
 
 # Suppliers, bills and bill adjustments (apps/ledger/reconciliation/).
-from apps.ledger.reconciliation import admin as _reconciliation_admin  # noqa: E402, F401
-
 # The idle policy and the pools' reserved shares (apps/ledger/idle/).
 from apps.ledger.idle import admin as _idle_admin  # noqa: E402, F401
+from apps.ledger.reconciliation import admin as _reconciliation_admin  # noqa: E402, F401
 
 
 class ExchangeRateForm(forms.ModelForm):
