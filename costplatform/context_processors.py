@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest
 
+from costplatform.nav import nav_links
+
 
 def data_age(request: HttpRequest) -> dict[str, int]:
     """`data_age`: the seconds the replica a page read from was behind the primary, when at least
@@ -13,3 +15,8 @@ def data_age(request: HttpRequest) -> dict[str, int]:
     if reads is None or not reads.used or reads.lag < settings.REPLICA_NOTICE_SECONDS:
         return {}
     return {"data_age": round(reads.lag)}
+
+
+def nav(request: HttpRequest) -> dict[str, object]:
+    """`nav`: the header's links the reader may open (costplatform/nav.py)."""
+    return {"nav": nav_links(getattr(request, "user", None), request.path)}

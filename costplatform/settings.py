@@ -89,6 +89,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.messages.context_processors.messages",
                 "costplatform.context_processors.data_age",
+                "costplatform.context_processors.nav",
             ],
             # Times in the reader's display zone on every page: `when`, `display_zone`.
             "builtins": ["apps.common.templatetags.display"],
