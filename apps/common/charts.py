@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io as pio
 from django.utils.translation import gettext as _
 
 from apps.common.csp import csp_nonce
@@ -88,10 +89,12 @@ def month_axis(months: list[str]) -> list[str]:
     return [f"{m}-01" for m in months]
 
 
-def chart_html(fig: go.Figure, *, div_id: str | None = None, static: bool = False) -> str:
-    """The figure as an HTML fragment for the locally served plotly.js."""
+def chart_html(fig: go.Figure | dict[str, Any], *, div_id: str | None = None, static: bool = False) -> str:
+    """The figure as an HTML fragment for the locally served plotly.js; a figure's JSON (as
+    `go.Figure.to_plotly_json` gives it) is written as it is, without building the figure again."""
     config: dict[str, Any] = {"displayModeBar": False, "staticPlot": True} if static else {}
     config.update({"displaylogo": False, "responsive": not static})
-    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config)
+    options: dict[str, Any] = {"full_html": False, "include_plotlyjs": False, "div_id": div_id, "config": config}
+    html: str = fig.to_html(**options) if isinstance(fig, go.Figure) else pio.to_html(fig, validate=False, **options)
     # The figure's inline script runs under the page's Content-Security-Policy with its nonce.
     return html.replace("<script>", f'<script nonce="{csp_nonce()}">', 1)

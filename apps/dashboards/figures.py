@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
@@ -41,10 +43,20 @@ def class_series_figure(
 
 
 def sparkline_figure(points: list[int], *, div_id: str) -> str:
-    """A small line of waste tokens per period, without axes: the trend of one table row."""
+    """A small line of waste tokens per period, without axes: the trend of one table row. The
+    overview draws ten: each is the one figure's JSON with its points (building and styling a
+    plotly figure took 17 ms a line)."""
+    base = _sparkline()
+    return chart_html(
+        {"data": [{**base["data"][0], "y": list(points)}], "layout": base["layout"]}, div_id=div_id, static=True
+    )
+
+
+@lru_cache(maxsize=1)
+def _sparkline() -> dict[str, Any]:
     colour = CLASS_COLOURS["waste"]
     # Markers too: a window of one period is one point, which a line alone does not draw.
-    line = go.Scatter(y=points, mode="lines+markers", line={"color": colour, "width": 2}, marker={"size": 4})
+    line = go.Scatter(y=[0], mode="lines+markers", line={"color": colour, "width": 2}, marker={"size": 4})
     fig = themed(go.Figure([line]), height=32)
     fig.update_layout(
         width=140,
@@ -55,4 +67,4 @@ def sparkline_figure(points: list[int], *, div_id: str) -> str:
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
     )
-    return chart_html(fig, div_id=div_id, static=True)
+    return fig.to_plotly_json()
