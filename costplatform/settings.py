@@ -90,6 +90,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "costplatform.context_processors.data_age",
                 "costplatform.context_processors.nav",
+                "costplatform.context_processors.opened_alert",
             ],
             # Times in the reader's display zone on every page: `when`, `display_zone`.
             "builtins": ["apps.common.templatetags.display"],
