@@ -20,3 +20,16 @@ def data_age(request: HttpRequest) -> dict[str, int]:
 def nav(request: HttpRequest) -> dict[str, object]:
     """`nav`: the header's links the reader may open (costplatform/nav.py)."""
     return {"nav": nav_links(getattr(request, "user", None), request.path)}
+
+
+def opened_alert(request: HttpRequest) -> dict[str, object]:
+    """`opened_alert`: on a page an alert's link opened (`?alert=<id>`), the alert for the banner
+    that names it, marks its window on the charts and offers its actions (apps/alerts/web.py)."""
+    if "alert" not in request.GET:
+        return {}
+    from django.utils.translation import get_language
+
+    from apps.alerts.web import opened_alert as found
+
+    language = "zh-hans" if (get_language() or "").lower().startswith("zh") else "en"
+    return found(request, language)

@@ -236,6 +236,17 @@ class Message:
         return CATALOGUE[self.language]["view"]
 
 
+OPENED = "alert"  # the query parameter naming the alert a page was opened from (apps/alerts/web.py)
+
+
+def alert_page_link(alert: Alert) -> str:
+    """The page `alert` opens, naming a saved rule's alert, so that the page shows its banner
+    (what it is, its actions) and marks its window on the charts."""
+    if not alert.link or alert.pk is None or alert.rule_id is None:
+        return alert.link
+    return f"{alert.link}{'&' if '?' in alert.link else '?'}{OPENED}={alert.pk}"
+
+
 def absolute(link: str) -> str:
     return link if "://" in link or not link else settings.ALERTS_SITE_URL.rstrip("/") + link
 
@@ -376,7 +387,7 @@ def message_for(alert: Alert, language: str, *, actions: list[tuple[str, str]] |
         title=title,
         lines=lines,
         body_markdown=(translated or {}).get("body", alert.body_markdown),
-        link=absolute(alert.link),
+        link=absolute(alert_page_link(alert)),
         severity=alert.severity,
         resolved=alert.status == Alert.Status.RESOLVED,
         language=language,

@@ -197,12 +197,15 @@ class Notification(models.Model):
 
 
 class AlertAction(models.Model):
-    """What someone did about an alert from the signed link in its message: muted its rule
-    for a while or acknowledged it. The alert's history, newest first."""
+    """What someone did about an alert, from the signed link in its message or from the web
+    (/alerts/ and the page the alert opens): muted its rule or its subject for a while, muted
+    its subject until a time, unmuted it, or acknowledged it. The alert's history, newest first."""
 
     class Action(models.TextChoices):
         MUTE_1H = "mute_1h", _("muted for 1 hour")
         MUTE_24H = "mute_24h", _("muted for 24 hours")
+        MUTE_UNTIL = "mute_until", _("muted until a time")
+        UNMUTE = "unmute", _("unmuted")
         ACKNOWLEDGE = "ack", _("acknowledged")
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="actions")

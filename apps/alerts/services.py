@@ -166,6 +166,78 @@ def alert_act(
     return AlertAction.objects.create(alert=alert, action=action, user=user, muted_until=muted_until, at=now)
 
 
+ERR_NOT_FUTURE = "a mute ends in the future"
+WEB_ACTIONS = ("ack", "mute_1h", "mute_24h", "mute_until", "unmute")
+
+
+@transaction.atomic
+def alert_subject_act(
+    *,
+    alert: Alert,
+    action: str,
+    user: Any,
+    until: datetime | None = None,
+    rule_too: bool = False,
+    now: datetime | None = None,
+) -> AlertAction:
+    """An action from the web on the (rule, subject) of `alert`: acknowledge the alert (once:
+    a second raises AlreadyDone), mute the subject for 1 h or 24 h (never shortening a longer
+    mute), mute it until `until` (exactly, so a mute can be shortened), or unmute it (with
+    `rule_too`, for a user of every line, also the rule muted as a whole by a message's link). A subject
+    has no state yet when its rule never evaluated it (an alert written by hand): one is made.
+    Recorded in the alert's history with who did it."""
+    from apps.alerts.actions import MUTE_FOR
+
+    now = now or timezone.now()
+    if action not in WEB_ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
+    Alert.objects.select_for_update().filter(id=alert.id).first()
+    if action == AlertAction.Action.ACKNOWLEDGE:
+        done = alert_action_done(alert=alert, action=action)
+        if done is not None:
+            raise AlreadyDone(done)
+        return AlertAction.objects.create(alert=alert, action=action, user=user, at=now)
+    if alert.rule_id is None:
+        raise ValueError(ERR_NO_RULE)
+    state, _made = AlertState.objects.select_for_update().get_or_create(
+        rule_id=alert.rule_id, subject=alert.subject, defaults={"changed_at": now}
+    )
+    if action in MUTE_FOR:
+        muted_until: datetime | None = max(now + MUTE_FOR[action], state.muted_until or now)
+    elif action == AlertAction.Action.MUTE_UNTIL:
+        if until is None or until <= now:
+            raise ValueError(ERR_NOT_FUTURE)
+        muted_until = until
+    else:
+        muted_until = None
+    AlertState.objects.filter(id=state.id).update(muted_until=muted_until)
+    if action == AlertAction.Action.UNMUTE and rule_too:
+        Rule.objects.filter(id=alert.rule_id).update(muted_until=None)
+    return AlertAction.objects.create(alert=alert, action=action, user=user, muted_until=muted_until, at=now)
+
+
+def subject_muted_until(alerts: Sequence[Alert], *, now: datetime | None = None) -> dict[int, datetime]:
+    """Each alert's (by id) end of the mute of its rule or its subject, the later, where one
+    is muted now."""
+    now = now or timezone.now()
+    ruled = [a for a in alerts if a.rule_id is not None]
+    if not ruled:
+        return {}
+    states = AlertState.objects.filter(
+        rule_id__in={a.rule_id for a in ruled}, subject__in={a.subject for a in ruled}, muted_until__gt=now
+    )
+    by_key = {(s.rule_id, s.subject): s.muted_until for s in states}
+    rules = dict(
+        Rule.objects.filter(id__in={a.rule_id for a in ruled}, muted_until__gt=now).values_list("id", "muted_until")
+    )
+    found = {}
+    for alert in ruled:
+        ends = [t for t in (by_key.get((alert.rule_id, alert.subject)), rules.get(alert.rule_id)) if t is not None]
+        if ends:
+            found[alert.id] = max(ends)
+    return found
+
+
 def _mute(alert: Alert, until: datetime, *, whole_rule: bool) -> datetime:
     target: Any = Rule.objects.filter(id=alert.rule_id)
     if not whole_rule:

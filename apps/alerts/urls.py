@@ -9,6 +9,7 @@ urlpatterns = [
     path("alerts/channels/", views.channels, name="alert-channels"),
     path("alerts/channels/<int:channel_id>/test/", views.channel_test, name="alert-channel-test"),
     path("alerts/act/<str:token>/", views.alert_action, name="alert-action"),
+    path("alerts/<int:alert_id>/act/", views.alert_act_web, name="alert-act"),
     path("alerts/channels/new/", views.channel_edit, name="alert-channel-new"),
     path("alerts/channels/<int:channel_id>/edit/", views.channel_edit, name="alert-channel-edit"),
 ]

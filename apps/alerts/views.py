@@ -14,6 +14,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -23,10 +27,20 @@ from apps.accounts.scopes import business_lines_of, sees_all_lines
 from apps.alerts.actions import ACTORS, LABELS, ActionLinkError, action_read
 from apps.alerts.admin import ChannelForm, redacted
 from apps.alerts.checks import site_url_is_local
-from apps.alerts.messages import SEVERITY, message_for
+from apps.alerts.messages import SEVERITY, alert_page_link, message_for
 from apps.alerts.models import Alert, AlertAction, Channel, Notification, Severity
 from apps.alerts.preview import channel_previews
-from apps.alerts.services import AlreadyDone, alert_act, alert_action_done, channel_save, channel_send_test
+from apps.alerts.services import (
+    ERR_NOT_FUTURE,
+    WEB_ACTIONS,
+    AlreadyDone,
+    alert_act,
+    alert_action_done,
+    alert_subject_act,
+    channel_save,
+    channel_send_test,
+)
+from apps.alerts.web import may_act, standings
 
 TESTERS = ("admin", "engineer")
 # The history's words for an alert's kind (its detector, or a broadcast's kind), status and why
@@ -75,7 +89,10 @@ def alerts(request: HttpRequest) -> HttpResponse:
         found = found.filter(status=status)
     shown = list(found.order_by("-created_at", "-id")[:HISTORY])
     language = _language()
+    standing = standings(shown, request.user)
     for alert in shown:  # what the chat message said, in the page's language, not the stored subject key
+        alert.standing = standing[alert.id]  # type: ignore[attr-defined]
+        alert.page_link = alert_page_link(alert)  # type: ignore[attr-defined]
         alert.message_title = message_for(alert, language).title  # type: ignore[attr-defined]
         alert.kind_name = KIND_NAMES.get(alert.kind, alert.kind)  # type: ignore[attr-defined]
         alert.status_name = STATUS_NAMES.get(alert.status, alert.status)  # type: ignore[attr-defined]
@@ -84,6 +101,57 @@ def alerts(request: HttpRequest) -> HttpResponse:
     statuses = [(value, STATUS_NAMES[value]) for value in Alert.Status.values]
     context = {"alerts": shown, "status": status, "statuses": statuses}
     return render(request, "alerts/history.html", context)
+
+
+@require_POST
+@login_required
+def alert_act_web(request: HttpRequest, alert_id: int) -> HttpResponse:
+    """Acknowledge, mute (1 h, 24 h, until a time) or unmute the (rule, subject) of an alert from
+    /alerts/ or the page the alert opened; back to `next` (that page) with what was done."""
+    alert = get_object_or_404(Alert.objects.select_related("rule"), id=alert_id)
+    if not may_act(request.user, alert):
+        raise PermissionDenied("alerts are muted and acknowledged by engineers and admins of the alert's lines")
+    action = request.POST.get("action", "")
+    if action not in WEB_ACTIONS:
+        return _refused(request, _("This action is not known."), 400)
+    until = None
+    if action == AlertAction.Action.MUTE_UNTIL:
+        typed = parse_datetime(request.POST.get("until", ""))  # a datetime-local field: the display zone
+        until = timezone.make_aware(typed) if typed is not None and timezone.is_naive(typed) else typed
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=False):
+        back = reverse("alerts")
+    try:
+        done = alert_subject_act(
+            alert=alert, action=action, user=request.user, until=until, rule_too=sees_all_lines(request.user)
+        )
+    except AlreadyDone as exc:
+        messages.info(request, _("Already acknowledged by %(who)s.") % {"who": _who(exc.done)})
+        return redirect(back)
+    except ValueError as exc:
+        text = _("Choose a time in the future.") if str(exc) == ERR_NOT_FUTURE else _("This alert has no rule to mute.")
+        messages.error(request, text)
+        return redirect(back)
+    messages.success(request, _done_text(alert, done))
+    return redirect(back)
+
+
+def _who(done: AlertAction) -> str:
+    return done.user.username if done.user else "-"
+
+
+def _done_text(alert: Alert, done: AlertAction) -> str:
+    subject = alert.subject or (alert.rule.name if alert.rule else "")
+    if done.action == AlertAction.Action.ACKNOWLEDGE:
+        return _("Alert acknowledged.")
+    if done.action == AlertAction.Action.UNMUTE:
+        return _("%(subject)s is no longer muted.") % {"subject": subject}
+    until = timezone.localtime(done.muted_until) if done.muted_until else None
+    return _("%(subject)s is muted until %(until)s (%(zone)s).") % {
+        "subject": subject,
+        "until": f"{until:%Y-%m-%d %H:%M}" if until else "-",
+        "zone": timezone.get_current_timezone_name(),
+    }
 
 
 def _visible_channels(user: Any) -> list[Channel]:
