@@ -358,5 +358,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     # urllib3's DEBUG lines carry request paths and query strings, which hold chat webhook
     # tokens (Slack, DingTalk, WeCom): never below INFO, whatever LOG_LEVEL says.
-    "loggers": {"urllib3": {"level": "INFO"}},
+    "filters": {"refusals": {"()": "costplatform.logfilters.RefusalWithoutTraceback"}},
+    "loggers": {"urllib3": {"level": "INFO"}, "django.request": {"filters": ["refusals"]}},
 }

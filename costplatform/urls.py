@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.accounts.sso import SsoAuthenticate, SsoCallback
@@ -13,6 +15,8 @@ from costplatform import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico where a page names no icon (the API's JSON, a download).
+    path("favicon.ico", RedirectView.as_view(url=static("common/favicon.svg"), permanent=True)),
     path("metrics", metrics, name="metrics"),
     path("login/", LoginPage.as_view(), name="login"),
     path("oidc/authenticate/", SsoAuthenticate.as_view(), name="oidc_authentication_init"),
@@ -39,3 +43,6 @@ urlpatterns = [
 
 # Under /api/ a JSON 404, as every other API error (tests/hostile fuzzes the schema's answers).
 handler404 = "costplatform.views.not_found"
+# The site's layout with the reason and a way back (templates/403.html, 500.html).
+handler403 = "costplatform.views.permission_denied"
+handler500 = "costplatform.views.server_error"

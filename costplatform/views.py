@@ -6,7 +6,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect, JsonResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseRedirect,
+    HttpResponseServerError,
+    JsonResponse,
+)
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -128,3 +136,36 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=404)
     return page_not_found(request, exception or Http404())
+
+
+def _back(request: HttpRequest) -> str:
+    """The page the reader came from, when it is one of this site's (a way back from an error)."""
+    came_from = request.headers.get("Referer", "")
+    same_site = url_has_allowed_host_and_scheme(came_from, allowed_hosts={request.get_host()})
+    return came_from if same_site and came_from != request.build_absolute_uri() else ""
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler403: under /api/ a JSON answer; elsewhere the site's page with the reason the view
+    gave and a way back."""
+    reason = str(exception or "")
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": reason or "Forbidden."}, status=403)
+    return render(request, "403.html", {"reason": reason, "back": _back(request)}, status=403)
+
+
+# When the site's layout itself fails (the database is down): a page that needs nothing.
+BARE_500 = (
+    "<!doctype html><title>Error · costplatform</title><h1>Something went wrong</h1>"
+    "<p>The server failed to answer this page; the error is in the web log.</p><p><a href='/'>Home</a></p>"
+)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: the site's page, or a bare one when the layout cannot be drawn."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Server error."}, status=500)
+    try:
+        return render(request, "500.html", status=500)
+    except Exception:  # whatever broke the page may break its layout too
+        return HttpResponseServerError(BARE_500)
