@@ -1,16 +1,21 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.accounts import admin_auditlog  # noqa: F401 (registers the audit log's admin page)
 from apps.accounts.admin_scope import ScopedModelAdmin
-from apps.accounts.models import CollectorKey, UserScope
+from apps.accounts.lines import business_lines_unknown
+from apps.accounts.models import ROLES, CollectorKey, UserScope
 from apps.accounts.roles import user_has_role
-from apps.accounts.services import collector_key_revoke
+from apps.accounts.services import UnknownBusinessLines, collector_key_revoke, user_scope_set
 
 
 @admin.register(CollectorKey)
@@ -66,16 +71,95 @@ class CollectorKeyAdmin(ScopedModelAdmin):  # keys span business lines
         self.message_user(request, f"Revoked {len(names)} key(s).")
 
 
-class UserScopeInline(admin.StackedInline):
-    model = UserScope
-    can_delete = True
-    extra = 0
-    max_num = 1
-    verbose_name_plural = "Scope (business lines, money)"
+def known_lines_clean(form: forms.Form, lines: list[str]) -> list[str]:
+    """`lines`, unless one is unknown to the platform and the form's `new_lines` is not ticked."""
+    unknown = business_lines_unknown(lines)
+    if unknown and not form.cleaned_data.get("new_lines"):
+        raise forms.ValidationError(str(UnknownBusinessLines(unknown)) + " Tick the box below to confirm.")
+    return lines
+
+
+def lines_split(text: str) -> list[str]:
+    return list(dict.fromkeys(line.strip() for line in text.replace("\n", ",").split(",") if line.strip()))
+
+
+class RoleAndLines(forms.ModelForm):
+    """A person's role, business lines and money, on the user's add and change pages alike."""
+
+    role = forms.ChoiceField(
+        choices=[("", "no role: sees nothing"), *((role, role) for role in ROLES)],
+        required=False,
+        help_text="admin: everything; finance: the books and money; engineer: rules, waste, collectors; "
+        "viewer: the dashboards.",
+    )
+    lines = forms.CharField(
+        label="Business lines",
+        required=False,
+        help_text="Comma-separated; empty = every business line.",
+        widget=forms.TextInput(attrs={"size": 60}),
+    )
+    new_lines = forms.BooleanField(
+        label="These lines are new", required=False, help_text="Keep lines no record, budget or key has yet."
+    )
+    can_see_money = forms.BooleanField(
+        required=False, help_text="Show costs and spend although the role is neither finance nor admin."
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user = self.instance
+        if user.pk:
+            self.fields["role"].initial = next(
+                iter(user.groups.filter(name__in=ROLES).values_list("name", flat=True)), ""
+            )
+            scope = UserScope.objects.filter(user=user).first()
+            if scope is not None:
+                self.fields["lines"].initial = ", ".join(scope.business_lines)
+                self.fields["can_see_money"].initial = scope.can_see_money
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if "lines" in cleaned:
+            try:
+                cleaned["lines"] = known_lines_clean(self, lines_split(cleaned["lines"]))
+            except forms.ValidationError as refused:
+                self.add_error("lines", refused)
+        return cleaned
+
+
+class UserAddWithRole(RoleAndLines, AdminUserCreationForm):  # type: ignore[misc]
+    pass
+
+
+class UserChangeWithRole(RoleAndLines, UserChangeForm):  # type: ignore[misc]
+    pass
+
+
+ROLE_AND_LINES = ("Role and business lines", {"fields": ["role", "lines", "new_lines", "can_see_money"]})
+
+
+class UserScopeForm(forms.ModelForm):
+    new_lines = forms.BooleanField(
+        label="These lines are new", required=False, help_text="Keep lines no record, budget or key has yet."
+    )
+
+    class Meta:
+        model = UserScope
+        fields = ["user", "business_lines", "can_see_money"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("business_lines"):
+            try:
+                known_lines_clean(self, cleaned["business_lines"])
+            except forms.ValidationError as refused:
+                self.add_error("business_lines", refused)
+        return cleaned
 
 
 @admin.register(UserScope)
 class UserScopeAdmin(ScopedModelAdmin):  # a scoped user never edits scopes
+    form = UserScopeForm
     list_display = ["user", "lines", "can_see_money"]
     list_filter = ["can_see_money"]
     search_fields = ["user__username"]
@@ -87,7 +171,23 @@ class UserScopeAdmin(ScopedModelAdmin):  # a scoped user never edits scopes
 
 
 class ScopedUserAdmin(ScopedModelAdmin, UserAdmin):  # users span business lines
-    inlines = [*UserAdmin.inlines, UserScopeInline]
+    """One page for a person: the add page asks the role and lines with the password, the change
+    page shows them first (the groups below stay for other permissions)."""
+
+    add_form = UserAddWithRole
+    form = UserChangeWithRole
+    add_fieldsets = (*UserAdmin.add_fieldsets, ROLE_AND_LINES)
+    fieldsets = (UserAdmin.fieldsets[0], ROLE_AND_LINES, *UserAdmin.fieldsets[1:])  # type: ignore[index]
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)  # the groups field first, then the role
+        user_scope_set(
+            user=form.instance,
+            role=form.cleaned_data.get("role") or None,
+            business_lines=form.cleaned_data.get("lines", []),
+            can_see_money=form.cleaned_data.get("can_see_money", False),
+            new_lines=True,  # checked by the form
+        )
 
 
 admin.site.unregister(User)

@@ -7,3 +7,15 @@ class IngestConfig(AppConfig):
     name = "apps.ingest"
     label = "ingest"
     verbose_name = "Token record ingest"
+
+    def ready(self) -> None:
+        from apps.accounts.lines import lines_source
+
+        lines_source(_lines_recorded)
+
+
+def _lines_recorded() -> list[str]:
+    """The business lines records were sent with (their dim sets; an index serves it)."""
+    from apps.ingest.models import DimSet
+
+    return list(DimSet.objects.order_by().values_list("business_line", flat=True).distinct())
