@@ -136,7 +136,7 @@ def test_demo_data_builds_the_previous_month_closed_and_the_current_one_in_progr
         assert (request.state, request.prepared_by.username, request.decided_by.username) == (
             "approved", "demo-preparer", "demo-approver",
         )  # fmt: skip
-        assert {"key", "label", "value", "ok", "detail"} == set(request.checklist[0])
+        assert {"key", "label", "value", "ok", "detail", "details"} == set(request.checklist[0])
         assert [i["key"] for i in request.checklist] == [i.key for i in close_checklist(month=oct_)]
         # As a set: the period's close event is stamped by the database clock, not the travelled one.
         history = {(e.action, e.who) for e in close_history(month=oct_)}

@@ -50,11 +50,11 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "shadow_class": "shadow",
     },
     "zh-hans": {
-        "spike": "Token 用量突增:{subject}",
+        "spike": "词元用量突增:{subject}",
         "trend": "单位成本连续上升:{subject}",
         "budget": "预算{level}:{subject}",
-        "health": "Token 健康指标越界:{subject}",
-        "unattributed": "未归属 Token 增长",
+        "health": "词元健康指标越界:{subject}",
+        "unattributed": "未归属词元增长",
         "dead_letters": "被拒记录增长",
         "collector_silent": "采集器无上报:{subject}",
         "ledger_finding": "月末检查:{subject}",
@@ -64,7 +64,7 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "view": "打开页面",
         "test_body": "此通道配置正确。",
         "model_subject": "模型 {name}",
-        "tokens_subject": "{name}(Token)",
+        "tokens_subject": "{name}(词元)",
         "team_subject": "团队 {name}",
         "caller_subject": "调用方 {name}",
         "unattributed_subject": "(未归属)",
@@ -107,22 +107,22 @@ LABELS: dict[str, dict[str, str]] = {
     },
     "zh-hans": {
         "window": "时间窗口",
-        "tokens": "窗口内 Token",
+        "tokens": "窗口内词元",
         "threshold": "触发阈值",
         "baseline": "基线(中位数)",
         "ratio": "相对基线倍数",
         "factor": "阈值倍数",
-        "days": "每日每千 Token 成本",
+        "days": "每日每千词元成本",
         "spent": "本月已花费",
         "budget": "预算",
         "used": "已使用",
         "forecast": "月末预测",
         "breaches": "越界指标",
         "reasons": "主要原因",
-        "effective": "有效 Token 率",
+        "effective": "有效词元率",
         "waste": "浪费率",
         "cache_hit": "缓存命中率",
-        "shadow": "影子 Token 率",
+        "shadow": "影子词元率",
         "share": "未归属占比",
         "baseline_share": "基线占比",
         "rejected": "窗口内被拒记录",
@@ -146,7 +146,7 @@ ORDER = {key: i for i, key in enumerate(LABELS["en"])}
 # Units after a figure's value, per language (percentages and times are formatted by kind).
 UNITS = {
     "en": {"tokens": " tokens", "threshold": " tokens", "baseline": " tokens", "ratio": " \u00d7", "factor": " \u00d7"},
-    "zh-hans": {"tokens": " Token", "threshold": " Token", "baseline": " Token", "ratio": " 倍", "factor": " 倍"},
+    "zh-hans": {"tokens": " 词元", "threshold": " 词元", "baseline": " 词元", "ratio": " 倍", "factor": " 倍"},
 }
 PERCENT = frozenset({"share", "baseline_share"})
 TIMES = frozenset({"last_seen"})
@@ -161,7 +161,7 @@ FINDING_KINDS = {
         "bill_unreconciled": "supplier bill not reconciled",
     },
     "zh-hans": {
-        "effective_share_low": "有效 Token 占比偏低",
+        "effective_share_low": "有效词元占比偏低",
         "elastic_over_revenue": "弹性支出超出收入",
         "revenue_missing": "缺少收入数据",
         "structural_zero": "无结构性支出",
@@ -182,13 +182,13 @@ FINDINGS = {
         "{named}. Review them on the reconciliation page and post adjusting entries.",
     },
     "zh-hans": {
-        "effective_share_low": "{period} {who} 的有效 Token 仅占实际计算 Token 的 {share}:"
+        "effective_share_low": "{period} {who} 的有效词元仅占实际计算词元的 {share}:"
         "请通知产品负责人检查提示词和输出格式。",
-        "revenue_missing": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},但未录入收入:"
+        "revenue_missing": "{period} {who} 的弹性词元支出为 {elastic} {currency},但未录入收入:"
         "请录入当月收入,以便对照弹性支出。",
-        "elastic_over_revenue": "{period} {who} 的弹性 Token 支出为 {elastic} {currency},占其收入 "
+        "elastic_over_revenue": "{period} {who} 的弹性词元支出为 {elastic} {currency},占其收入 "
         "{revenue} {currency} 的 {ratio}:请启动降级策略审计。",
-        "structural_zero": "{who} 在 {months} 没有任何结构性 Token 支出:提示词模板和输出格式似乎无人维护(技术债)。",
+        "structural_zero": "{who} 在 {months} 没有任何结构性词元支出:提示词模板和输出格式似乎无人维护(技术债)。",
         "bill_unreconciled": "{period} 的供应商账单有超出阈值的未解释差异:{named}。"
         "请在账单对账页面核对并过账调整分录。",
     },

@@ -8,7 +8,9 @@ from django.db.models import Q
 from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
 
+from apps.common.buckets import parse_month
 from apps.common.labels import dims_text
+from apps.ledger.finding_text import finding_text
 
 
 class FindingKind(models.TextChoices):
@@ -165,10 +167,18 @@ class AuditFinding(models.Model):
     @property
     def suggestion_shown(self) -> str:
         """The stored suggestion in English; in other languages the kind's, with this finding's figures."""
+        figures = self.figures
+        if self.kind == FindingKind.LEDGER_CHECK and {"ledger_kind", "period"} <= set(figures):
+            return finding_text(
+                kind=figures["ledger_kind"],
+                business_line=self.dims.get("business_line", ""),
+                period=parse_month(figures["period"]),
+                figures=figures,
+                message=self.suggestion,
+            )
         text = SUGGESTIONS.get(self.kind)
         if text is None or (get_language() or "en").startswith("en"):
             return self.suggestion
-        figures = self.figures
         requests = int(figures.get("requests") or 0)
         return str(text) % {
             "fitting": f"{int(figures.get('fitting') or 0):,}",

@@ -27,6 +27,7 @@ from apps.ledger.finance.waste import waste_tables
 from apps.ledger.idle.allocation import policy_in_force, policy_label
 from apps.ledger.models import CloseRequest, CostCentre, Finding, FindingReview, Period, PeriodEvent
 from apps.ledger.selectors import budget_vs_actual, ledger_matrix, trial_balance
+from apps.ledger.services.closing import detail_shown
 
 CENT = Decimal("0.01")
 
@@ -172,7 +173,7 @@ def checklist_table(*, month: date) -> Table:
                     "label": _(str(item.get("label", item.get("key", "")))),
                     "value": item.get("value", ""),
                     "ok": _yes_no(item.get("ok")),
-                    "detail": item.get("detail", ""),
+                    "detail": detail_shown(item),
                 }
             )
             rows += [_review_row(review, zone=zone) for review in item.get("reviews", [])]

@@ -216,7 +216,7 @@ def test_the_channels_page_previews_every_kind_of_channel_in_its_language():
     chinese = login_as("viewer")
     chinese.cookies["django_language"] = "zh-hans"
     html = chinese.get("/alerts/channels/").content.decode()
-    assert "Token 用量突增:support" in html and "静默 1 小时" in html and "各类通道中的消息效果" in html
+    assert "词元用量突增:support" in html and "静默 1 小时" in html and "各类通道中的消息效果" in html
 
 
 def test_an_admin_adds_changes_and_test_sends_a_channel_from_the_page(receiver):

@@ -145,7 +145,7 @@ def test_it_links_a_spike_to_the_overview_of_its_line_model_and_hour():
     flt = response.context["flt"]
     assert (flt.start, flt.end, flt.model) == (HOUR, HOUR + timedelta(hours=1), "big-model")
     assert flt.dims == {}  # a rule over every line: the model on every line
-    assert text_of(alert, "zh-hans").startswith("Token 用量突增:模型 big-model\n")
+    assert text_of(alert, "zh-hans").startswith("词元用量突增:模型 big-model\n")
 
 
 def test_it_links_a_line_spike_to_its_line_and_the_page_keeps_the_hour_in_its_links():
@@ -215,7 +215,7 @@ def test_a_spike_says_its_window_threshold_value_since_and_contributors(settings
     assert "**Fires at**: 50,000 tokens" in english  # 2 x the median pro-rated to half the hour (25,000)
     assert "**Firing since**: 2026-11-30 18:30 (Asia/Shanghai, UTC+08:00)" in english
     assert "**Top contributors (model · feature · step)**: qwen2.5-7b-instruct 75.0%, llama-3-70b 25.0%" in english
-    assert "**窗口内 Token**: 60,000 Token" in chinese and "**触发阈值**: 50,000 Token" in chinese
+    assert "**窗口内词元**: 60,000 词元" in chinese and "**触发阈值**: 50,000 词元" in chinese
     assert "**告警开始于**: 2026-11-30 18:30" in chinese and "主要来源" in chinese
     assert spike_alert.figures["_contributors"][0] == {
         "model": "qwen2.5-7b-instruct",
@@ -230,7 +230,7 @@ def test_health_names_its_breaches_and_thresholds_in_the_channels_language():
     english, chinese = text_of(alert, "en"), text_of(alert, "zh-hans")
     assert "**Out of range**: Effective ratio, Waste rate, Cache hit rate" in english
     assert "**Effective ratio**: 60.0% (threshold ≥ 75%)" in english
-    assert "**越界指标**: 有效 Token 率, 浪费率, 缓存命中率" in chinese
+    assert "**越界指标**: 有效词元率, 浪费率, 缓存命中率" in chinese
     assert "**浪费率**: 40.0% (阈值 ≤ 15%)" in chinese
     # which waste it is: the reasons' shares of the class
     assert "**Top reasons**: waste 40 %: failed 100 %" in english
@@ -251,8 +251,8 @@ def test_a_budget_says_money_with_its_currency_and_who_spent_it():
 def test_a_month_end_finding_is_written_in_the_channels_language():
     alert = ledger_finding()
     chinese = text_of(alert, "zh-hans")
-    assert "月末检查:2026-10 有效 Token 占比偏低 search" in chinese
-    assert "2026-10 search 的有效 Token 仅占实际计算 Token 的 62.0%" in chinese
+    assert "月末检查:2026-10 有效词元占比偏低 search" in chinese
+    assert "2026-10 search 的有效词元仅占实际计算词元的 62.0%" in chinese
     assert "Effective tokens were 62.0% of search's computed tokens in 2026-10" in text_of(alert, "en")
 
 

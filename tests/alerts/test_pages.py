@@ -134,8 +134,8 @@ def test_the_pages_speak_chinese(as_user: AsUser, history: dict[str, Any]) -> No
     assert "告警通道" in browser.get("/alerts/channels/").content.decode()
     html = browser.get("/alerts/").content.decode()
     assert "未发送原因" in html and '<a href="/alerts/">告警</a>' in html
-    assert "Token 用量突增:spike in search" in html and "已恢复:Token 用量突增:spike in support" in html
-    assert '<td class="text">Token 用量突增</td><td class="text">告警中</td><td class="text">警告</td>' in html
+    assert "词元用量突增:spike in search" in html and "已恢复:词元用量突增:spike in support" in html
+    assert '<td class="text">词元用量突增</td><td class="text">告警中</td><td class="text">警告</td>' in html
     assert '<option value="resolved" >已恢复</option>' in html and ">spike<" not in html and ">firing<" not in html
     assert '<td class="text">预算</td><td class="text">告警中</td><td class="text">严重</td>' in html
     assert '<td class="text">没有通道接收</td>' in html and ">no route<" not in html

@@ -111,7 +111,7 @@ def test_a_worker_evaluates_and_delivers_to_every_provider(worker, smtp, setting
         feishu = by_path["/feishu"].json()
         key = f"{feishu['timestamp']}\nfs-secret".encode()
         assert feishu["sign"] == base64.b64encode(hmac.new(key, b"", hashlib.sha256).digest()).decode()
-        assert feishu["card"]["header"]["title"]["content"] == "Token 用量突增:search"
+        assert feishu["card"]["header"]["title"]["content"] == "词元用量突增:search"
         assert abs(int(feishu["timestamp"]) - time.time()) < 60
 
         ding = by_path["/dingtalk"]
@@ -119,7 +119,7 @@ def test_a_worker_evaluates_and_delivers_to_every_provider(worker, smtp, setting
         assert ding.query["sign"] == base64.b64encode(hmac.new(b"SECdd", signed, hashlib.sha256).digest()).decode()
         assert ding.json()["markdown"]["title"] == "Token spike: search"
 
-        assert "Token 用量突增:search" in by_path["/wecom"].json()["markdown"]["content"]
+        assert "词元用量突增:search" in by_path["/wecom"].json()["markdown"]["content"]
         webhook = by_path["/webhook"]
         stamp = webhook.headers["X-Costplatform-Timestamp"]
         digest = hmac.new(b"wh-secret", f"{stamp}.".encode() + webhook.body, hashlib.sha256).hexdigest()

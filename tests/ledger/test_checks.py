@@ -6,8 +6,10 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from django.utils import translation
 
 from apps.classification.models import HealthThreshold
+from apps.ledger.finding_text import finding_text
 from apps.ledger.models import ElasticWindow, Finding
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.checks import month_checks
@@ -51,8 +53,16 @@ def test_it_asks_the_product_owner_when_effective_tokens_are_under_the_lines_thr
     ]
     finding = Finding.objects.get(kind="effective_share_low", business_line="customer-service")
     assert finding.action == "notify_product_owner"
-    assert finding.figures == {"share": "0.7400", "tokens": {"effective": 740, "waste": 260}}
+    assert finding.figures == {"share": "0.7400", "minimum": "0.7500", "tokens": {"effective": 740, "waste": 260}}
     assert "74.0 %" in finding.message and "at least 75.0 %" in finding.message
+    # A Chinese reader's close page and audit say it from the figures kept (apps/ledger/finding_text.py).
+    with translation.override("zh-hans"):
+        chinese = finding_text(
+            kind=finding.kind, business_line=finding.business_line, period=finding.period, figures=finding.figures,
+            message=finding.message,
+        )  # fmt: skip
+    said = "customer-service 的有效词元仅占实际计算词元的 74.0 %(健康值:至少 75.0 %)"
+    assert chinese.startswith(f"{finding.period:%Y-%m} {said}")
 
 
 def test_it_orders_a_degradation_audit_when_elastic_spend_passes_3_percent_of_revenue() -> None:
@@ -68,7 +78,9 @@ def test_it_orders_a_degradation_audit_when_elastic_spend_passes_3_percent_of_re
 
     finding = Finding.objects.get(kind="elastic_over_revenue")
     assert (finding.business_line, finding.action) == ("search", "degradation_audit")
-    assert finding.figures == {"elastic": "31.00", "currency": "CNY", "revenue": "1000.00", "ratio": "0.0310"}
+    assert finding.figures == {
+        "elastic": "31.00", "currency": "CNY", "revenue": "1000.00", "ratio": "0.0310", "limit": "0.03"
+    }  # fmt: skip
 
 
 def test_it_asks_for_revenue_when_there_is_elastic_spend_without_it() -> None:

@@ -171,7 +171,7 @@ def test_it_closes_a_month_only_when_a_second_finance_user_approves() -> None:
     request = CloseRequest.objects.get()
     assert (request.state, request.prepared_by, request.note) == ("submitted", preparer, "November looks right")
     assert [item["key"] for item in request.checklist][:2] == ["unpriced_models", "unattributed"]
-    assert set(request.checklist[0]) == {"key", "label", "value", "ok", "detail"}
+    assert set(request.checklist[0]) == {"key", "label", "value", "ok", "detail", "details"}
     assert not closed()
 
     page = second.post(ACT, {"action": "approve", "note": "checked"}, follow=True).content.decode()
@@ -309,6 +309,24 @@ def test_the_chinese_page_translates_the_checklist_and_the_steps() -> None:
         assert english not in page
     stored = CloseRequest.objects.get().checklist
     assert stored[0]["label"] == "Unpriced models" and stored[0]["detail"].startswith("Every model")  # kept in English
+    # Each line's detail is a sentence with its figures: kept as each language said it when submitted.
+    assert stored[0]["details"] == {"zh-hans": "本月所有有词元的模型都有价格或成本池。"}
+
+
+@pytest.mark.usefixtures("booked")
+def test_the_approved_checklist_reads_in_the_readers_language() -> None:
+    _, first = person("pat")
+    _, second = person("alex")
+    first.post(ACT, {"action": "submit"})
+    second.post(ACT, {"action": "approve"})
+    assert closed()
+    second.cookies["django_language"] = "zh-hans"
+
+    page = second.get(PAGE).content.decode()
+
+    assert "本月所有有词元的模型都有价格或成本池。" in page and "Every model with tokens" not in page
+    details = [item["details"]["zh-hans"] for item in CloseRequest.objects.get().checklist]
+    assert all(detail in page for detail in details)
 
 
 @pytest.mark.usefixtures("booked")

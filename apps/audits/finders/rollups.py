@@ -311,7 +311,8 @@ def ledger_checks(window: AuditWindow) -> list[Draft]:
                 savings=None,
                 evidence=f"/finance/?month={window.month}",
                 suggestion=finding.message,
-                figures=dict(finding.figures) | {"action": finding.action},
+                figures=dict(finding.figures)
+                | {"action": finding.action, "ledger_kind": finding.kind, "period": f"{finding.period:%Y-%m}"},
                 counted=False,
             )
         )

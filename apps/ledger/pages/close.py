@@ -37,6 +37,7 @@ from apps.ledger.services.closing import (
     close_request_submit,
     close_request_withdraw,
     decision_label,
+    detail_shown,
     finding_name,
     finding_review,
 )
@@ -154,6 +155,7 @@ def _stored(checklist: list[dict[str, Any]], month: date) -> list[dict[str, Any]
     return [
         {
             **item,
+            "detail": detail_shown(item),
             "reviews": [{**r, "at": datetime.fromisoformat(r["at"])} for r in item.get("reviews", [])],
             "link": reverse("finance-close-items", kwargs={"month": label, "key": item["key"]}),
         }

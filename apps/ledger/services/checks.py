@@ -102,7 +102,11 @@ def _effective_share(month: date) -> list[Finding]:
                     action=Finding.Action.NOTIFY_PRODUCT_OWNER,
                     period=month,
                     business_line=bl,
-                    figures={"tokens": dict(sorted(by_class.items())), "share": str(share.quantize(Decimal("0.0001")))},
+                    figures={
+                        "tokens": dict(sorted(by_class.items())),
+                        "share": str(share.quantize(Decimal("0.0001"))),
+                        "minimum": str(minimum),
+                    },
                     message=f"Effective tokens were {_pct(share)} of {who}'s computed tokens in {month:%Y-%m} "
                     f"(healthy: at least {_pct(minimum)}): notify the product owner to review prompts and "
                     "output formats.",
@@ -148,6 +152,7 @@ def _elastic_vs_revenue(month: date) -> list[Finding]:
         elif income == 0 or amount / income > maximum:
             ratio = amount / income if income else None
             figures["ratio"] = None if ratio is None else str(ratio.quantize(Decimal("0.0001")))
+            figures["limit"] = str(maximum)
             share = _pct(ratio) if ratio is not None else "all"
             kind, action = Finding.Kind.ELASTIC_OVER_REVENUE, Finding.Action.DEGRADATION_AUDIT
             message = (

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
@@ -109,6 +110,12 @@ def _label(month: date) -> str:
     return f"{month:%Y-%m}"
 
 
+def detail_shown(item: dict[str, Any]) -> str:
+    """A stored checklist line's detail in the active language (as stored at submission), else
+    as stored in English (a request submitted before the details were kept in each language)."""
+    return str((item.get("details") or {}).get(translation.get_language() or "en", item.get("detail", "")))
+
+
 def close_request_submit(*, month: date, user: Any, note: str = "", now: datetime | None = None) -> CloseRequest:
     """Submit `month` for closing, with the checklist as it stands now."""
     _closer_check(user)
@@ -120,6 +127,13 @@ def close_request_submit(*, month: date, user: Any, note: str = "", now: datetim
     with translation.override("en"):  # stored as the msgids: each reader translates
         items = close_checklist(month=month, now=now)
         checklist = [item.as_json() for item in items]
+    # A line's detail is a sentence with its figures in it: stored as each language says it.
+    for code, _name in settings.LANGUAGES:
+        if code != "en":
+            with translation.override(code):
+                said = {item.key: item.detail for item in close_checklist(month=month, now=now)}
+            for stored in checklist:
+                stored.setdefault("details", {})[code] = said.get(stored["key"], stored["detail"])
     unreviewed = next(item for item in items if item.key == "open_findings").value
     if unreviewed:
         raise CloseError(_(FINDINGS_OPEN).format(count=unreviewed, month=_label(month)))
