@@ -395,6 +395,21 @@ def web_address(host: str, port: int) -> WebAddress:
     return WebAddress(f"{bracketed}:{port}", url, url, (host,))
 
 
+def site_url_note(env: dict[str, str], web: WebAddress) -> str:
+    """A warning where COSTPLATFORM_SITE_URL, set by hand, names this machine on another port
+    than the one served: the links in alerts would open nothing, or another program."""
+    site = urlsplit(env.get("COSTPLATFORM_SITE_URL", ""))
+    served = urlsplit(web.shown_url)
+    local = {"localhost", "127.0.0.1", "::1", socket.gethostname()}
+    try:
+        port = site.port or (443 if site.scheme == "https" else 80)
+    except ValueError:
+        return " (its port is not a number: links in alerts will not open; the system check says more)"
+    if site.hostname in local and port != served.port:
+        return f" (set by hand, but this run serves {web.shown_url}: links in alerts will not open here)"
+    return ""
+
+
 def wait_healthy(base_url: str, web: Child) -> float:
     started = time.monotonic()
     last_error = ""
@@ -732,9 +747,11 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
     if web.beyond_loopback:
         hosts = [h for h in child_env.get("ALLOWED_HOSTS", "").split(",") if h] or ["localhost", "127.0.0.1", "[::1]"]
         child_env["ALLOWED_HOSTS"] = ",".join([*hosts, *web.allowed_hosts])
-        child_env.setdefault("COSTPLATFORM_SITE_URL", web.shown_url)
         say(f"web: listening on {web.bind}, beyond this machine: plain HTTP, so only on a network you trust "
             "(or behind a TLS proxy with HTTPS=true)")  # fmt: skip
+    # The links in alerts and the channels' previews open the site where it is served, unless set.
+    child_env.setdefault("COSTPLATFORM_SITE_URL", web.shown_url)
+    say(f"site URL (links in alerts): {child_env['COSTPLATFORM_SITE_URL']}{site_url_note(child_env, web)}")
     child_env.update(COSTPLATFORM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     child_env.setdefault("DJANGO_SETTINGS_MODULE", "costplatform.settings")
     logs = data_dir / "logs"
@@ -748,7 +765,6 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
         # The alert worker may post to it: loopback is blocked for channel URLs unless allowed.
         allow = [c for c in child_env.get("COSTPLATFORM_OUTBOUND_ALLOW", "").split(",") if c]
         child_env["COSTPLATFORM_OUTBOUND_ALLOW"] = ",".join([*allow, "127.0.0.1/32"])
-        child_env.setdefault("COSTPLATFORM_SITE_URL", base_url)
     celery = [sys.executable, "-m", "celery", "-A", "costplatform.celery:app"]
     from django.db import connections
 

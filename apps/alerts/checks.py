@@ -21,8 +21,17 @@ def alerts_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
             errors.append(
                 checks.Error(f"COSTPLATFORM_OUTBOUND_ALLOW: {cidr!r} is not an address or CIDR", id="alerts.E001")
             )
-    if not settings.ALERTS_SITE_URL.startswith(("http://", "https://")):
-        errors.append(checks.Error("COSTPLATFORM_SITE_URL must start with http:// or https://", id="alerts.E002"))
+    wrong = site_url_problem(settings.ALERTS_SITE_URL)
+    if wrong:
+        errors.append(
+            checks.Error(
+                f"COSTPLATFORM_SITE_URL is {settings.ALERTS_SITE_URL!r}: {wrong}",
+                hint="It is the address people open the platform at, scheme, host and port only: every link in "
+                "alerts (the page, mute, acknowledge) and the channels' previews is it followed by a path, e.g. "
+                "https://costs.example.com or http://10.0.0.5:8000 (make run sets the one it serves)",
+                id="alerts.E002",
+            )
+        )
     if not settings.ALERTS_RETRY_DELAYS or min(settings.ALERTS_RETRY_DELAYS) < 0:
         errors.append(checks.Error("COSTPLATFORM_ALERTS_RETRY_DELAYS needs one or more delays >= 0", id="alerts.E003"))
     if site_url_is_local() and not settings.DEBUG and not _testing():
@@ -36,6 +45,24 @@ def alerts_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
             )
         )
     return errors
+
+
+def site_url_problem(url: str) -> str:
+    """What is wrong with `url` as the site URL, in words, or "" where nothing is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "it must start with http:// or https://"
+    if not parts.hostname:
+        return "it has no host"
+    try:
+        parts.port  # noqa: B018  (a port that is not a number raises)
+    except ValueError:
+        return "its port is not a number from 1 to 65535"
+    if parts.query or parts.fragment:
+        return "it has a query or a fragment, which the links' paths would be written after"
+    if parts.path not in ("", "/"):
+        return f"it has a path ({parts.path}): the platform is served at the root of its host"
+    return ""
 
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})

@@ -104,3 +104,15 @@ def test_the_page_an_alert_opens_names_it_with_its_window_and_acts_back_to_itsel
     assert 'id="opened-alert"' not in elsewhere.get(path).content.decode()  # not their line's alert
     viewer = login_as("viewer").get(path).content.decode()
     assert 'id="opened-alert"' in viewer and 'class="alert-actions"' not in viewer
+
+
+def test_the_actions_and_the_banner_speak_chinese():
+    _, client = engineer()
+    client.cookies["django_language"] = "zh-hans"
+    alert = spike()
+    act(client, alert.id, "mute_1h")
+    page = client.get("/alerts/").content.decode()
+    assert "确认已知" in page and "取消静默" in page and "静默至 " in page and ">Unmute<" not in page
+    link = message_for(alert, "zh-hans").link
+    opened = client.get(urlsplit(link).path + "?" + urlsplit(link).query).content.decode()
+    assert "由告警打开" in opened and "时间窗 " in opened and message_for(alert, "zh-hans").title in opened
