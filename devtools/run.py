@@ -58,8 +58,14 @@ class RunError(Exception):
     """A step failed; the message says which and what to do."""
 
 
+_LAST_LINE = [time.monotonic()]
+
+
 def say(message: str) -> None:
-    print(f"[run] {message}", flush=True)
+    """One line a step, with the seconds since the line before: what the step took."""
+    now = time.monotonic()
+    took, _LAST_LINE[0] = now - _LAST_LINE[0], now
+    print(f"[run {took:5.1f} s] {message}", flush=True)
 
 
 def _shown(path: Path) -> str:
@@ -523,9 +529,21 @@ def sample_anchor(data_dir: Path) -> tuple[datetime, bool]:
     return datetime.fromisoformat(value), created
 
 
+# The sample's deliberately invalid records (docs/samples/generate_records.py) have record ids
+# starting so: they show what the platform refuses, one per kind of error.
+DELIBERATE = ('"record_id":"bad-', '"record_id": "bad-')
+
+
+def deliberate_lines(path: Path) -> set[int]:
+    """The line numbers of `path`'s deliberately invalid records."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        return {number for number, text in enumerate(lines, 1) if any(mark in text for mark in DELIBERATE)}
+
+
 def load_sample(path: Path, *, base_url: str, key: str, batch: int, data_dir: Path) -> None:
     from wire.send import SendError, send_file
 
+    meant = deliberate_lines(path)
     anchor, first = sample_anchor(data_dir)
     when = anchor.strftime("%Y-%m-%d %H:%M:%S UTC")
     anchor_file = _shown(data_dir / "sample_anchor")
@@ -536,6 +554,11 @@ def load_sample(path: Path, *, base_url: str, key: str, batch: int, data_dir: Pa
             f"loading {_shown(path)} again, shifted to end at {when} as on the first load, so its records "
             f"count as duplicates, not twice (delete {anchor_file} for a fresh copy dated now)"
         )
+    if meant:
+        say(
+            f"  it holds {len(meant)} deliberately invalid records (record ids bad-…), one per kind of error, "
+            "to show what the platform refuses: their refusals below are expected"
+        )
     try:
         summary = send_file(path, url=base_url, key=key, batch=batch, ts_end=anchor)
     except (SendError, OSError) as exc:
@@ -544,11 +567,30 @@ def load_sample(path: Path, *, base_url: str, key: str, batch: int, data_dir: Pa
         f"loaded: {summary.accepted} accepted, {summary.duplicates} duplicates, {summary.rejected} rejected "
         f"({summary.lines} lines in {summary.batches} requests)"
     )
-    for rejection in summary.rejections[:10]:
-        say(f"  refused {rejection}")
-    if summary.rejected:
-        say(f"  (refused records are kept: {base_url}/api/v1/rejections, or the admin)")
+    sample_report(summary.rejections, meant, base_url)
     say(f"database holds {demo_record_count()} token records from collector key '{DEMO_KEY}'")
+
+
+def sample_report(rejections: list[Any], meant: set[int], base_url: str) -> None:
+    """The refused lines: the sample's deliberately invalid ones introduced as such, any other
+    as the problem it is."""
+    as_meant = [r for r in rejections if r.line in meant]
+    if as_meant:
+        say(
+            f"  {len(as_meant)} of them are the sample's deliberately invalid records (record ids bad-…), one per "
+            "kind of error, refused as they should be:"
+        )
+        for rejection in as_meant:
+            say(f"    as meant: {rejection}")
+    others = [r for r in rejections if r.line not in meant]
+    for rejection in others[:10]:
+        say(f"  refused, NOT one of the deliberate ones: {rejection}")
+    let_in = sorted(meant - {r.line for r in rejections})
+    if let_in:
+        numbers = ", ".join(map(str, let_in))
+        say(f"  the deliberately invalid lines {numbers} were ACCEPTED: the ingest checks let them in")
+    if rejections:
+        say(f"  (refused records are kept: {base_url}/api/v1/rejections, the collectors page, or the admin)")
 
 
 # --- main -----------------------------------------------------------------------------------
