@@ -66,9 +66,14 @@ def step(label: str, command: list[str], log: Path) -> None:
         raise SystemExit(result.returncode)
 
 
+# The platform alone (`make run RUN_ARGS=--no-vllm`, `make demo-data`), or everything (tests,
+# vLLM's CPU build and torch).
+EXTRAS = {"base": "collectors", "all": "dev,serving,warehouse"}
+
+
 def main(argv: list[str]) -> None:
     venv, level = Path(argv[0]), argv[1]
-    extras = "collectors" if level == "base" else "dev,serving,warehouse"
+    extras = EXTRAS[level]
     py = str(venv / "bin" / "python")
     log = venv / "install.log"
     if not Path(py).exists():

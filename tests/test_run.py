@@ -71,9 +71,13 @@ def test_make_run_without_vllm_installs_the_platform_alone() -> None:
     # -n: print what would run; -W: as if pyproject.toml had just changed (both stamps out of date).
     args = ["make", "-n", "-W", "pyproject.toml", "run", "RUN_ARGS=--no-vllm"]
     plan = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "'.[collectors]'" in plan and "serving" not in plan
+    assert "devtools/install.py .venv base" in plan and "install.py .venv all" not in plan
     full = subprocess.run([*args[:-1], "RUN_ARGS=--once"], cwd=REPO, capture_output=True, text=True, check=True)
-    assert "'.[dev,serving,warehouse]'" in full.stdout
+    assert "devtools/install.py .venv all" in full.stdout
+    # What each level installs (devtools/install.py): the platform alone, or everything.
+    from devtools.install import EXTRAS
+
+    assert EXTRAS == {"base": "collectors", "all": "dev,serving,warehouse"}
 
 
 def test_shift_line_moves_valid_timestamps_only() -> None:
