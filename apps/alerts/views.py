@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.translation import get_language, gettext_lazy
+from django.utils.translation import get_language, gettext_lazy, pgettext_lazy
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -64,6 +64,20 @@ STATUS_NAMES = {
     Alert.Status.EVENT: gettext_lazy("event"),
 }
 NOT_SENT = {"muted": gettext_lazy("muted"), "no route": gettext_lazy("no channel takes it")}
+DELIVERY_NAMES = {
+    Notification.Status.QUEUED: pgettext_lazy("delivery", "queued"),
+    Notification.Status.SENDING: pgettext_lazy("delivery", "sending"),
+    Notification.Status.SENT: pgettext_lazy("delivery", "sent"),
+    Notification.Status.FAILED: pgettext_lazy("delivery", "failed"),
+}
+CHANNEL_KINDS = {
+    Channel.Kind.FEISHU: gettext_lazy("Feishu / Lark custom bot"),
+    Channel.Kind.DINGTALK: gettext_lazy("DingTalk robot"),
+    Channel.Kind.WECOM: gettext_lazy("WeCom group bot"),
+    Channel.Kind.SLACK: gettext_lazy("Slack incoming webhook"),
+    Channel.Kind.WEBHOOK: gettext_lazy("Generic JSON webhook (HMAC-SHA256)"),
+    Channel.Kind.EMAIL: gettext_lazy("Email"),
+}
 HISTORY = 200
 LAST_DELIVERIES = 5
 
@@ -179,6 +193,14 @@ def channels(request: HttpRequest) -> HttpResponse:
         }
         for c in shown
     ]
+    language = _language()
+    for row in rows:  # kinds, severities and states in the page's language
+        channel = row["channel"]
+        channel.kind_name = CHANNEL_KINDS.get(channel.kind, channel.kind)
+        channel.severity_name = SEVERITY[language][Severity(channel.min_severity)]
+        for sent in row["deliveries"]:
+            sent.kind_name = KIND_NAMES.get(sent.alert.kind, sent.alert.kind)
+            sent.status_name = DELIVERY_NAMES.get(sent.status, sent.status)
     context = {
         "rows": rows,
         "can_test": user_has_role(request.user, *TESTERS),

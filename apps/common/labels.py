@@ -46,6 +46,9 @@ LABELS: dict[str, Promise] = {
     "uncached_prompt": _("uncached prompt"),
     "output": _("output"),
     "spec_rejected": _("rejected draft"),
+    # what a price is per million of (a price version's kinds)
+    "input": _("input"),
+    "cached_input": _("cached input"),
 }
 
 

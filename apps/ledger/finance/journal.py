@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 from apps.common.tables import Column, Table
 from apps.ledger.finance.links import bill_href, usage_href
 from apps.ledger.finance.names import names_load
-from apps.ledger.models import Account
+from apps.ledger.models import Account, JournalLine
 from apps.ledger.selectors import LineFilter, journal_lines
 
 JOURNAL_PAGE = 500
@@ -81,7 +81,7 @@ def journal_table(
                 "kind": kinds.get(line.entry.kind, line.entry.kind),
                 "account": names.account(line.account.code),
                 "cost_centre": names.centre(line.cost_centre),
-                "model": line.model.name if line.model_id else (f"pool {line.pool.name}" if line.pool_id else ""),
+                "model": line.model.name if line.model_id else _pool(line),
                 "currency": line.currency,
                 "debit": line.debit,
                 "credit": line.credit,
@@ -93,3 +93,8 @@ def journal_table(
         if href:
             table.links[(len(rows) - 1, "usage")] = href
     return Found(table, sums["n"], sums["debits"] or ZERO, sums["credits"] or ZERO, len(page) > JOURNAL_PAGE)
+
+
+def _pool(line: JournalLine) -> str:
+    """A pool's line (its idle capacity) named as a pool, in the reader's language."""
+    return _("pool %(name)s") % {"name": line.pool.name} if line.pool_id else ""
