@@ -1,7 +1,7 @@
 """On-call in a real browser: an engineer acknowledges, mutes for 24 h and unmutes an alert on
 /alerts/, opens the page the alert leads to, finds a banner naming the alert with its window,
 the window shaded on the page's chart, and mutes the alert until a time from that banner,
-landing back on the same page."""
+landing back on the same page; the channels page draws each channel's own card."""
 
 from __future__ import annotations
 
@@ -82,16 +82,19 @@ def test_an_engineer_acts_on_alerts_and_finds_the_alert_on_the_page_it_opens(
     banner = page.locator("#opened-alert")
     assert title in banner.inner_text() and "acknowledged by oncall" in banner.inner_text()
     zone = accounting_zone()
-    start, end = (timezone.datetime.fromisoformat(at).astimezone(zone) for at in alert.figures["_window"])
     page.wait_for_selector("#tokens-by-class .main-svg")
     page.wait_for_function(
         "() => (document.getElementById('tokens-by-class').layout.shapes || []).some(s => s.name === 'alert-window')"
     )
-    marked = page.evaluate(
-        "() => document.getElementById('tokens-by-class').layout.shapes.filter(s => s.name === 'alert-window')"
-    )
-    assert [(m["x0"], m["x1"]) for m in marked] == [(f"{start:%Y-%m-%d %H:%M:%S}", f"{end:%Y-%m-%d %H:%M:%S}")]
-    assert page.locator("#tokens-by-class .shapelayer path").count() >= 1  # drawn, not only asked for
+    # The shade lies over the bar of the alert's hour (50,000 tokens), not over the hour before it (4,000).
+    shade = page.locator("#tokens-by-class .shapelayer path").bounding_box()
+    bars = page.locator("#tokens-by-class .barlayer .point path")
+    drawn = [box for box in (bars.nth(i).bounding_box() for i in range(bars.count())) if box and box["height"] > 5]
+    low, high = sorted(drawn, key=lambda b: b["height"])
+    assert shade is not None and shade["width"] > 10
+    middle = shade["x"] + shade["width"] / 2
+    assert abs(middle - (high["x"] + high["width"] / 2)) < 2
+    assert not shade["x"] <= low["x"] + low["width"] / 2 <= shade["x"] + shade["width"]
     opened = page.url
 
     until = (timezone.now() + timedelta(days=2)).astimezone(zone).replace(second=0, microsecond=0)
@@ -102,4 +105,18 @@ def test_an_engineer_acts_on_alerts_and_finds_the_alert_on_the_page_it_opens(
     assert muted_until(alert) == until
     assert "muted until" in page.locator("#opened-alert").inner_text()
     shot(page, "alert-opened-page")
+
+    page.goto(site + "/alerts/channels/")
+    headers = {
+        kind: page.locator(f'#previews [data-kind="{kind}"] .look-title').evaluate(
+            "e => getComputedStyle(e).color + ' on ' + getComputedStyle(e).backgroundColor"
+        )
+        for kind in ("feishu", "wecom", "slack", "email", "webhook")
+    }
+    assert headers["feishu"] == "rgb(255, 255, 255) on rgb(180, 83, 9)"  # the warning's orange header
+    assert headers["wecom"].startswith("rgb(180, 83, 9) on")  # the warning's font colour
+    assert len(set(headers.values())) >= 3
+    assert page.locator('#previews [data-kind="feishu"] .look-button.primary').count() == 1
+    assert page.locator('#previews [data-kind="dingtalk"] .look-button').count() == 0
+    shot(page, "alert-channel-previews-own")
     context.close()
