@@ -758,6 +758,7 @@ def _run(args: argparse.Namespace, data_dir: Path, embedded_db: bool, children: 
 
     import django
 
+    logging.getLogger("axes.apps").setLevel(logging.WARNING)  # "AXES: BEGIN version …" at every setup
     django.setup()
     # Quiet libraries that log routine steps at INFO/WARNING through the root logger.
     logging.getLogger("pgserver").setLevel(logging.WARNING)

@@ -39,14 +39,16 @@ def themed(fig: go.Figure, *, period: str = "", height: int = 320, barmode: str 
         colorway=COLOURS,
         height=height,
         barmode=barmode,
-        margin={"l": 50, "r": 10, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": -0.15},
+        # The axes take the room their labels need (automargin below); the legend sits above the
+        # plot, where a long or turned axis label cannot run into it.
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
         paper_bgcolor="#fff",
         plot_bgcolor="#fff",
         hoverlabel={"font": FONT},
     )
-    fig.update_xaxes(gridcolor=GRID, linecolor=GRID)
-    fig.update_yaxes(gridcolor=GRID, linecolor=GRID, zerolinecolor=GRID, rangemode="tozero")
+    fig.update_xaxes(gridcolor=GRID, linecolor=GRID, automargin=True)
+    fig.update_yaxes(gridcolor=GRID, linecolor=GRID, zerolinecolor=GRID, rangemode="tozero", automargin=True)
     if period:
         _date_axis(fig, period)
     return fig

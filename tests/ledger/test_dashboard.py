@@ -4,6 +4,7 @@ table downloadable."""
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 from collections.abc import Callable
 from decimal import Decimal
@@ -66,6 +67,15 @@ def test_it_serves_plotly_js_from_the_installed_package(as_role: Role) -> None:
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/javascript")
     assert b"plotly" in response.content[:2000].lower() and len(response.content) > 1_000_000
+
+
+def test_it_sends_plotly_js_gzipped_to_a_browser_that_takes_it(as_role: Role) -> None:
+    plain = as_role(None).get("/finance/plotly.min.js")
+    response = as_role(None).get("/finance/plotly.min.js", HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+
+    assert response["Content-Encoding"] == "gzip" and "Accept-Encoding" in response["Vary"]
+    assert int(response["Content-Length"]) == len(response.content) < len(plain.content) / 3
+    assert gzip.decompress(response.content) == plain.content and "Content-Encoding" not in plain
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,7 @@ PUBLIC = {
     "i18n/setlang/": "the language switch; sets a cookie",
     "display-zone/": "the display time zone switch; POST only, sets a session value",
     "finance/plotly.min.js": "a static chart library",
+    "favicon.ico": "a redirect to the site's icon (a static file)",
     "api/schema/": "the OpenAPI contract collectors are built against; no data (it is in docs/ too)",
     "api/docs/": "Swagger UI over that schema; no data",
     "metrics": "its own bearer token or address allow-list (test_metrics_needs_its_token_or_an_allowed_address)",

@@ -50,6 +50,14 @@ class PlanRowForm(forms.Form):
     )
     revenue_currency = forms.ChoiceField(choices=CURRENCIES, required=False, label=gettext_lazy("Currency"))
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A row's cells sit under the table's headers, with no label of their own: each field is
+        # named for a screen reader by its line and column.
+        line = self.initial.get("business_line") or ""
+        for field in self.fields.values():
+            field.widget.attrs["aria-label"] = f"{line} {field.label}".strip()
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("budget_amount") is not None and not data.get("budget_currency"):
