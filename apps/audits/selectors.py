@@ -8,6 +8,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.utils.translation import pgettext, pgettext_lazy
+
 from apps.audits.finders.base import Rates, fetch
 from apps.audits.models import AuditFinding, AuditReport
 from apps.classification.engine import COMPONENT_KIND
@@ -140,6 +142,11 @@ def scope_totals(*, report: AuditReport, findings: list[AuditFinding]) -> None:
 
 CSV_COLUMNS = ("kind", "title", "dims", "model", "tokens", "savings_tokens", "evidence", "suggestion", "counted")
 MONEY_COLUMNS = ("savings", "currency")
+# The header in the reader's language: in English the keys a script reads; the kind and the dims
+# stay keys in every language (what a filter names).
+HEADERS = {
+    name: pgettext_lazy("audit csv", name) for name in (*CSV_COLUMNS, *MONEY_COLUMNS)
+}  # fmt: skip
 
 
 def report_csv_rows(
@@ -150,12 +157,12 @@ def report_csv_rows(
     columns = (*CSV_COLUMNS, *MONEY_COLUMNS) if with_money else CSV_COLUMNS
     rows = []
     for f in report_findings(report=report, business_lines=business_lines):
-        row: list[Any] = [f.kind, f.title, f.dims_label, f.model, f.tokens, f.savings_tokens, f.evidence]
-        row += [f.suggestion, "yes" if f.counted else "no"]
+        row: list[Any] = [f.kind, f.title_shown, f.dims_label, f.model, f.tokens, f.savings_tokens, f.evidence]
+        row += [f.suggestion_shown, pgettext("audit csv", "yes") if f.counted else pgettext("audit csv", "no")]
         if with_money:
             row += ["" if f.savings is None else f"{f.savings:.2f}", report.currency]
         rows.append(row)
-    return columns, rows
+    return tuple(str(HEADERS[c]) for c in columns), rows
 
 
 def month_bounds(month: Any) -> tuple[datetime, datetime]:

@@ -164,6 +164,22 @@ def test_it_downloads_the_csv_with_money_for_finance(as_role: Role, report: Audi
     assert rows[1]["evidence"] == "/api/v1/records?dims.business_line=search"
 
 
+def test_the_csv_of_a_chinese_reader_has_a_chinese_header_and_findings(as_role: Role, report: AuditReport) -> None:
+    browser = as_role("finance")
+    browser.cookies["django_language"] = "zh-hans"
+
+    rows = read_csv(browser.get(PAGE + "?download=csv"))
+
+    assert list(rows[0]) == [
+        "类型", "发现", "维度", "模型", "词元", "可节省词元", "依据", "建议", "计入合计", "可节省金额", "币种",
+    ]  # fmt: skip
+    assert [(r["类型"], r["维度"], r["计入合计"]) for r in rows] == [
+        ("zombie", "business_line=data-platform", "是"), ("duplicate", "business_line=search", "是"),
+    ]  # fmt: skip
+    assert rows[0]["发现"] == "僵尸工作负载：业务线 = data-platform"
+    assert rows[0]["建议"].startswith("几乎每个小时都在稳定消耗")  # the kind's, not the stored English one
+
+
 def test_it_downloads_the_csv_without_money_for_engineers(as_role: Role, report: AuditReport) -> None:
     rows = read_csv(as_role("engineer").get(PAGE + "?download=csv"))
 
