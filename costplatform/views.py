@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_noop, ngettext
 from django.views.decorators.http import require_POST
 from django.views.defaults import page_not_found
 
@@ -145,13 +145,38 @@ def _back(request: HttpRequest) -> str:
     return came_from if same_site and came_from != request.build_absolute_uri() else ""
 
 
+# The reasons the pages give in English (PermissionDenied("…") in their views), listed for the
+# translation catalogue: the 403 page shows each in the reader's language.
+PAGE_REFUSALS = (
+    gettext_noop("the pages need a role: admin, finance, engineer or viewer"),
+    gettext_noop("the finance pages are for the finance and admin roles"),
+    gettext_noop("collectors are for engineers and admins"),
+    gettext_noop("the audit is for the finance, engineer and admin roles"),
+    gettext_noop("trying rules is for engineers and admins"),
+    gettext_noop("rules are edited by engineers and admins who see every business line"),
+    gettext_noop("the alert is outside your business lines"),
+    gettext_noop("the channel is outside your business lines"),
+    gettext_noop("alerts are muted and acknowledged by engineers and admins"),
+    gettext_noop("test messages are sent by engineers and admins"),
+    gettext_noop("channels are added and changed by admins of every business line"),
+    gettext_noop("this business line is outside your scope"),
+    gettext_noop("setting a budget needs the finance or admin role"),
+    gettext_noop("overriding a budget needs the finance or admin role"),
+    gettext_noop(  # apps/accounts/scopes.COMPANY_WIDE, spelled out for the catalogue
+        "This shows data of every business line; a user scoped to some business lines cannot read it "
+        "(their lines are on the dashboards and /finance/)."
+    ),
+)
+
+
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler403: under /api/ a JSON answer; elsewhere the site's page with the reason the view
-    gave and a way back."""
+    gave, in the reader's language, and a way back."""
     reason = str(exception or "")
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": reason or "Forbidden."}, status=403)
-    return render(request, "403.html", {"reason": reason, "back": _back(request)}, status=403)
+    shown = _(reason) if reason else ""
+    return render(request, "403.html", {"reason": shown, "back": _back(request)}, status=403)
 
 
 # When the site's layout itself fails (the database is down): a page that needs nothing.

@@ -83,3 +83,19 @@ def test_a_server_error_with_the_database_gone_is_a_bare_page(monkeypatch):
     monkeypatch.setattr(CursorWrapper, "execute", broken)
     answer = server_error(request)
     assert answer.status_code == 500 and answer.content.decode() == BARE_500
+
+
+def test_the_reason_is_in_the_readers_language():
+    from django.utils import translation
+
+    from apps.accounts.scopes import COMPANY_WIDE
+    from costplatform.views import PAGE_REFUSALS
+
+    assert COMPANY_WIDE in PAGE_REFUSALS
+    with translation.override("zh-hans"):
+        untranslated = [reason for reason in PAGE_REFUSALS if translation.gettext(reason) == reason]
+    assert untranslated == []
+    viewer = logged_in("viewer")
+    viewer.cookies["django_language"] = "zh-hans"
+    page = viewer.get(reverse("collectors")).content.decode()
+    assert "采集器仅供工程师和管理员使用" in page and "您无权打开此页面" in page
