@@ -658,3 +658,68 @@ def records_exist(*, lines: list[str] | None) -> bool:
     if lines is not None:
         found = found.filter(dims__business_line__in=lines)
     return found.exists()
+
+
+@dataclass(frozen=True)
+class RecordCost:
+    amount: Decimal | None  # None: unpriced, or its pool's hour not allocated yet
+    currency: str
+
+
+def records_cost(*, records: list[Record]) -> dict[tuple, RecordCost]:
+    """The cost of each of a page of records by primary key, as its page (record_components) prices
+    it: each component at the model's price of the hour, or at its pool's rate of the hour. One
+    price book and one read of the pools' hours for the page, so a page of 50 costs two queries
+    whatever its models and hours."""
+    from apps.classification.engine import component_tokens
+    from apps.pricing.models import PoolIdleHour
+    from apps.pricing.selectors import PoolHourRate, price_book_load
+
+    book = price_book_load()
+    hour = {r.pk: r.ts.replace(minute=0, second=0, microsecond=0) for r in records}
+    bases = {r.pk: book.basis(r.model.name, hour[r.pk]) for r in records}
+    pool_hours = {(b.pool.id, hour[pk]) for pk, b in bases.items() if b is not None and b.pool is not None}
+    rates: dict[tuple[int, datetime], PoolHourRate] = {}
+    if pool_hours:
+        pools = {b.pool.id: b.pool for b in bases.values() if b is not None and b.pool is not None}
+        found = PoolIdleHour.objects.filter(pool_id__in=list(pools), hour__in=list({h for _p, h in pool_hours}))
+        for pool_id, at, allocated, weighted in found.values_list("pool_id", "hour", "allocated", "weighted_tokens"):
+            rates[(pool_id, at)] = PoolHourRate(pools[pool_id], at, allocated, weighted)
+    costs = {}
+    for r in records:
+        basis = bases[r.pk]
+        if basis is None:
+            costs[r.pk] = RecordCost(None, "")
+            continue
+        rate = rates.get((basis.pool.id, hour[r.pk])) if basis.pool is not None else None
+        parts = [
+            _component_cost(basis.prices, rate, i, max(tokens, 0)) if basis.pool is None or rate else None
+            for i, tokens in enumerate(component_tokens(r))
+            if tokens
+        ]
+        currency = basis.pool.currency if basis.pool is not None else basis.version.currency if basis.version else ""
+        known = [p for p in parts if p is not None]
+        costs[r.pk] = RecordCost(sum(known, Decimal(0)) if len(known) == len(parts) else None, currency)
+    return costs
+
+
+# The engine ids vLLM gives a request of each endpoint, which the serving middleware records as the
+# record id (serving.middleware.ENGINE_ID_PREFIX): a request id is found as any of them.
+REQUEST_ID_PREFIXES = ("chatcmpl-", "cmpl-", "embd-", "resp_")
+
+
+def records_search(*, flt: Filters, lines: list[str] | None, text: str, limit: int = 50) -> list[Record]:
+    """The records of the window, newest first, whose record id is `text`, whose request id is
+    `text` (an engine id of it), or of the conversation `text`. The ids are found through their
+    record keys (the records' key, with ts: at most the window's index entries), a conversation
+    through its dim sets."""
+    ids = [text, *(prefix + text for prefix in REQUEST_ID_PREFIXES)]
+    named = Record.objects.select_related("model", "dims", "source").filter(
+        ts__gte=flt.start, ts__lt=flt.end, record_key__in=[record_key(i) for i in ids], record_id__in=ids
+    )
+    if lines is not None:
+        named = named.filter(dims__business_line__in=lines)
+    found = {r.pk: r for r in named.order_by("-ts")[:limit]}
+    for r in conversation(flt=flt, lines=lines, conversation_id=text, limit=limit):
+        found.setdefault(r.pk, r)
+    return sorted(found.values(), key=lambda r: r.pk, reverse=True)[:limit]

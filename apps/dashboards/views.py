@@ -6,6 +6,7 @@ finance, admin or a user granted it; a scoped user sees only its business lines.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,10 +24,24 @@ from apps.classification.engine import CLASSES
 from apps.classification.reasons import explained
 from apps.common.buckets import day_of
 from apps.common.labels import label
+from apps.common.tables import Column, Table
 from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, PRESETS, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states, thresholds_shown
+from apps.dashboards.tables import (
+    Sort,
+    cost_columns,
+    cost_key,
+    cost_totals,
+    currencies_of,
+    download,
+    file_name,
+    money_first,
+    query_with,
+    sort_of,
+    sorted_rows,
+)
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import TOKEN_FIELDS, Record
 from apps.ingest.selectors import InvalidCursor, RecordFilter, dim_values, records_list
@@ -97,9 +112,32 @@ def overview(request: HttpRequest) -> HttpResponse:
     classes = [
         {"name": c, "tokens": found.by_class.get(c, 0), "href": waste + flt.query(token_class=c)} for c in CLASSES
     ]
+    lines_table = _slices_table(
+        request,
+        flt,
+        [
+            {"slice": s, "label": s.value or _("(none)"), "href": waste + flt.query(dims={"business_line": s.value})}
+            | {"linked": bool(s.value)}
+            for s in summed.lines
+        ],
+        first=Column("label", _("Business line"), "text"),
+        extra=[],
+        name="lines",
+        part="business-lines",
+        page="overview",
+        title=_("Business lines"),
+    )
+    if isinstance(lines_table, HttpResponse):
+        return lines_table
+    top_waste = _top_waste(flt, lines)
+    for table in top_waste:
+        answered = download(request, table["table"], file_name("overview", table["table"].name, flt))
+        if answered is not None:
+            return answered
     context = _context(
         request,
         flt,
+        **lines_table,
         metrics=[
             {**state, "href": waste + flt.query(token_class=state["drill"])}
             for state in metric_states(found, thresholds_shown(dims=flt.dims, lines=lines))
@@ -110,11 +148,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         spend=sorted(summed.spend.items()) if money else [],
         spent=_spend(flt, lines) if money else None,
         figure=class_series_figure(summed.series, class_labels(), granularity=flt.granularity),
-        lines=[
-            {"slice": s, "href": waste + flt.query(dims={"business_line": s.value}), "linked": bool(s.value)}
-            for s in summed.lines
-        ],
-        top_waste=_top_waste(flt, lines),
+        top_waste=top_waste,
         audit_flags=_audit_flags(request, flt, lines),
     )
     return render(request, "dashboards/overview.html", context)
@@ -172,7 +206,17 @@ def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
             }
             for i, trend in enumerate(ranked[dim])
         ]
-        tables.append({"dim": dim, "label": label(dim), "rows": rows, "all": waste + flt.query(group=dim)})
+        columns = [
+            Column("label", label(dim), "text"),
+            Column("tokens", _("Waste tokens"), "int"),
+            Column("previous", _("Previous period"), "int"),
+        ]
+        cells = [{"label": t.value or _("(none)"), "tokens": t.tokens, "previous": t.previous} for t in ranked[dim]]
+        title = _("Top wasteful: %(what)s") % {"what": label(dim)}
+        table = Table(f"top-waste-{dim}", title, columns, cells, period=_period(flt))
+        tables.append(
+            {"dim": dim, "label": label(dim), "rows": rows, "all": waste + flt.query(group=dim), "table": table}
+        )
     return tables
 
 
@@ -243,19 +287,25 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
             "slice": s,
             "label": s.value or _("(none)"),
             "of": found.totals.get(s.value, 0),
+            "share": _share(s.tokens, found.totals.get(s.value, 0)),
             "href": _group_href(flt, found.measured, s.value, page="dashboards:waste") if s.value else "",
             "requests": _group_href(flt, found.measured, s.value, page="dashboards:requests") if s.value else "",
             "explained": explained(s.value) if flt.group == "reason" else None,
         }
         for s in found.slices
     ]
+    first = Column("label", label(flt.group), "text")
+    extra = [Column("share", _("Share of its tokens"), "pct"), Column("of", _("All its tokens"), "int")]
+    shown = _slices_table(request, flt, rows, first=first, extra=extra, name="grouped", part=flt.group)
+    if isinstance(shown, HttpResponse):
+        return shown
     context = _context(
         request,
         flt,
         level="group",
         group=flt.group,
         measured=found.measured,
-        rows=rows,
+        **shown,
         records_yet=bool(rows) or selectors.records_exist(lines=lines),
         total=sum(s.tokens for s in found.slices),
         trail=_trail(flt),
@@ -268,6 +318,52 @@ def _grouped(request: HttpRequest, flt: Filters) -> HttpResponse:
         audit_flags=_audit_flags(request, flt, lines),
     )
     return render(request, "dashboards/waste_grouped.html", context)
+
+
+def _share(tokens: int, of: int) -> Decimal | None:
+    return Decimal(tokens) / Decimal(of) if of else None
+
+
+def _first_title(level: str, group: str) -> str:
+    """The first column's header of the breakdown at `level`."""
+    titles = {"class": _("Class"), "reason": _("Reason"), "model": _("Model")}
+    return titles.get(level) or label(group)
+
+
+def _slices_table(
+    request: HttpRequest,
+    flt: Filters,
+    rows: list[dict[str, Any]],
+    *,
+    first: Column,
+    extra: list[Column],
+    name: str,
+    part: str,
+    page: str = "waste",
+    title: str = "",
+) -> dict[str, Any] | HttpResponse:
+    """A waste table of slices sorted as asked (costliest first where money is shown, else the
+    most tokens), with a cost column and total per currency for those who see money; or its
+    download when the query asks for it."""
+    money = sees_money(request.user)
+    currencies = currencies_of(r["slice"].cost for r in rows) if money else []
+    for row in rows:
+        row["tokens"] = row["slice"].tokens
+        row.update({cost_key(c): row["slice"].cost.get(c) for c in currencies})
+    columns = [first, Column("tokens", _("Tokens"), "int"), *extra, *cost_columns(currencies)]
+    sort = sort_of(request, [c.key for c in columns], money_first(currencies, Sort("tokens", True)))
+    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    costs = cost_totals(rows, currencies)
+    table = Table(name, title or _("Waste drill-down"), columns, rows, period=_period(flt))
+    found = download(request, table, file_name(page, part, flt, sort=sort.param))
+    if found is not None:
+        return found
+    return {"rows": rows, "sort": sort, "currencies": costs, "table_name": name, "first_title": first.label}
+
+
+def _period(flt: Filters) -> str:
+    first, last = _custom_dates(flt)
+    return first if first == last else f"{first} to {last}"
 
 
 def _group_choices(flt: Filters) -> list[tuple[str, str, str]]:
@@ -285,6 +381,7 @@ def waste(request: HttpRequest) -> HttpResponse:
     level = _level(flt)
     group = flt.by if level == "dims" else level
     slices = selectors.breakdown(flt=flt, lines=lines, group=group, money=money)
+    total = sum(s.tokens for s in slices)
     requests = reverse("dashboards:requests")
     rows = [
         {
@@ -293,17 +390,24 @@ def waste(request: HttpRequest) -> HttpResponse:
             "href": _next_href(flt, level, s.value),
             "requests": requests + flt.query(dims={flt.by: s.value}) if level == "dims" and s.value else "",
             "explained": explained(s.value) if level == "reason" else None,
+            "share": _share(s.tokens, total),
         }
         for s in slices
     ]
+    first = Column("label", _first_title(level, group), "text")
+    shown = _slices_table(
+        request, flt, rows, first=first, extra=[Column("share", _("Share"), "pct")], name="breakdown", part=group
+    )
+    if isinstance(shown, HttpResponse):
+        return shown
     context = _context(
         request,
         flt,
         level=level,
         group=group,
-        rows=rows,
+        **shown,
         records_yet=bool(rows) or selectors.records_exist(lines=lines),
-        total=sum(s.tokens for s in slices),
+        total=total,
         trail=_trail(flt),
         tabs=[(name, label(name), flt.query(by=name)) for name in BREAKDOWN] if level == "dims" else [],
         requests_href=requests + flt.query(),
@@ -338,20 +442,13 @@ def _hash_of(request: HttpRequest) -> bytes | None:
 
 def _duplicates(request: HttpRequest, flt: Filters, *, prompt_hash: bytes | None) -> HttpResponse:
     found = selectors.duplicates(flt=flt, lines=business_lines_of(request.user), prompt_hash=prompt_hash)
-    record_url = reverse("dashboards:record")
+    shown = _duplicates_table(request, flt, found, prompt_hash=prompt_hash)
+    if isinstance(shown, HttpResponse):
+        return shown
     context = _context(
         request,
         flt,
-        rows=[
-            {
-                "duplicate": d.record,
-                "original": d.original,
-                "href": record_url + _record_query(flt, d.record),
-                "original_href": record_url + _record_query(flt, d.original),
-                "gap": (d.record.ts - d.original.ts).total_seconds(),
-            }
-            for d in found
-        ],
+        **shown,
         prompt_hash=prompt_hash.hex() if prompt_hash is not None else "",
         limit=DUPLICATES_SHOWN,
         reason_shown=DUPLICATE,
@@ -362,6 +459,47 @@ def _duplicates(request: HttpRequest, flt: Filters, *, prompt_hash: bytes | None
 
 
 DUPLICATES_SHOWN = 50
+
+
+def _duplicates_table(
+    request: HttpRequest, flt: Filters, found: list[selectors.Duplicate], *, prompt_hash: bytes | None
+) -> dict[str, Any] | HttpResponse:
+    """The duplicates shown (the newest 50) as a table sorted as asked, each with what it cost for
+    those who see money (all of it waste), the costliest first."""
+    costs = selectors.records_cost(records=[d.record for d in found]) if sees_money(request.user) else {}
+    currencies = sorted({c.currency for c in costs.values() if c.currency})
+    record_url = reverse("dashboards:record")
+    rows = []
+    for d in found:
+        row = _record_row(d.record, costs.get(d.record.pk))
+        row |= {"duplicate": d.record, "original": d.original, "original_id": d.original.record_id}
+        row |= {"original_ts": d.original.ts, "gap": (d.record.ts - d.original.ts).total_seconds()}
+        row |= {
+            "href": record_url + _record_query(flt, d.record),
+            "original_href": record_url + _record_query(flt, d.original),
+        }
+        rows.append(row)
+    columns = [
+        Column("record_id", _("Duplicate"), "text"),
+        Column("ts", _("Time"), "datetime"),
+        Column("model", _("Model"), "text"),
+        Column("business_line", _("Business line"), "text"),
+        Column("original_id", _("Repeats"), "text"),
+        Column("original_ts", _("Its time"), "datetime"),
+        Column("gap", _("Seconds later"), "int"),
+        Column("prompt", _("Prompt"), "int"),
+        Column("completion", _("Completion"), "int"),
+        *cost_columns(currencies),
+    ]
+    sort = sort_of(request, [c.key for c in columns], money_first(currencies, Sort("ts", True)))
+    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    table = Table("duplicates", _("Duplicate requests"), columns, rows, period=_period(flt))
+    hashed = prompt_hash.hex()[:12] if prompt_hash is not None else ""
+    found_download = download(request, table, file_name("waste", "duplicates", flt, hash=hashed, sort=sort.param))
+    if found_download is not None:
+        return found_download
+    totals = cost_totals(rows, currencies)
+    return {"rows": rows, "sort": sort, "currencies": totals, "table_name": table.name}
 
 
 @reader_required
@@ -378,16 +516,24 @@ def requests_list(request: HttpRequest) -> HttpResponse:
         business_lines=business_lines_of(request.user),
         **predicate,
     )
-    try:
-        rows, nxt = records_list(flt=record_filter, limit=PAGE_SIZE, after=request.GET.get("after") or None)
-    except InvalidCursor as exc:
-        raise Http404(str(exc)) from exc
-    record_url = reverse("dashboards:record")
+    searched = request.GET.get("q", "").strip()
+    if searched:  # a record, request or conversation id: its records, whatever the reason
+        found, nxt = selectors.records_search(flt=flt, lines=record_filter.business_lines, text=searched), None
+    else:
+        try:
+            found, nxt = records_list(flt=record_filter, limit=PAGE_SIZE, after=request.GET.get("after") or None)
+        except InvalidCursor as exc:
+            raise Http404(str(exc)) from exc
+    shown = _records_table(request, flt, found, searched=searched)
+    if isinstance(shown, HttpResponse):
+        return shown
+    after = query_with(request, after=nxt) if nxt else ""
     context = _context(
         request,
         flt,
-        records=[{"record": r, "href": record_url + _record_query(flt, r)} for r in rows],
-        next_href=(reverse("dashboards:requests") + flt.query() + f"&after={nxt}") if nxt else "",
+        **shown,
+        searched=searched,
+        next_href=(reverse("dashboards:requests") + after) if nxt else "",
         by_reason=bool(predicate),
         reason_shown=flt.reason,
         reason_explained=explained(flt.reason),
@@ -395,6 +541,61 @@ def requests_list(request: HttpRequest) -> HttpResponse:
         back=reverse("dashboards:waste") + flt.query(),
     )
     return render(request, "dashboards/requests.html", context)
+
+
+def _records_table(
+    request: HttpRequest, flt: Filters, found: list[Record], *, searched: str
+) -> dict[str, Any] | HttpResponse:
+    """The page of requests as a table: sorted as asked within the page (the cursor walks the
+    window newest first, a page at a time, so no order reads more than the page: a record's cost is
+    not kept but priced here, for the page's 50), its cost per currency for those who see money."""
+    costs = selectors.records_cost(records=found) if sees_money(request.user) else {}
+    currencies = sorted({c.currency for c in costs.values() if c.currency})
+    record_url = reverse("dashboards:record")
+    rows = [_record_row(r, costs.get(r.pk)) | {"record": r, "href": record_url + _record_query(flt, r)} for r in found]
+    columns = [*_record_columns(), *cost_columns(currencies)]
+    sort = sort_of(request, [c.key for c in columns], Sort("ts", True))
+    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    table = Table("requests", _("Requests"), columns, rows, period=_period(flt))
+    name = file_name("requests", "page", flt, q=searched, sort=sort.param, after=request.GET.get("after", "")[:12])
+    found_download = download(request, table, name)
+    if found_download is not None:
+        return found_download
+    totals = cost_totals(rows, currencies)
+    return {"records": rows, "sort": sort, "currencies": totals, "table_name": table.name}
+
+
+def _record_columns() -> list[Column]:
+    return [
+        Column("record_id", _("Record"), "text"),
+        Column("ts", _("Time"), "datetime"),
+        Column("model", _("Model"), "text"),
+        *(Column(name, label(name), "text") for name in BREAKDOWN),
+        Column("status", _("Status"), "text"),
+        Column("finish", _("Finish"), "text"),
+        Column("prompt", _("Prompt"), "int"),
+        Column("prompt_cached", _("Cached"), "int"),
+        Column("completion", _("Completion"), "int"),
+        Column("e2e", _("End to end, ms"), "int"),
+    ]
+
+
+def _record_row(r: Record, cost: selectors.RecordCost | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "record_id": r.record_id,
+        "ts": r.ts,
+        "model": str(r.model),
+        **{name: r.dims.dims.get(name, "") for name in BREAKDOWN},
+        "status": r.get_status_display(),
+        "finish": r.get_finish_reason_display() or "",  # type: ignore[attr-defined]
+        "prompt": r.prompt,
+        "prompt_cached": r.prompt_cached,
+        "completion": r.completion,
+        "e2e": r.e2e,
+    }
+    if cost is not None and cost.currency:
+        row[cost_key(cost.currency)] = cost.amount
+    return row
 
 
 def _record_query(flt: Filters, record: Record) -> str:

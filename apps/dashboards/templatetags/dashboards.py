@@ -4,10 +4,16 @@ filters' links without a dim."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
 
 from apps.common.templatetags import pages
 from apps.dashboards.filters import Filters
+from apps.dashboards.tables import Sort, query_with
 
 register = template.Library()
 register.filters.update(pages.register.filters)  # `{% load dashboards %}` keeps every shared filter
@@ -16,3 +22,36 @@ register.filters.update(pages.register.filters)  # `{% load dashboards %}` keeps
 @register.filter
 def without_dim(flt: Filters, name: str) -> str:
     return flt.without_dim(name)
+
+
+@register.simple_tag(takes_context=True)
+def sort_th(context: Any, key: str, title: str, kind: str = "number") -> str:
+    """A sortable header: a link to the page sorted by this column (the other way round when it is
+    the column sorted by; numbers start from the largest, text from A), marked with aria-sort."""
+    current: Sort | None = context.get("sort")
+    on = current is not None and current.key == key
+    desc = not current.desc if on and current is not None else kind != "text"
+    href = query_with(context["request"], sort=("-" if desc else "") + key)
+    state = ("descending" if current.desc else "ascending") if on and current is not None else "none"
+    arrow = ("▼" if current.desc else "▲") if on and current is not None else ""
+    css = "text" if kind in ("text", "when") else ""  # times align as words, and start from the newest
+    return format_html(
+        '<th class="{}" data-sort="{}" aria-sort="{}"><a href="{}">{}</a>{}</th>', css, key, state, href, title, arrow
+    )
+
+
+@register.simple_tag(takes_context=True)
+def download_links(context: Any, table: str) -> str:
+    """CSV and XLSX links of a table: the page's query (filters, sort, search) and the download."""
+    request = context["request"]
+    links = [
+        format_html(
+            '<a href="{}" data-download="{}-{}">{}</a>',
+            query_with(request, download=table, format=fmt),
+            table,
+            fmt,
+            fmt.upper(),
+        )
+        for fmt in ("csv", "xlsx")
+    ]
+    return format_html('<p class="downloads note">{} {}</p>', _("Download:"), mark_safe(" · ".join(links)))
