@@ -125,3 +125,25 @@ class HourlyLineClass(models.Model):
     class Meta:
         indexes = [models.Index(fields=["hour"], name="dashboards_hourlyline_hour")]
 
+
+class SavedView(models.Model):
+    """A named filter set of one user: a dashboards page and its query (window, dims, drill-down
+    position, sort, search). Its link (/views/<id>/) opens the page so for whoever follows it,
+    under their own role and lines: a shared view shows a colleague only what they may see."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    path = models.CharField(max_length=200)
+    query = models.TextField(blank=True, default="")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="dashboards_savedview_user_name")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def target(self) -> str:
+        return self.path + ("?" + self.query if self.query else "")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.dashboards import views
+from apps.dashboards import saved_views, views
 
 app_name = "dashboards"
 urlpatterns = [
@@ -13,4 +13,6 @@ urlpatterns = [
     path("waste/record/", views.record_page, name="record"),
     path("waste/duplicates/", views.duplicates, name="duplicates"),
     path("waste/conversation/", views.conversation, name="conversation"),
+    path("views/save/", saved_views.view_save, name="view-save"),
+    path("views/<int:view_id>/", saved_views.view_open, name="view-open"),
 ]

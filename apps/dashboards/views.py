@@ -29,6 +29,7 @@ from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
 from apps.dashboards.filters import BREAKDOWN, PRESETS, RANGES, Filters, filters_from, groups
 from apps.dashboards.health import metric_states, thresholds_shown
+from apps.dashboards.saved_views import saved_views_context
 from apps.dashboards.tables import (
     Sort,
     cost_columns,
@@ -76,6 +77,7 @@ def _context(request: HttpRequest, flt: Filters, **extra: Any) -> dict[str, Any]
         "scope": lines,
         "money": sees_money(request.user),
         "class_labels": class_labels(),
+        **saved_views_context(request),
         **extra,
     }
 

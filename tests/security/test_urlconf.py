@@ -77,6 +77,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "waste/record/": page(),
     "waste/duplicates/": page(),
     "waste/conversation/": page(query="id=c-1"),
+    "views/save/": page(scope="none", methods=("POST",)),  # the user's own saved view of a page
+    "views/<int:view_id>/": page(scope="none"),  # a saved view's link: the page under the reader's own scope
     "finance/": page(MONEY),
     "finance/close/": page(MONEY),
     "finance/close/<str:month>/": page(MONEY),  # the checklist of the user's lines
