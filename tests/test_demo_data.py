@@ -221,4 +221,6 @@ def delivered_alerts_and_audit(printed: str, finance: Client) -> int:
         legacy.last_seen_at is not None and refused.count() == 3 and Record.objects.filter(source=legacy).count() == 1
     )
     assert any("prompt_cached" in json.dumps(r.errors) for r in refused)
+    # The demo's own key wrote in process, without the API's key check: seen all the same.
+    assert CollectorKey.objects.get(name="demo-data").last_seen_at is not None
     return Notification.objects.count()

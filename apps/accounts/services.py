@@ -64,11 +64,17 @@ def collector_key_authenticate(*, secret: str) -> CollectorKey | None:
     key = CollectorKey.objects.filter(key_hash=key_digest(secret), revoked_at__isnull=True).first()
     if key is None:
         return None
+    collector_key_seen(key=key)
+    return key
+
+
+def collector_key_seen(*, key: CollectorKey) -> None:
+    """Mark `key` seen now (at most once a minute): every path that writes with a key calls it,
+    the API's key check and the in-process ingest (the demo's load, a backfill)."""
     now = timezone.now()
     if key.last_seen_at is None or now - key.last_seen_at > LAST_SEEN_RESOLUTION:
         CollectorKey.objects.filter(pk=key.pk).update(last_seen_at=now)
         key.last_seen_at = now
-    return key
 
 
 UNKNOWN_LINES = (

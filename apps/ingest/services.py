@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from psycopg.errors import UniqueViolation
 
 from apps.accounts.models import CollectorKey
+from apps.accounts.services import collector_key_seen
 from apps.common.buckets import hour_floor_sql, utc_buckets
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
@@ -580,6 +581,7 @@ def _batch_ingest(
 ) -> IngestResult:
     started = time.perf_counter()
     source_id = key.pk
+    collector_key_seen(key=key)
     try:
         batch = decode_batch(
             body,
