@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest
 
+from apps.accounts.roles import READERS, user_has_role
 from costplatform.nav import nav_links
 
 
@@ -18,8 +19,10 @@ def data_age(request: HttpRequest) -> dict[str, int]:
 
 
 def nav(request: HttpRequest) -> dict[str, object]:
-    """`nav`: the header's links the reader may open (costplatform/nav.py)."""
-    return {"nav": nav_links(getattr(request, "user", None), request.path)}
+    """`nav`: the header's links the reader may open (costplatform/nav.py); `reads_pages`: the
+    reader has a role, so the footer's link to what the figures mean opens."""
+    user = getattr(request, "user", None)
+    return {"nav": nav_links(user, request.path), "reads_pages": user_has_role(user, *READERS)}
 
 
 def opened_alert(request: HttpRequest) -> dict[str, object]:

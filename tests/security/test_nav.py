@@ -95,3 +95,9 @@ def test_the_link_of_the_page_shown_is_marked_current():
     page = client.get("/waste/duplicates/").content.decode()
     header = HEADER.search(page).group(1)  # type: ignore[union-attr]
     assert re.findall(r'<a href="([^"]+)" aria-current="page"', header) == ["/waste/"]
+
+
+def test_the_footers_link_is_for_those_who_may_open_it():
+    assert ENDPOINTS["figures/"].roles == READERS
+    assert 'id="figures-link"' in person("viewer", scoped=True).get("/").content.decode()
+    assert 'id="figures-link"' not in person(None, scoped=False).get("/").content.decode()
