@@ -699,7 +699,9 @@ def demo_build(*, records: int, seed: int, progress: Callable[[str], None], now:
         progress(f"{item.month:%Y-%m}:")
         item.loaded = load(plan, progress=progress)
         if item is built[0]:
-            item.notes = month_close_approved(month=item.month)
+            from devtools.demo_ops import supplier_bill
+
+            item.notes = supplier_bill(month=item.month) + month_close_approved(month=item.month)
             item.status = "closed"
         else:
             item.status = "open (in progress)"

@@ -2,7 +2,8 @@
 over the demo's traffic, and what fired (the audit's summaries too) delivered to one chat channel
 of each kind, so the alerts history and the channels page show real messages; and a second
 collector, an old SDK that counts cached tokens outside the prompt, whose records are refused,
-so the collectors page shows a key in use and its rejections.
+so the collectors page shows a key in use and its rejections; and a supplier whose bill of the
+closed month reconciles but for one planted difference.
 
 The messages go to a receiver on loopback that lives only while the demo is built (the demo
 reaches no chat provider); the demo's channels are then disabled with a note saying so, so the
@@ -12,11 +13,14 @@ channel (admin action Enable) to use it.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -163,4 +167,51 @@ def legacy_collector(*, now: datetime) -> list[str]:
     result = batch_ingest(key=key, body=json.dumps({"records": records}).encode(), ndjson=False)
     return [
         f"collector {LEGACY_KEY}: {result.accepted} record stored, {len(result.rejected)} refused (see /collectors/)"
+    ]
+
+
+SUPPLIER = "DeepSeek"
+# The one difference planted in the supplier's bill: a day billed more than the platform priced.
+PLANTED_DAY, PLANTED_AMOUNT = 12, Decimal("42.00")
+
+
+def supplier_bill(*, month: date) -> list[str]:
+    """A hosted supplier (DeepSeek, serving deepseek-chat) and its bill of `month` (open), written
+    from the platform's own figures day by day, so it reconciles, but for one planted difference:
+    the 12th billed 42.00 CNY more than the platform priced (the reconciliation page shows it,
+    the close's supplier bills line names it). Once: a bill already there is kept."""
+    from apps.ledger.reconciliation.imports import bill_import
+    from apps.ledger.reconciliation.matching import platform_side, supplier_reconcile
+    from apps.ledger.reconciliation.models import Bill, Supplier
+
+    supplier, _ = Supplier.objects.get_or_create(
+        name=SUPPLIER,
+        defaults={
+            "kind": Supplier.Kind.HOSTED,
+            "currency": "CNY",
+            "model_patterns": ["deepseek-chat"],
+            "col_day": "date",
+            "col_model": "model",
+            "col_input_tokens": "input_tokens",
+            "col_output_tokens": "output_tokens",
+            "col_amount": "amount",
+        },
+    )
+    if Bill.objects.filter(supplier=supplier, month=month).exists():
+        return [f"supplier {SUPPLIER}: the bill of {month:%Y-%m} kept as it was"]
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["date", "model", "input_tokens", "output_tokens", "amount"])
+    for (day, model, _key), side in sorted(platform_side(supplier, month).items()):
+        amount = side.amount.quantize(Decimal("0.01")) + (PLANTED_AMOUNT if day.day == PLANTED_DAY else 0)
+        writer.writerow([f"{day:%Y-%m-%d}", model, side.input_tokens, side.output_tokens, f"{amount}"])
+    result = bill_import(
+        supplier=supplier, month=month, content=out.getvalue().encode(), filename=f"deepseek-{month:%Y-%m}.csv"
+    )
+    if not result.accepted:
+        return [f"supplier {SUPPLIER}: the demo's bill was refused: {[e.reason for e in result.errors][:3]}"]
+    found = supplier_reconcile(supplier=supplier, month=month)
+    return [
+        f"supplier {SUPPLIER}: bill of {month:%Y-%m} imported ({result.bill.rows} rows, {result.bill.total} CNY); "
+        f"{len(found.open)} open difference, {found.unreconciled} CNY (planted on the {PLANTED_DAY}th)"
     ]

@@ -9,6 +9,7 @@ import io
 import json
 import re
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -36,11 +37,12 @@ from apps.ledger.models import (
     Period,
     Revenue,
 )
+from apps.ledger.reconciliation.matching import month_reconcile
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.closing import close_checklist, close_history
 from apps.pricing.models import PoolIdleHour
 from apps.pricing.selectors import class_usage
-from devtools.demo_ops import CHANNELS, LEGACY_KEY, RECEIVER_GONE
+from devtools.demo_ops import CHANNELS, LEGACY_KEY, PLANTED_AMOUNT, PLANTED_DAY, RECEIVER_GONE
 
 pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's
 
@@ -153,6 +155,11 @@ def test_demo_data_builds_the_previous_month_closed_and_the_current_one_in_progr
             assert set(Budget.objects.filter(month=month).values_list("business_line", flat=True)) == lines
             assert Revenue.objects.filter(month=month, business_line="marketing").exists()
         assert Finding.objects.filter(period=oct_, kind="elastic_over_revenue", business_line="marketing").exists()
+        # The supplier's bill reconciles but for the one difference planted in it.
+        (bill,) = month_reconcile(month=oct_)
+        assert bill.bill is not None and bill.bill.rows >= 28 and len(bill.differences) == 1
+        (planted,) = bill.open
+        assert planted.day.day == PLANTED_DAY and abs(planted.amount_diff - PLANTED_AMOUNT) < Decimal("0.01")
         (book,) = trial_balance(month=oct_)["currencies"]
         assert book["balanced"] and book["debits"] > 0
         assert JournalEntry.objects.filter(period_id=nov, kind="accrual").exists()
