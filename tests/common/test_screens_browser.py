@@ -153,6 +153,10 @@ def problems_of(page: Any, site: str, path: str, width: int) -> list[str]:
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     if overflow > 1:
         found.append(f"{overflow}px wider than the screen (widest: {page.evaluate(WIDEST)})")
+    spilled = page.eval_on_selector_all(
+        "main .card", "cards => cards.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText.slice(0, 40))"
+    )
+    found.extend(f"a card's text runs out of it: {text!r}" for text in spilled)
     page.add_script_tag(path=str(AXE))
     found.extend(page.evaluate(SERIOUS))
     section = next((link for prefix, link in SECTIONS.items() if path.startswith(prefix)), None)
