@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
+
 from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
 from apps.classification.health import Ratios, ratios_of
 from apps.classification.models import HourlyClass, Reason, RuleSet
@@ -69,6 +71,8 @@ def _part(
     for i, name in enumerate(names):
         if name == "period" and when == "c.day" and flt.granularity == "day":
             expr = when  # a daily row's UTC midnight, read by the day only when days are UTC days
+        elif name == "period" and when == "c.hour" and flt.granularity == "hour" and utc_days():
+            expr = when  # an hourly row's hour is its own UTC hour
         elif name == "period":
             expr = f"date_trunc('{flt.granularity}', {when}, %s)"  # days of the accounting zone
             params.append(zone_name())
@@ -137,9 +141,7 @@ def _sums(
     query = _sums_query(rollup, measures, sets, flt, lines)
     if query is None:
         return [[] for _ in sets]
-    with read_connection().cursor() as cursor:
-        cursor.execute(*query)
-        rows = cursor.fetchall()
+    rows = _fetch(*query)
     width = len(names)
     found_sets = []
     for groups in sets:
@@ -148,6 +150,17 @@ def _sums(
         mine = [(*(row[i] for i in positions), *row[width + 1 :]) for row in rows if row[width] == mask]
         found_sets.append(_named(mine, groups, len(measures)))
     return found_sets
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple]:
+    """The rows of one rollup read, without JIT: a read of two days' hourly rows costs enough for
+    PostgreSQL to compile it with LLVM, which took longer (200 ms on a loaded machine) than the
+    read itself."""
+    connection = read_connection()
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _sums_query(
@@ -386,9 +399,7 @@ def _dim_sums(flt: Filters, lines: list[str] | None, dims: list[str], *, by_peri
         f"JOIN {DimSet._meta.db_table} d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) "
         f"GROUP BY 1, 2{', 3' if by_period else ''}"
     )
-    with read_connection().cursor() as cursor:
-        cursor.execute(sql, [*params, list(dims)])
-        rows = cursor.fetchall()
+    rows = _fetch(sql, [*params, list(dims)])
     found: dict[str, list[tuple]] = {dim: [] for dim in dims}
     for dim, *row in rows:
         found[dim].append(tuple(row))
