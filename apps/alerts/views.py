@@ -122,9 +122,11 @@ def alerts(request: HttpRequest) -> HttpResponse:
 def alert_act_web(request: HttpRequest, alert_id: int) -> HttpResponse:
     """Acknowledge, mute (1 h, 24 h, until a time) or unmute the (rule, subject) of an alert from
     /alerts/ or the page the alert opened; back to `next` (that page) with what was done."""
+    if not user_has_role(request.user, *READERS) or not user_has_role(request.user, *ACTORS):
+        raise PermissionDenied("alerts are muted and acknowledged by engineers and admins")
     alert = get_object_or_404(Alert.objects.select_related("rule"), id=alert_id)
     if not may_act(request.user, alert):
-        raise PermissionDenied("alerts are muted and acknowledged by engineers and admins of the alert's lines")
+        raise PermissionDenied("the alert is outside your business lines")
     action = request.POST.get("action", "")
     if action not in WEB_ACTIONS:
         return _refused(request, _("This action is not known."), 400)

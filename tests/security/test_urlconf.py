@@ -109,6 +109,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "alerts/channels/": page(),
     "alerts/channels/<int:channel_id>/test/": page(EDITORS, scope="none", methods=("POST",)),
     "alerts/act/<str:token>/": page(EDITORS, methods=("GET", "POST")),  # a signed mute / acknowledge link
+    "alerts/<int:alert_id>/act/": page(EDITORS, methods=("POST",)),  # acknowledge / mute / unmute from the web
     "alerts/channels/new/": page(("admin",), scope="company", methods=("GET", "POST")),
     "alerts/channels/<int:channel_id>/edit/": page(("admin",), scope="company", methods=("GET", "POST")),
     "api/v1/records": Endpoint(READERS, "lines", query=SINCE),
