@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext_lazy
 
 from apps.alerts.actions import LABELS as ACTION_LABELS
 from apps.alerts.actions import OFFERED
@@ -92,6 +93,17 @@ def card_of(kind: str, payload: dict[str, Any]) -> Card:
     )
 
 
+# Each kind as the pages name it, in the reader's language (the model's choices stay English).
+CHANNEL_KINDS = {
+    Channel.Kind.FEISHU: gettext_lazy("Feishu / Lark custom bot"),
+    Channel.Kind.DINGTALK: gettext_lazy("DingTalk robot"),
+    Channel.Kind.WECOM: gettext_lazy("WeCom group bot"),
+    Channel.Kind.SLACK: gettext_lazy("Slack incoming webhook"),
+    Channel.Kind.WEBHOOK: gettext_lazy("Generic JSON webhook (HMAC-SHA256)"),
+    Channel.Kind.EMAIL: gettext_lazy("Email"),
+}
+
+
 def sample_alert() -> Alert:
     """An unsaved spike of the current hour, with every part a real one has."""
     hour = hour_floor(timezone.now())
@@ -133,5 +145,5 @@ def channel_previews(*, language: str) -> list[Preview]:
         channel = Channel(kind=kind, name=f"preview {kind}", url="https://example.invalid/hook", language=language)
         payload: dict[str, Any] = transport_class(kind)(channel).payload(message)
         shown = json.dumps(payload, ensure_ascii=False, indent=2)
-        found.append(Preview(kind, str(label), message, shown, card_of(kind, payload)))
+        found.append(Preview(kind, str(CHANNEL_KINDS.get(kind, label)), message, shown, card_of(kind, payload)))
     return found

@@ -29,7 +29,7 @@ from apps.alerts.admin import ChannelForm, redacted
 from apps.alerts.checks import site_url_is_local
 from apps.alerts.messages import SEVERITY, alert_page_link, message_for
 from apps.alerts.models import Alert, AlertAction, Channel, Notification, Severity
-from apps.alerts.preview import channel_previews
+from apps.alerts.preview import CHANNEL_KINDS, channel_previews
 from apps.alerts.services import (
     ERR_NOT_FUTURE,
     WEB_ACTIONS,
@@ -69,14 +69,6 @@ DELIVERY_NAMES = {
     Notification.Status.SENDING: pgettext_lazy("delivery", "sending"),
     Notification.Status.SENT: pgettext_lazy("delivery", "sent"),
     Notification.Status.FAILED: pgettext_lazy("delivery", "failed"),
-}
-CHANNEL_KINDS = {
-    Channel.Kind.FEISHU: gettext_lazy("Feishu / Lark custom bot"),
-    Channel.Kind.DINGTALK: gettext_lazy("DingTalk robot"),
-    Channel.Kind.WECOM: gettext_lazy("WeCom group bot"),
-    Channel.Kind.SLACK: gettext_lazy("Slack incoming webhook"),
-    Channel.Kind.WEBHOOK: gettext_lazy("Generic JSON webhook (HMAC-SHA256)"),
-    Channel.Kind.EMAIL: gettext_lazy("Email"),
 }
 HISTORY = 200
 LAST_DELIVERIES = 5
