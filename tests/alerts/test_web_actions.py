@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.alerts.messages import message_for
 from apps.alerts.models import AlertAction, AlertState, Rule
+from apps.common.buckets import accounting_zone
 from tests.alerts.test_actions import engineer
 from tests.alerts.test_messages import spike
 from tests.conftest import login_as
@@ -47,7 +48,7 @@ def test_alerts_page_offers_the_actions_and_they_act_on_the_rule_and_subject():
     page = client.get("/alerts/").content.decode()
     assert 'value="unmute"' in page and "muted until" in page
 
-    until = (timezone.localtime() + timedelta(days=2)).replace(second=0, microsecond=0)
+    until = (timezone.now() + timedelta(days=2)).astimezone(accounting_zone()).replace(second=0, microsecond=0)
     assert act(client, alert.id, "mute_until", until=f"{until:%Y-%m-%dT%H:%M}").status_code == 302
     assert state_of(alert).muted_until == until
     assert act(client, alert.id, "unmute").status_code == 302
@@ -61,7 +62,7 @@ def test_alerts_page_offers_the_actions_and_they_act_on_the_rule_and_subject():
 def test_a_mute_until_a_past_time_is_refused_and_an_unmute_also_ends_a_rule_wide_mute():
     _, client = engineer()
     alert = spike()
-    past = timezone.localtime() - timedelta(hours=1)
+    past = (timezone.now() - timedelta(hours=1)).astimezone(accounting_zone())  # the pages' zone until one is chosen
     act(client, alert.id, "mute_until", until=f"{past:%Y-%m-%dT%H:%M}")
     assert state_of(alert).muted_until is None
     assert "Choose a time in the future." in client.get("/alerts/").content.decode()
@@ -93,7 +94,7 @@ def test_the_page_an_alert_opens_names_it_with_its_window_and_acts_back_to_itsel
     path = urlsplit(link).path + "?" + urlsplit(link).query
     page = client.get(path).content.decode()
     assert 'id="opened-alert"' in page and message_for(alert, "en").title in page
-    start = timezone.localtime(timezone.datetime.fromisoformat(alert.figures["_window"][0]))
+    start = timezone.datetime.fromisoformat(alert.figures["_window"][0]).astimezone(accounting_zone())
     assert f"{start:%Y-%m-%d %H:%M}" in page and "data-window-from=" in page
     answer = act(client, alert.id, "mute_24h", back=path)
     assert answer.status_code == 302 and answer["Location"] == path
