@@ -179,7 +179,7 @@ def channels(request: HttpRequest) -> HttpResponse:
     recent = Notification.objects.select_related("alert").order_by("-id")
     if lines is not None:
         recent = recent.filter(alert__business_line__in=lines)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "channel": c,
             "endpoint": c.email_to if c.kind == Channel.Kind.EMAIL else redacted(c.url),
