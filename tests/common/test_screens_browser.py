@@ -202,8 +202,7 @@ def test_the_dark_theme_follows_the_system_and_reads(screens: Any, books: str) -
     assert light.evaluate(background) in ("rgba(0, 0, 0, 0)", "rgb(255, 255, 255)")
     assert dark.evaluate(background) not in ("rgba(0, 0, 0, 0)", "rgb(255, 255, 255)")
 
-    paths = ("/", "/overview/", "/finance/?month={month}", "/alerts/")
-    problems = [found for path in paths for found in problems_of(dark, books, path, LAPTOP)]
+    problems = [found for path in PAGES for found in problems_of(dark, books, path, PHONE)]
 
     assert problems == [], "\n".join(problems)
 
