@@ -51,7 +51,7 @@ PAGES: tuple[tuple[str, str, str, bool], ...] = (
     ("/alerts/channels/", "alert-channels", "#previews", True),
     ("/audits/", "audits", "main h1", False),
     ("/audits/{last}/", "audit-report", "main h1", True),
-    ("/budgets/?month={this}", "budgets", "#budgets", False),
+    ("/budgets/?month={this}", "budgets", "#budgets", True),
     ("/rules/", "rules", "#builtin-chain", True),
     ("/prices/", "prices", "main h1", True),
     ("/collectors/", "collectors", "#keys", True),
