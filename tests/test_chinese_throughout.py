@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from html import unescape
 from html.parser import HTMLParser
@@ -135,7 +136,7 @@ def pages(client: Client, closed: date, current: date) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_every_page_of_the_demo_reads_in_chinese(settings: Any) -> None:
+def test_every_page_of_the_demo_reads_in_chinese(settings: Any, as_user: Callable[..., Client]) -> None:
     settings.ACCOUNTING_TZ = "Asia/Shanghai"
     with time_machine.travel(datetime(2026, 11, 3, 12, 5, tzinfo=UTC), tick=True):
         call_command("demo_data", "--records", "3000", stdout=io.StringIO())
@@ -145,8 +146,16 @@ def test_every_page_of_the_demo_reads_in_chinese(settings: Any) -> None:
         client.cookies["django_language"] = "zh-hans"
         allowed = KEPT | names()
 
+        # The other roles read the pages their role opens (a refusal is another test's), some in
+        # their own words: a scoped engineer's notes, a viewer's pages without money.
+        others = {"finance": as_user("finance"), "engineer of search": as_user("engineer", lines=["search"])}
+        others["viewer"] = as_user("viewer")
+        for other in others.values():
+            other.cookies["django_language"] = "zh-hans"
+
         left: dict[str, list[str]] = {}
         downloads: set[str] = set()
+        opened = dict.fromkeys(others, 0)
         for page in pages(client, closed, current):
             response = client.get(page, follow=True)
             html = response.content.decode()
@@ -155,6 +164,11 @@ def test_every_page_of_the_demo_reads_in_chinese(settings: Any) -> None:
             elif found := english(text := visible(html), allowed):
                 left[page] = [f"{word!r} in “{where(text, word)}”" for word in sorted(set(found))]
             downloads |= {urljoin(page, unescape(h)) for h in DOWNLOAD.findall(html)}
+            for role, other in others.items():
+                seen = other.get(page)
+                opened[role] += seen.status_code == 200
+                if seen.status_code == 200 and (found := english(text := visible(seen.content.decode()), allowed)):
+                    left[f"{role}: {page}"] = [f"{word!r} in “{where(text, word)}”" for word in sorted(set(found))]
 
         # Each page's CSV: its header line (under a title line where it has one). The API's CSV
         # (/api/v1/...) keeps its keys: a script reads them.
@@ -171,6 +185,7 @@ def test_every_page_of_the_demo_reads_in_chinese(settings: Any) -> None:
             if found := english(" ".join(head), allowed):
                 left[f"pack: {sheet.title}"] = sorted(set(found))
 
+    assert opened["finance"] > 25 and opened["engineer of search"] > 12 and opened["viewer"] > 10, opened
     assert not left, "\n".join(f"{page}:\n    " + "\n    ".join(words) for page, words in left.items())
 
 
