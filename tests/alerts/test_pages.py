@@ -133,7 +133,8 @@ def test_the_pages_speak_chinese(as_user: AsUser, history: dict[str, Any]) -> No
 
     assert "告警通道" in browser.get("/alerts/channels/").content.decode()
     html = browser.get("/alerts/").content.decode()
-    assert "未发送原因" in html and '<a href="/alerts/" aria-current="page">告警</a>' in html  # the nav, this page marked
+    # The nav's link of this page is marked as the current one.
+    assert "未发送原因" in html and '<a href="/alerts/" aria-current="page">告警</a>' in html
     assert "词元用量突增:spike in search" in html and "已恢复:词元用量突增:spike in support" in html
     assert '<td class="text">词元用量突增</td><td class="text">告警中</td><td class="text">警告</td>' in html
     assert '<option value="resolved" >已恢复</option>' in html and ">spike<" not in html and ">firing<" not in html

@@ -2,7 +2,8 @@
 tests/dashboards/test_browser.py): a line under its budget due by now is green and says "under"
 with a minus sign, a line over it red with "over" and a plus, in both languages; each budget to
 date is the month's budget pro-rated over the 15 days gone. The clock of the platform travels to
-the 16th of next month (the browser keeps its own). Screenshots: test-artifacts/budgets-variance.png and budgets-variance-zh.png."""
+the 16th of next month (the browser keeps its own). Screenshots: test-artifacts/budgets-variance.png
+and budgets-variance-zh.png."""
 
 from __future__ import annotations
 
