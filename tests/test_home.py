@@ -82,7 +82,7 @@ def test_the_chinese_home_page_is_in_chinese() -> None:
 
     assert "账本" in html or "财务" in html
     labels = [
-        unescape(re.sub(r"<[^>]+>", "", h)).strip() for h in re.findall(r"<(?:h2|th|li)[^>]*>(.*?)</", html, re.S)
+        unescape(re.sub(r"<[^>]+>", "", h)).strip() for h in re.findall(r"<(?:h2|th|li)\b[^>]*>(.*?)</", html, re.S)
     ]
     leftovers = [t for t in labels if re.search(r"\b(?!API|POST|COSTPLATFORM_SITE_URL|README|Token)[A-Za-z]{4,}\b", t)]
     assert labels and leftovers == [], leftovers
