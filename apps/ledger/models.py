@@ -616,8 +616,7 @@ class BudgetOverride(models.Model):
         return f"{self.budget} until {self.until:%Y-%m-%d %H:%M}"
 
 
-# Bill reconciliation's models, loaded with the ledger's (their app is the ledger).
-from apps.ledger.reconciliation.models import Bill, BillAdjustment, BillLine, BillRowError, Supplier  # noqa: E402, F401
-
-# Who pays for idle capacity: the policy and the reserved shares (apps/ledger/idle/).
+# Models of the ledger's rooms, loaded with the ledger's (their app is the ledger): who pays for
+# idle capacity (apps/ledger/idle/), and bill reconciliation (apps/ledger/reconciliation/).
 from apps.ledger.idle.models import IdlePolicy, ReservedShare  # noqa: E402, F401
+from apps.ledger.reconciliation.models import Bill, BillAdjustment, BillLine, BillRowError, Supplier  # noqa: E402, F401
