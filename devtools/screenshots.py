@@ -8,7 +8,7 @@ free loopback port, logs in through the login form as an admin (who reads every 
 finance ones and the collectors too) in a real browser (Debian's chromium, driven by
 Playwright; `make browser` installs it) and takes each page in English and, where it has text,
 in Chinese (`-zh-hans` names); the channels page's preview of each channel kind is also taken
-alone (`alert-card-<kind>`). The browser tests
+alone (`alert-card-<kind>`), and a few pages on a phone, 390 px wide (`-phone` names). The browser tests
 take their own screenshots of test data (test-artifacts/); these are the populated ones the
 README shows.
 """
@@ -58,6 +58,9 @@ PAGES: tuple[tuple[str, str, str, bool], ...] = (
 )
 # Pages also taken as their first screen alone (`<name>-screen`): the README's picture.
 FIRST_SCREENS = ("overview",)
+# Pages also taken on a phone (390 px wide, `<name>-phone`), in both languages: the whole page.
+PHONE = ("home", "overview", "finance", "budgets", "alerts", "waste-classes", "finance-close")
+PHONE_VIEWPORT = {"width": 390, "height": 844}
 # Parts of a page shot alone: (page name, selector of the parts, attribute naming each one).
 PARTS = (("alert-channels", "#previews .preview", "data-kind", "alert-card"),)
 
@@ -171,8 +174,9 @@ def _parts(page: Any, name: str, out: Path, suffix: str) -> list[str]:
 
 def _shoot(browser: Any, url: str, username: str, password: str, out: Path, months: dict[str, str]) -> list[str]:
     taken = []
-    for language in ("en-US", "zh-hans"):
-        context = browser.new_context(viewport={"width": 1400, "height": 900}, locale=language)
+    for language, phone in (("en-US", False), ("zh-hans", False), ("en-US", True), ("zh-hans", True)):
+        viewport = PHONE_VIEWPORT if phone else {"width": 1400, "height": 900}
+        context = browser.new_context(viewport=viewport, locale=language, is_mobile=phone, has_touch=phone)
         context.add_cookies([{"name": "django_language", "value": language.lower()[:2] if language == "en-US"
                               else "zh-hans", "url": url}])  # fmt: skip
         page = context.new_page()
@@ -183,14 +187,14 @@ def _shoot(browser: Any, url: str, username: str, password: str, out: Path, mont
         page.click("main button[type=submit]")
         page.wait_for_url(f"{url}/")
         for path, name, ready, both in PAGES:
-            if language != "en-US" and not both:
+            if (language != "en-US" and not both) or (phone and name not in PHONE):
                 continue
             page.goto(url + path.format(**months))
             page.wait_for_selector(ready)
-            suffix = "" if language == "en-US" else "-zh-hans"
+            suffix = ("" if language == "en-US" else "-zh-hans") + ("-phone" if phone else "")
             page.screenshot(path=str(out / f"{name}{suffix}.png"), full_page=True)
-            taken += [name + suffix, *_parts(page, name, out, suffix)]
-            if name in FIRST_SCREENS:
+            taken += [name + suffix, *([] if phone else _parts(page, name, out, suffix))]
+            if name in FIRST_SCREENS and not phone:
                 page.screenshot(path=str(out / f"{name}-screen{suffix}.png"))
                 taken.append(f"{name}-screen{suffix}")
         context.close()
