@@ -331,8 +331,14 @@ ALERTS_HTTP_TIMEOUT = float(env("COSTPLATFORM_ALERTS_HTTP_TIMEOUT", "10"))
 # How often every rule is evaluated (seconds); the beat entry and each task's expiry use it.
 ALERTS_EVALUATE_EVERY = envint("COSTPLATFORM_ALERTS_EVALUATE_EVERY", 30)
 ALERTS_RETRY_DELAYS = [float(s) for s in envlist("COSTPLATFORM_ALERTS_RETRY_DELAYS", ["30", "120", "600", "1800"])]
-EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = env("EMAIL_HOST", "localhost")
+# Email channels: SMTP when EMAIL_HOST (or another EMAIL_BACKEND) is set; without either, a local
+# mailbox, each message a file under the data dir, as the database and the broker fall back to local ones.
+EMAIL_HOST = env("EMAIL_HOST")
+EMAIL_BACKEND = env("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.filebased.EmailBackend"
+)
+EMAIL_FILE_PATH = str(DATA_DIR / "mail")
+EMAIL_HOST = EMAIL_HOST or "localhost"
 EMAIL_PORT = envint("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env("EMAIL_HOST_USER")
 EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD")

@@ -8,7 +8,8 @@ closed month reconciles but for one planted difference.
 The messages go to a receiver on loopback that lives only while the demo is built (the demo
 reaches no chat provider); the demo's channels are then disabled with a note saying so, so the
 running platform never posts to a dead address. An admin sets a real webhook URL and enables a
-channel (admin action Enable) to use it.
+channel (admin action Enable) to use it. One channel stays enabled: email to the local mailbox
+(without EMAIL_HOST, a file a message under the data dir), so alerts keep arriving somewhere real.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ CHANNELS: tuple[tuple[str, str, str, list[str]], ...] = (
     ("Platform on-call (Slack)", "slack", "en", []),
     ("Finance tools (webhook)", "webhook", "en", []),
 )
+# A channel that stays enabled: email to the local mailbox (without EMAIL_HOST, a file per message
+# under the data dir), so the running platform keeps delivering the demo's alerts somewhere real.
+LOCAL_CHANNEL = ("On-call mailbox (local)", "oncall@localhost")
 RECEIVER_GONE = (
     "demo channel: its receiver ran only while `make demo-data` built the demo; "
     "set the real webhook URL and enable it (admin action Enable)"
@@ -108,9 +112,22 @@ def _channels(url: str) -> list[Any]:
     return made
 
 
+def _local_channel() -> Any:
+    from apps.alerts.models import Channel
+
+    name, address = LOCAL_CHANNEL
+    channel, _ = Channel.objects.update_or_create(
+        name=name,
+        defaults={"kind": "email", "language": "en", "email_to": address, "disabled_at": None, "disabled_reason": ""},
+    )
+    return channel
+
+
 def demo_alerts(*, audited: date, now: datetime) -> list[str]:
     """Audit `audited` (a closed month), evaluate every enabled rule at `now` and deliver what
     fired and the audit's summaries to the demo channels; once: alerts already there are kept."""
+    from django.conf import settings
+
     from apps.alerts.evaluation import rule_evaluate
     from apps.alerts.models import Alert, Notification, Rule
     from apps.alerts.services import alert_act, channel_disable, notification_send, notifications_due
@@ -122,6 +139,7 @@ def demo_alerts(*, audited: date, now: datetime) -> list[str]:
     report = audit_run(month=audited)
     with _receiver() as (url, received), _delivered_here():
         channels = _channels(url)
+        local = _local_channel()
         fired = [
             alert for rule in Rule.objects.filter(enabled=True) for alert in rule_evaluate(rule_id=rule.id, now=now)
         ]
@@ -139,6 +157,10 @@ def demo_alerts(*, audited: date, now: datetime) -> list[str]:
         f"audit {audited:%Y-%m}: {report.findings.count()} findings, {report.savings_tokens:,} tokens to save",
         f"alerts: {len(fired)} fired now, {summaries} audit summaries; {len(received)} messages delivered to "
         f"{len(channels)} demo channels (one of each chat kind), which are left disabled",
+        f"alerts: {local.notifications.filter(status=Notification.Status.SENT).count()} delivered to the enabled "
+        f"channel {local.name!r}: email to {local.email_to}, a file a message under {settings.EMAIL_FILE_PATH}"
+        if settings.EMAIL_BACKEND.endswith("filebased.EmailBackend")
+        else f"alerts: the channel {local.name!r} emails {local.email_to} through {settings.EMAIL_HOST}",
     ]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.core import mail
 from django.core.management import call_command
 from django.db.models import Max, Min
 from django.test import Client
@@ -42,7 +43,7 @@ from apps.ledger.selectors import trial_balance
 from apps.ledger.services.closing import close_checklist, close_history
 from apps.pricing.models import PoolIdleHour
 from apps.pricing.selectors import class_usage
-from devtools.demo_ops import CHANNELS, LEGACY_KEY, PLANTED_AMOUNT, PLANTED_DAY, RECEIVER_GONE
+from devtools.demo_ops import CHANNELS, LEGACY_KEY, LOCAL_CHANNEL, PLANTED_AMOUNT, PLANTED_DAY, RECEIVER_GONE
 
 pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's
 
@@ -216,10 +217,15 @@ def delivered_alerts_and_audit(printed: str, finance: Client) -> int:
     report = AuditReport.objects.get(month=date(2026, 10, 1))
     assert report.findings.exists() and "audit 2026-10:" in printed, printed
     sent = Notification.objects.filter(status="sent")
-    assert set(sent.values_list("channel__kind", flat=True)) == {kind for _, kind, _, _ in CHANNELS}, printed
+    kinds = {kind for _, kind, _, _ in CHANNELS}
+    assert set(sent.values_list("channel__kind", flat=True)) == {*kinds, "email"}, printed
     assert sent.filter(alert__kind="audit").exists() and sent.exclude(alert__kind="audit").exists()
     assert not Notification.objects.exclude(status="sent").exists()
-    assert all(c.disabled_reason == RECEIVER_GONE for c in Channel.objects.all())
+    assert all(c.disabled_reason == RECEIVER_GONE for c in Channel.objects.filter(kind__in=kinds))
+    # One channel stays enabled, the local mailbox (the test's mail backend here), with what it delivered.
+    local = Channel.objects.get(name=LOCAL_CHANNEL[0])
+    assert local.disabled_at is None and sent.filter(channel=local).count() == len(mail.outbox) > 0, printed
+    assert all(m.to == [LOCAL_CHANNEL[1]] for m in mail.outbox)
     assert AlertAction.objects.filter(action="ack", user__username="demo-oncall").count() == 1
     assert finance.get("/audits/2026-10/").status_code == 200
     legacy = CollectorKey.objects.get(name=LEGACY_KEY)
