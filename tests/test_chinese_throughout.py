@@ -83,7 +83,7 @@ def names() -> set[str]:
     seen |= {"unassigned", sample.business_line}
     seen |= {name for c in sample.figures["_contributors"] for name in (c["model"], c["feature"], c["step"])}
     # What people wrote (a note, a reason) and what a channel's name or its disabling says.
-    written = [*Channel.objects.values_list("name", "disabled_reason")]
+    written = [*Channel.objects.values_list("name", "disabled_reason", "email_to")]
     written += [*CloseRequest.objects.values_list("note", "decision_note")]
     written += [*FindingReview.objects.values_list("note"), *PeriodEvent.objects.values_list("note")]
     for row in written:

@@ -59,3 +59,15 @@ def finding_text(*, kind: str, business_line: str, period: date, figures: dict[s
         return _(text) % values
     except (KeyError, ValueError, ArithmeticError, TypeError):
         return message
+
+
+def finding_text_of(finding: Any) -> str:
+    """A month-end finding's text (ledger.Finding) in the reader's language: the close page's, the
+    items page's and the month pack's."""
+    return finding_text(
+        kind=finding.kind,
+        business_line=finding.business_line,
+        period=finding.period,
+        figures=finding.figures,
+        message=finding.message,
+    )

@@ -24,7 +24,7 @@ from django.utils.translation import pgettext
 from apps.common.tables import Column, Table
 from apps.ledger.finance.names import SEEDED_NAMES, names_load
 from apps.ledger.finance.waste import waste_tables
-from apps.ledger.finding_text import finding_text
+from apps.ledger.finding_text import finding_text_of
 from apps.ledger.idle.allocation import policy_in_force, policy_label
 from apps.ledger.models import CloseRequest, CostCentre, Finding, FindingReview, Period, PeriodEvent
 from apps.ledger.selectors import budget_vs_actual, ledger_matrix, trial_balance
@@ -305,7 +305,7 @@ def findings_table(*, month: date, business_lines: list[str] | None = None) -> T
         (r.kind, r.business_line): r for r in FindingReview.objects.filter(period=month).select_related("reviewed_by")
     }
     rows = [
-        {"kind": f.kind, **_centre(f.business_line, names), "action": f.action, "message": _message(f)}
+        {"kind": f.kind, **_centre(f.business_line, names), "action": f.action, "message": finding_text_of(f)}
         | _review_cells(reviews.get((f.kind, f.business_line)), zone)
         for f in found
     ]
@@ -325,17 +325,6 @@ def findings_table(*, month: date, business_lines: list[str] | None = None) -> T
 def _account(name: str) -> str:
     """A seeded account's name in the reader's language (one finance named stays as named)."""
     return _(name) if name in SEEDED_NAMES else name
-
-
-def _message(finding: Finding) -> str:
-    """The finding's text in the reader's language (as the close page says it)."""
-    return finding_text(
-        kind=finding.kind,
-        business_line=finding.business_line,
-        period=finding.period,
-        figures=finding.figures,
-        message=finding.message,
-    )
 
 
 def _review_cells(review: FindingReview | None, zone: str) -> dict[str, str]:

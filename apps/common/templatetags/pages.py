@@ -65,3 +65,11 @@ def figure(name: str, value: Any, currency: str = "", scope: str = "") -> str:
     if scope:
         attrs.append(("data-scope", scope))
     return format_html_join(" ", '{}="{}"', attrs)
+
+
+@register.inclusion_tag("common/spend.html")
+def spend_figure(spent: Any) -> dict[str, Any]:
+    """Spend and its parts (a Spend of apps/ledger/figures.py), marked as figures, the same on every
+    page that shows it: the total, the tokens' cost, idle capacity and its share, unassigned tokens,
+    what is pending and what waits for an exchange rate."""
+    return {"spent": spent}

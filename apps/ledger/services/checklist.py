@@ -28,7 +28,7 @@ from apps.common.buckets import day_of, month_days, month_of, next_month, zone_n
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.finance.links import month_waste_href
-from apps.ledger.finding_text import finding_text
+from apps.ledger.finding_text import finding_text_of
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, DirtyDay, Finding, FindingReview, JournalLine, Period
 from apps.ledger.reconciliation.matching import month_reconcile
@@ -314,16 +314,6 @@ def _key(finding: Finding) -> tuple[str, str]:
     return (finding.kind, finding.business_line)
 
 
-def _finding_text(finding: Finding) -> str:
-    return finding_text(
-        kind=finding.kind,
-        business_line=finding.business_line,
-        period=finding.period,
-        figures=finding.figures,
-        message=finding.message,
-    )
-
-
 def _finding_link(finding: Finding) -> str:
     """Where the finding's action is taken."""
     month, line = finding.period, finding.business_line
@@ -344,7 +334,7 @@ def _findings(month: date, business_lines: list[str] | None, now: datetime) -> C
         found = [f for f in found if f.business_line in business_lines]
     reviews = reviews_of(month=month)
     entries = [
-        Entry(finding_name(f), _finding_text(f), _finding_link(f), finding=f, review=reviews.get(_key(f)))
+        Entry(finding_name(f), finding_text_of(f), _finding_link(f), finding=f, review=reviews.get(_key(f)))
         for f in found
     ]
     open_ = tuple(e for e in entries if e.review is None)
