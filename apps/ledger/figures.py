@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from django.db.models import F, Q, Sum
 
@@ -31,6 +31,7 @@ from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, JournalLine, MissingRate
 from apps.ledger.readings import day_readings, hours_where
+from apps.ledger.rounding import round_half_up
 from apps.ledger.services.accrual import booked_days, day_target
 from apps.ledger.services.rates import functional_currency
 from apps.pricing.models import MINOR_UNITS, HourlyCost
@@ -69,8 +70,8 @@ class Tokens:
 
 
 def _round(amount: Decimal, currency: str) -> Decimal:
-    places = MINOR_UNITS.get(currency, 2)  # type: ignore[call-overload]
-    return amount.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+    """To the currency's minor unit as the journal rounds (apps/ledger/rounding.py)."""
+    return round_half_up(amount, MINOR_UNITS.get(currency, 2))  # type: ignore[call-overload]
 
 
 def _whole_days(start: datetime, end: datetime) -> tuple[list[date], list[tuple[date, datetime, datetime]]]:
@@ -92,7 +93,7 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
     """Spend of [start, end) (module docstring), for the cost centres `lines` (None: every one) and
     one model's tokens (`model`: no idle then, idle belongs to no model)."""
     currency = functional_currency()
-    unassigned_cc, idle_cc = conf.get("LEDGER_UNASSIGNED"), conf.get("LEDGER_IDLE_COST_CENTRE")
+    unassigned_cc = conf.get("LEDGER_UNASSIGNED")
     whole, partial = _whole_days(start, end)
     booked_all = booked_days(sorted({*whole, *(p[0] for p in partial)}))
     booked = [d for d in whole if d in booked_all]
@@ -127,7 +128,7 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
                 continue
             if model is not None and key.model_id != model_id:
                 continue
-            if key.model_id is None and key.pool_id is not None:
+            if key.model_id is None and key.pool_id is not None:  # idle, whichever cost centre the policy books
                 exact_idle += acc.exact
             else:
                 exact_usage += acc.exact
@@ -135,7 +136,6 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
             exact_pending += acc.exact if day not in booked_all else ZERO
         for missing, (cost, _tokens) in target.missing.items():
             unconverted[missing] += cost
-    del idle_cc  # idle lines are told by their pool, whichever cost centre the idle policy books them to
     return Spend(
         currency=currency,
         usage=usage + _round(exact_usage, currency),
