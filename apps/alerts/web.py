@@ -6,9 +6,10 @@ page's charts, and its actions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+from zoneinfo import ZoneInfo
 
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
@@ -20,6 +21,8 @@ from apps.alerts.messages import OPENED, message_for
 from apps.alerts.models import Alert, AlertAction
 from apps.alerts.services import subject_muted_until
 from apps.common.buckets import accounting_zone
+
+HOUR = timedelta(hours=1)
 
 
 def alert_window(alert: Alert) -> tuple[datetime, datetime] | None:
@@ -84,7 +87,7 @@ def opened_alert(request: HttpRequest, language: str) -> dict[str, Any]:
         return {}
     window = alert_window(alert)
     zone = accounting_zone()
-    drawn = [f"{at.astimezone(zone):%Y-%m-%d %H:%M:%S}" for at in window] if window else []
+    drawn = [f"{at:%Y-%m-%d %H:%M:%S}" for at in _wall(window, zone)] if window else []
     return {
         "opened_alert": {
             "alert": alert,
@@ -95,3 +98,13 @@ def opened_alert(request: HttpRequest, language: str) -> dict[str, Any]:
             "history": list(alert.actions.all())[:3],
         }
     }
+
+
+def _wall(window: tuple[datetime, datetime], zone: ZoneInfo) -> tuple[datetime, datetime]:
+    """The window in the wall time the charts draw, its end as the end of its last hour's bar: on a
+    night the clocks go forward the hour before the change ends at 03:00 by the clock, an hour
+    after its bar's 01:00; drawn, it ends at 02:00, where the bars of the hours stand."""
+    start, end = window
+    last = (end - HOUR).astimezone(zone).replace(tzinfo=None) if end - start >= HOUR else None
+    first = start.astimezone(zone).replace(tzinfo=None)
+    return first, (last + HOUR if last is not None else end.astimezone(zone).replace(tzinfo=None))
