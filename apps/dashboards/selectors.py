@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -314,6 +314,8 @@ class Overview:
     series: dict[str, dict[datetime, int]]
     lines: list[Slice]
     spend: dict[str, Decimal]
+    # Cost per class and currency of the priced tokens ({} when money is not asked for).
+    class_spend: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
 
 def overview(*, flt: Filters, lines: list[str] | None, money: bool, top: int = 20) -> Overview:
@@ -324,10 +326,15 @@ def overview(*, flt: Filters, lines: list[str] | None, money: bool, top: int = 2
     else:  # the series by the hour from the hourly rows, the rest from the daily ones where they serve
         found = _sums(CLASS, ["tokens"], [["class", "component"], ["business_line"]], flt, lines)
         found.append(_sum(CLASS, ["tokens"], ["period", "class"], flt, lines))
-    costs: list[list[tuple]] = [[], []]
+    costs: list[list[tuple]] = [[], [], []]
     if money:
-        costs = _sums(COST, ["cost"], [["currency"], ["business_line", "currency"]], flt, lines)
-    return Overview(_health_of(found[0]), _series_of(found[2]), _slices_of(found[1], costs[1], top), dict(costs[0]))
+        costs = _sums(COST, ["cost"], [["currency"], ["business_line", "currency"], ["class", "currency"]], flt, lines)
+    by_class: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    for name, currency, amount in costs[2]:
+        by_class[name][currency] = amount
+    return Overview(
+        _health_of(found[0]), _series_of(found[2]), _slices_of(found[1], costs[1], top), dict(costs[0]), dict(by_class)
+    )
 
 
 @dataclass(frozen=True)
@@ -360,13 +367,24 @@ class Trend:
     tokens: int
     previous: int
     points: list[int]
+    # The waste's cost per currency ({} unless money was asked for, or where nothing is priced).
+    cost: dict[str, Decimal] = field(default_factory=dict)
 
 
-def top_waste(*, flt: Filters, lines: list[str] | None, dims: list[str], top: int = 5) -> dict[str, list[Trend]]:
-    """Per dim of `dims`: the `top` values with the most waste tokens (every reason) in the window."""
+def top_waste(
+    *, flt: Filters, lines: list[str] | None, dims: list[str], money: bool = False, top: int = 5
+) -> dict[str, list[Trend]]:
+    """Per dim of `dims`: the `top` values with the most waste (every reason) in the window: the
+    costliest when `money` (in the currency most of the waste is priced in), the most tokens
+    otherwise."""
     waste = replace(flt, token_class="waste", reason="", group="")
     before = replace(waste, start=flt.start - (flt.end - flt.start), end=flt.start)
     now, earlier = _dim_sums(waste, lines, dims, by_period=True), _dim_sums(before, lines, dims, by_period=False)
+    costs: dict[str, dict[str, dict[str, Decimal]]] = {dim: defaultdict(dict) for dim in dims}
+    if money:
+        for dim, rows in _dim_sums(waste, lines, dims, by_period=False, rollup=COST).items():
+            for value, currency, amount in rows:
+                costs[dim][value][currency] = amount
     found: dict[str, list[Trend]] = {}
     for dim in dims:
         previous = {value: int(count) for value, count in earlier[dim]}
@@ -374,30 +392,55 @@ def top_waste(*, flt: Filters, lines: list[str] | None, dims: list[str], top: in
         series: dict[str, dict[datetime, int]] = defaultdict(dict)
         for value, period, count in now[dim]:
             series[value][period] = int(count)
-        ranked = sorted(series.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+        first = _first_currency(costs[dim].values())
+        ranked = sorted(
+            series.items(),
+            key=lambda item: (-costs[dim].get(item[0], {}).get(first, 0), -sum(item[1].values()), item[0]),
+        )
         found[dim] = [
-            Trend(value, sum(points.values()), previous.get(value, 0), [points.get(p, 0) for p in periods])
+            Trend(
+                value,
+                sum(points.values()),
+                previous.get(value, 0),
+                [points.get(p, 0) for p in periods],
+                dict(costs[dim].get(value, {})),
+            )
             for value, points in ranked[:top]
             if sum(points.values())
         ]
     return found
 
 
-def _dim_sums(flt: Filters, lines: list[str] | None, dims: list[str], *, by_period: bool) -> dict[str, list[tuple]]:
+def _first_currency(costs: Any) -> str:
+    """The currency that holds the most of `costs` (dicts of currency: amount), "" when none."""
+    totals: dict[str, Decimal] = defaultdict(Decimal)
+    for cost in costs:
+        for currency, amount in cost.items():
+            totals[currency] += amount or 0
+    return max(sorted(totals), key=lambda c: totals[c], default="")
+
+
+def _dim_sums(
+    flt: Filters, lines: list[str] | None, dims: list[str], *, by_period: bool, rollup: tuple[str, str, str] = CLASS
+) -> dict[str, list[tuple]]:
     """Per dim of `dims`, rows of (value, period if `by_period`, tokens) of the class rollup in the
-    window, in one query: summed by rollup dim set first, then each of the few dim sets read for
-    its values (reading a dim from the dim set of every rollup row costs several times the sum)."""
-    groups = ["dims_id", "period"] if by_period else ["dims_id"]
-    query = _sums_query(CLASS, ["tokens"], [groups], flt, lines)
+    window, or of (value, currency, cost) of the cost rollup, in one query: summed by rollup dim
+    set first, then each of the few dim sets read for its values (reading a dim from the dim set
+    of every rollup row costs several times the sum)."""
+    measure = "cost" if rollup is COST else "tokens"
+    extra = "period" if by_period else "currency" if rollup is COST else ""
+    groups = ["dims_id", extra] if extra else ["dims_id"]
+    query = _sums_query(rollup, [measure], [groups], flt, lines)
     if query is None:
         return {dim: [] for dim in dims}
     inner, params = query
-    period = ", s.period" if by_period else ""
+    column = f", s.{extra}" if extra else ""
+    summed = "sum(s.cost)" if rollup is COST else "sum(s.tokens)::bigint"
     sql = (
         "SELECT k.dim, CASE WHEN k.dim = 'business_line' THEN d.business_line ELSE coalesce(d.dims ->> k.dim, '') END"
-        f"{period}, sum(s.tokens)::bigint FROM ({inner}) AS s(dims_id{period.replace('s.', '')}, grouping, tokens) "
+        f"{column}, {summed} FROM ({inner}) AS s(dims_id{column.replace('s.', '')}, grouping, {measure}) "
         f"JOIN {DimSet._meta.db_table} d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) "
-        f"GROUP BY 1, 2{', 3' if by_period else ''}"
+        f"GROUP BY 1, 2{', 3' if extra else ''}"
     )
     rows = _fetch(sql, [*params, list(dims)])
     found: dict[str, list[tuple]] = {dim: [] for dim in dims}

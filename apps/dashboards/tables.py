@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -30,17 +30,26 @@ FILE_NAME_BAD = re.compile(r"[^A-Za-z0-9._=-]+")
 class Sort:
     key: str
     desc: bool
+    # The query parameter that holds it: `sort` for a page's main table, `sort-<table>` for
+    # each other table of the page, so that sorting one leaves the others as they were.
+    name: str = SORT
 
     @property
     def param(self) -> str:
         return ("-" if self.desc else "") + self.key
 
 
-def sort_of(request: HttpRequest, keys: Iterable[str], default: Sort) -> Sort:
+def sort_param(table: str = "") -> str:
+    """The query parameter of a table's sort: `sort` (the page's main table) or `sort-<table>`."""
+    return f"{SORT}-{table}" if table else SORT
+
+
+def sort_of(request: HttpRequest, keys: Iterable[str], default: Sort, *, table: str = "") -> Sort:
     """The sort the query asks for, when it names a column of the table; `default` otherwise."""
-    raw = request.GET.get(SORT, "")
+    name = sort_param(table)
+    raw = request.GET.get(name, "")
     key = raw.removeprefix("-")
-    return Sort(key, raw.startswith("-")) if key in set(keys) else default
+    return Sort(key, raw.startswith("-"), name) if key in set(keys) else replace(default, name=name)
 
 
 def sorted_rows(rows: Sequence[Any], sort: Sort, value: Callable[[Any, str], Any]) -> list[Any]:

@@ -111,9 +111,9 @@ def overview(request: HttpRequest) -> HttpResponse:
     summed = selectors.overview(flt=flt, lines=lines, money=money)
     found = summed.health
     waste = reverse("dashboards:waste")
-    classes = [
-        {"name": c, "tokens": found.by_class.get(c, 0), "href": waste + flt.query(token_class=c)} for c in CLASSES
-    ]
+    classes = _classes_table(request, flt, found.by_class, summed.class_spend if money else None)
+    if isinstance(classes, HttpResponse):
+        return classes
     lines_table = _slices_table(
         request,
         flt,
@@ -131,7 +131,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
     if isinstance(lines_table, HttpResponse):
         return lines_table
-    top_waste = _top_waste(flt, lines)
+    top_waste = _top_waste(request, flt, lines)
     for table in top_waste:
         answered = download(request, table["table"], file_name("overview", table["table"].name, flt))
         if answered is not None:
@@ -146,7 +146,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         ],
         total=found.total,
         records_yet=found.total > 0 or selectors.records_exist(lines=lines),
-        classes=classes,
+        **classes,
         spend=sorted(summed.spend.items()) if money else [],
         spent=_spend(flt, lines) if money else None,
         figure=class_series_figure(summed.series, class_labels(), granularity=flt.granularity),
@@ -189,35 +189,89 @@ def _audit_flags(request: HttpRequest, flt: Filters, lines: list[str] | None) ->
     return {"month": month, "earlier": flagged.earlier, "report": report, "rows": rows, "currency": currency}
 
 
-def _top_waste(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
+def _classes_table(
+    request: HttpRequest, flt: Filters, by_class: dict[str, int], spend: dict[str, dict[str, Decimal]] | None
+) -> dict[str, Any] | HttpResponse:
+    """The tokens of each class in the window (each leading to its waste page) and, for a reader
+    who sees money (`spend` given), their cost per currency with its total, sorted as asked
+    (?sort-classes=; costliest first where money is shown), or the table's download."""
+    waste = reverse("dashboards:waste")
+    total = sum(by_class.values())
+    currencies = currencies_of((spend or {}).values())
+    rows = [
+        {
+            "name": c,
+            "label": class_labels()[c],
+            "tokens": by_class.get(c, 0),
+            "share": _share(by_class.get(c, 0), total),
+            "href": waste + flt.query(token_class=c),
+        }
+        | {cost_key(currency): (spend or {}).get(c, {}).get(currency) for currency in currencies}
+        for c in CLASSES
+    ]
+    columns = [
+        Column("label", _("Class"), "text"),
+        Column("tokens", _("Tokens"), "int"),
+        Column("share", _("Share of all tokens"), "pct"),
+        *cost_columns(currencies),
+    ]
+    default = money_first(currencies, Sort("tokens", True))
+    sort = sort_of(request, [c.key for c in columns], default, table="classes")
+    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    table = Table("classes", _("Tokens by class"), columns, rows, period=_period(flt))
+    found = download(request, table, file_name("overview", "classes", flt, sort=sort.param))
+    if found is not None:
+        return found
+    return {"classes": rows, "classes_sort": sort, "classes_costs": cost_totals(rows, currencies)}
+
+
+def _top_waste(request: HttpRequest, flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
     """Per dim of TOP_WASTE_DIMS (those configured): its most wasteful values, every reason
-    together, against the window before; each row leads to the waste of that value by reason."""
+    together, against the window before, each table sorted as asked (?sort-top-waste-<dim>=);
+    each row leads to the waste of that value by reason."""
     from django.conf import settings
 
     waste = reverse("dashboards:waste")
     dims = [d for d in TOP_WASTE_DIMS if d in settings.ROLLUP_DIMS]
-    ranked = selectors.top_waste(flt=flt, lines=lines, dims=dims) if dims else {}
+    money = sees_money(request.user)
+    ranked = selectors.top_waste(flt=flt, lines=lines, dims=dims, money=money) if dims else {}
     tables = []
     for dim in dims:
+        name = f"top-waste-{dim}"
+        currencies = currencies_of(t.cost for t in ranked[dim])
         rows = [
             {
                 "trend": trend,
                 "label": trend.value or _("(none)"),
+                "tokens": trend.tokens,
+                "previous": trend.previous,
                 "href": waste + flt.query(token_class="waste", dims={dim: trend.value}) if trend.value else "",
                 "sparkline": sparkline_figure(trend.points, div_id=f"spark-{dim}-{i}"),
             }
+            | {cost_key(c): trend.cost.get(c) for c in currencies}
             for i, trend in enumerate(ranked[dim])
         ]
         columns = [
             Column("label", label(dim), "text"),
             Column("tokens", _("Waste tokens"), "int"),
             Column("previous", _("Previous period"), "int"),
+            *cost_columns(currencies),
         ]
-        cells = [{"label": t.value or _("(none)"), "tokens": t.tokens, "previous": t.previous} for t in ranked[dim]]
+        default = money_first(currencies, Sort("tokens", True))
+        sort = sort_of(request, [c.key for c in columns], default, table=name)
+        rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
         title = _("Top wasteful: %(what)s") % {"what": label(dim)}
-        table = Table(f"top-waste-{dim}", title, columns, cells, period=_period(flt))
+        table = Table(name, title, columns, rows, period=_period(flt))
         tables.append(
-            {"dim": dim, "label": label(dim), "rows": rows, "all": waste + flt.query(group=dim), "table": table}
+            {
+                "dim": dim,
+                "label": label(dim),
+                "rows": rows,
+                "sort": sort,
+                "currencies": cost_totals(rows, currencies),
+                "all": waste + flt.query(group=dim),
+                "table": table,
+            }
         )
     return tables
 

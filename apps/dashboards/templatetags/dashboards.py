@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from apps.common.templatetags import pages
 from apps.dashboards.filters import Filters
-from apps.dashboards.tables import Sort, query_with
+from apps.dashboards.tables import SORT, Sort, query_with
 
 register = template.Library()
 register.filters.update(pages.register.filters)  # `{% load dashboards %}` keeps every shared filter
@@ -25,13 +25,15 @@ def without_dim(flt: Filters, name: str) -> str:
 
 
 @register.simple_tag(takes_context=True)
-def sort_th(context: Any, key: str, title: str, kind: str = "number") -> str:
+def sort_th(context: Any, key: str, title: str, kind: str = "number", sort: Sort | None = None) -> str:
     """A sortable header: a link to the page sorted by this column (the other way round when it is
-    the column sorted by; numbers start from the largest, text from A), marked with aria-sort."""
-    current: Sort | None = context.get("sort")
+    the column sorted by; numbers start from the largest, text from A), marked with aria-sort.
+    `sort` is the table's sort where the page has several tables (the page's `sort` otherwise)."""
+    current: Sort | None = sort if sort is not None else context.get("sort")
     on = current is not None and current.key == key
     desc = not current.desc if on and current is not None else kind != "text"
-    href = query_with(context["request"], sort=("-" if desc else "") + key)
+    param = current.name if current is not None else SORT
+    href = query_with(context["request"], **{param: ("-" if desc else "") + key})
     state = ("descending" if current.desc else "ascending") if on and current is not None else "none"
     arrow = ("▼" if current.desc else "▲") if on and current is not None else ""
     css = "text" if kind in ("text", "when") else ""  # times align as words, and start from the newest
