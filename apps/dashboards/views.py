@@ -673,6 +673,9 @@ def record_page(request: HttpRequest) -> HttpResponse:
     )
     if record is None or not line_visible(request.user, record.dims.business_line):
         raise Http404("no such record")
+    components = _components(request, record, money=sees_money(request.user))
+    if isinstance(components, HttpResponse):
+        return components
     context = _context(
         request,
         flt,
@@ -682,7 +685,8 @@ def record_page(request: HttpRequest) -> HttpResponse:
         prompt_hash=bytes(record.prompt_hash).hex() if record.prompt_hash is not None else "",
         original=_linked(flt, selectors.original_of(record=record)),
         same_prompt=_same_prompt_href(flt, record),
-        components=_components(record, money=sees_money(request.user)),
+        components=components,
+        sort=components["sort"],
         retries=[_linked(flt, r) for r in selectors.retry_chain(record=record, lines=business_lines_of(request.user))],
         conversation=_conversation_href(record),
         trail=_trail(flt),
@@ -691,18 +695,41 @@ def record_page(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboards/record.html", context)
 
 
-def _components(record: Record, *, money: bool) -> dict[str, Any]:
+def _components(request: HttpRequest, record: Record, *, money: bool) -> dict[str, Any] | HttpResponse:
+    """Where the record's tokens went, component by component (in the record's order unless a
+    column is chosen), with each one's cost for those who see money; or the table's download."""
     found = selectors.record_components(record=record)
+    currency = found.currency if money else ""
     rows = [
-        {"component": c, "explained": explained(c.reason), "cost": c.cost if money else None}
-        for c in found.rows
+        {
+            "n": i,
+            "component": c,
+            "name": label(c.name),
+            "tokens": c.tokens,
+            "reason": c.reason,
+            "explained": explained(c.reason),
+            "cost": c.cost if money else None,
+        }
+        for i, c in enumerate(found.rows)
         if c.tokens
     ]
+    columns = [
+        Column("name", _("Component"), "text"),
+        Column("tokens", _("Tokens"), "int"),
+        Column("reason", _("Class.reason"), "text"),
+        *([Column("cost", _("Cost (%(currency)s)") % {"currency": currency}, "money")] if currency else []),
+    ]
+    sort = sort_of(request, ["n", *(c.key for c in columns)], Sort("n", False))
+    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    table = Table("components", _("Where its tokens went"), columns, rows)
+    found_download = download(request, table, file_name("record", record.record_id, None, sort=sort.param))
+    if found_download is not None:
+        return found_download
+    shown = {"ruleset": found.ruleset, "rows": rows, "currency": currency, "sort": sort, "table_name": table.name}
     if not money:
-        return {"ruleset": found.ruleset, "rows": rows, "currency": ""}
+        return shown
     # A pool's record: the pool, its hour's rate (None: the hour is not priced yet) and the total.
-    priced = {"pool": found.pool, "pool_rate": found.pool_rate, "cost": found.cost}
-    return {"ruleset": found.ruleset, "rows": rows, "currency": found.currency, **priced}
+    return shown | {"pool": found.pool, "pool_rate": found.pool_rate, "cost": found.cost}
 
 
 def _conversation_href(record: Record) -> str:
@@ -721,25 +748,63 @@ def conversation(request: HttpRequest) -> HttpResponse:
     if not conversation_id:
         raise Http404("a conversation is named by ?id=")
     found = selectors.conversation(flt=flt, lines=business_lines_of(request.user), conversation_id=conversation_id)
-    hashes = [bytes(r.prompt_hash).hex() if r.prompt_hash is not None else "" for r in found]
-    record_url = reverse("dashboards:record")
-    context = _context(
-        request,
-        flt,
-        conversation_id=conversation_id,
-        rows=[
-            {
-                "record": r,
-                "href": record_url + _record_query(flt, r),
-                "hash": h[:12],
-                "repeat": bool(h) and h in hashes[:i],  # the conversation sent this prompt before
-            }
-            for i, (r, h) in enumerate(zip(found, hashes, strict=True))
-        ],
-        repeats=sum(1 for i, h in enumerate(hashes) if h and h in hashes[:i]),
-        trail=_trail(flt),
-    )
+    shown = _conversation_table(request, flt, found, conversation_id)
+    if isinstance(shown, HttpResponse):
+        return shown
+    context = _context(request, flt, conversation_id=conversation_id, **shown, trail=_trail(flt))
     return render(request, "dashboards/conversation.html", context)
+
+
+def _conversation_table(
+    request: HttpRequest, flt: Filters, found: list[Record], conversation_id: str
+) -> dict[str, Any] | HttpResponse:
+    """The conversation's requests numbered in the order sent, each marked where it repeats a
+    prompt sent before, with its cost for those who see money; sorted as asked (the order sent
+    unless another column is chosen), or the table's download."""
+    hashes = [bytes(r.prompt_hash).hex() if r.prompt_hash is not None else "" for r in found]
+    costs = selectors.records_cost(records=found) if sees_money(request.user) else {}
+    currencies = sorted({c.currency for c in costs.values() if c.currency})
+    record_url = reverse("dashboards:record")
+    rows = [
+        _record_row(r, costs.get(r.pk))
+        | {
+            "n": i + 1,
+            "record": r,
+            "href": record_url + _record_query(flt, r),
+            "hash": h[:12],
+            "repeat": bool(h) and h in hashes[:i],  # the conversation sent this prompt before
+        }
+        for i, (r, h) in enumerate(zip(found, hashes, strict=True))
+    ]
+    columns = [
+        Column("n", "#", "int"),
+        Column("record_id", _("Record"), "text"),
+        Column("ts", _("Time"), "datetime"),
+        Column("model", _("Model"), "text"),
+        Column("step", label("step"), "text"),
+        Column("status", _("Status"), "text"),
+        Column("attempt", _("Attempt"), "int"),
+        Column("hash", _("Prompt hash"), "text"),
+        Column("prompt", _("Prompt"), "int"),
+        Column("completion", _("Completion"), "int"),
+        *cost_columns(currencies),
+    ]
+    for row in rows:
+        row.update(step=row["record"].dims.dims.get("step", ""), attempt=row["record"].attempt)
+    sort = sort_of(request, [c.key for c in columns], Sort("n", False))
+    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    table = Table("conversation", _("Conversation"), columns, rows, period=_period(flt))
+    name = file_name("conversation", conversation_id, flt, sort=sort.param)
+    found_download = download(request, table, name)
+    if found_download is not None:
+        return found_download
+    return {
+        "rows": rows,
+        "sort": sort,
+        "currencies": cost_totals(rows, currencies),
+        "table_name": table.name,
+        "repeats": sum(1 for row in rows if row["repeat"]),
+    }
 
 
 def _linked(flt: Filters, record: Record | None) -> dict[str, Any] | None:

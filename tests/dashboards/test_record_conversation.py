@@ -3,15 +3,21 @@ links to its retry chain, its original and its conversation; a conversation list
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from apps.classification.models import RuleSet
+from apps.dashboards.selectors import records_cost
+from apps.ingest.models import Record
 from tests.dashboards.conftest import T0, priced
+from tests.dashboards.test_tables import download
 from tests.dashboards.test_waste_why import cells
 from tests.factories import record
 
@@ -101,3 +107,41 @@ def test_it_groups_the_waste_by_conversation_and_opens_one(agent, as_user) -> No
     assert cells(
         as_user("engineer", lines=["search"]).get("/waste/?group=conversation").content.decode(), "grouped"
     ) == [["No tokens in this window."]]
+
+
+def conversation_url(**more: str) -> str:
+    first, last = T0 - timedelta(days=1), T0 + timedelta(days=1)
+    query = "&".join(f"{k}={v}" for k, v in more.items())
+    return f"/waste/conversation/?from={first:%Y-%m-%d}&to={last:%Y-%m-%d}&id=conv-7" + (f"&{query}" if query else "")
+
+
+def test_a_conversation_sorts_costs_and_downloads_as_shown(agent, as_user) -> None:
+    finance = as_user("finance")
+    by_attempt = cells(finance.get(conversation_url(sort="-attempt")).content.decode(), "conversation")
+    # the retry first; the number it was sent as stays with it
+    assert [r[1] for r in by_attempt][0] == "req-act-2" and by_attempt[0][0] == "3"
+    name, rows = download(finance, conversation_url(download="conversation", sort="-cost_CNY"))
+    assert "conv-7" in name and "sort=-cost_CNY" in name
+    assert rows[0][0] == "#" and rows[0][-1] == "Cost (CNY)"
+    costs = [Decimal(r[-1]) for r in rows[1:]]
+    assert len(costs) == 4 and costs == sorted(costs, reverse=True) and costs[0] > 0
+    records = list(Record.objects.filter(dims__dims__conversation_id="conv-7").select_related("model", "dims"))
+    assert sum(costs) == sum(c.amount for c in records_cost(records=records).values())
+    _name, engineer = download(as_user("engineer"), conversation_url(download="conversation", format="csv"))
+    assert [r[1] for r in engineer[1:]] == ["req-plan", "req-act", "req-act-2", "req-plan-again"]
+    assert not any(h.startswith("Cost") for h in engineer[0])
+
+
+def test_a_records_components_download_with_their_cost(agent, as_user) -> None:
+    client = as_user("finance")
+    page = record_page(client, "req-act-2")
+    link = re.search(r'<a href="([^"]+)" data-download="components-csv">', page)
+    assert link is not None
+    response = client.get("/waste/record/" + html.unescape(link.group(1)))  # the link is the page's query
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+    assert rows[0] == ["Component", "Tokens", "Class.reason", "Cost (CNY)"]
+    assert {r[0]: (r[1], r[2], r[3]) for r in rows[1:]} == {
+        "cached prompt": ("512", "cache.prefix_cache", "0.000256"),
+        "uncached prompt": ("688", "effective.input", "0.001376"),
+        "output": ("180", "waste.truncated", "0.001440"),
+    }
