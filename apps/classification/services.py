@@ -355,7 +355,11 @@ class ReclassifyError(ValueError):
 ReclassifyBusy = RunBusy  # the run's lock is held: another process is running it
 
 
-def _ruleset_sql(ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str], int] | None = None) -> RuleSetSql:
+def ruleset_compiled(
+    ruleset: RuleSet, *, prefix: str = "", reason_id: Callable[[str], int] | None = None
+) -> RuleSetSql:
+    """The SQL of `ruleset`'s reasons (classification.sql.RuleSetSql) with the reason ids of its
+    moves: what reclassification, a rule set's try and the record pages' classification run."""
     parts = ruleset_parts(ruleset=ruleset)
     ids = reason_id or _reason_ids(parts).__getitem__
     moves = [MoveRule(move.tree, move.components, ids(move.target)) for move in parts.moves]
@@ -390,7 +394,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     _records_present(day, day + DAY)
     start = utc_day_start(day)
     sql, params = reclassify_insert_sql(
-        compiled=_ruleset_sql(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
+        compiled=ruleset_compiled(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
     )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
@@ -483,8 +487,8 @@ def ruleset_try(*, ruleset: RuleSet, start: datetime | None = None, end: datetim
             ids[name], names[stand_in] = stand_in, name
         return ids[name]
 
-    before = _ruleset_sql(active_ruleset(), prefix="a_", reason_id=reason_id)
-    after = _ruleset_sql(ruleset, prefix="b_", reason_id=reason_id)
+    before = ruleset_compiled(active_ruleset(), prefix="a_", reason_id=reason_id)
+    after = ruleset_compiled(ruleset, prefix="b_", reason_id=reason_id)
     sql, params = moves_sql(before=before, after=after, start=start, end=end)
     with transaction.atomic(), connection.cursor() as cursor:
         # A try is asked for once and read at once: compiling it (JIT) costs more than it saves.

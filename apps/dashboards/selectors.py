@@ -17,9 +17,11 @@ from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SEC
 from apps.classification.health import Ratios, ratios_of
 from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
+from apps.common.composed import SQL, Composable, Composed, text
 from apps.common.replica import read_connection
 from apps.dashboards.filters import Filters
 from apps.dashboards.models import DailyClass, DailyCost, DailyLineClass, DailyLineCost, HourlyLineClass
+from apps.dashboards.queries import Grouping, Match, RollupPart, RollupQuery, dim_values, duplicates_query
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import DimSet, Record, ServedModel
 from apps.ingest.services import record_key
@@ -33,7 +35,6 @@ COST = (DailyLineCost._meta.db_table, DailyCost._meta.db_table, HourlyCost._meta
 HOURLY_LINE = HourlyLineClass._meta.db_table
 # What the daily rows by business line can group by (any filter but a dim other than the line).
 LINE_GROUPS = {"period", "component", "currency", "class", "reason", "model", "business_line"}
-MEASURES = {"tokens": "sum(c.tokens)::bigint", "cost": "sum(c.cost)"}  # over the columns of the same names
 
 
 def _reason_ids(flt: Filters) -> list[int] | None:
@@ -43,91 +44,6 @@ def _reason_ids(flt: Filters) -> list[int] | None:
     if flt.token_class:
         return list(Reason.objects.filter(name__startswith=flt.token_class + ".").values_list("id", flat=True))
     return None
-
-
-def _part(
-    table: str,
-    when: str,
-    by_line: bool,
-    ranges: list[tuple[datetime, datetime]],
-    names: list[str],
-    sets: list[list[str]],
-    measures: list[str],
-    flt: Filters,
-    lines: list[str] | None,
-    reasons: list[int] | None,
-    models: list[int] | None,
-) -> tuple[str, list[Any]]:
-    """One grouped SELECT over a rollup, one grouping set per entry of `sets` (group names out of
-    `names`, as columns g0, g1, ...): rows whose time column `when` is in one of the [from, to)
-    `ranges`, the filters as id lists, the dim set joined only when a dim other than the business
-    line of a `by_line` rollup (one with a business line column) is filtered or grouped by. Its last group
-    column tells the set of each row (GROUPING)."""
-    when = f"c.{when}"
-    join = False
-    line_col = "c.business_line" if by_line else "d.business_line"
-    select: list[str] = []
-    params: list[Any] = []
-    for i, name in enumerate(names):
-        if name == "period" and when == "c.day" and flt.granularity == "day":
-            expr = when  # a daily row's UTC midnight, read by the day only when days are UTC days
-        elif name == "period" and when == "c.hour" and flt.granularity == "hour" and utc_days():
-            expr = when  # an hourly row's hour is its own UTC hour
-        elif name == "period":
-            expr = f"date_trunc('{flt.granularity}', {when}, %s)"  # days of the accounting zone
-            params.append(zone_name())
-        elif name in ("component", "currency"):
-            expr = f"c.{name}"
-        elif name in ("class", "reason"):
-            expr = "c.reason_id"
-        elif name == "model":
-            expr = "c.model_id"
-        elif name == "dims_id":  # the rollup dim set (_dim_sums reads its dims afterwards)
-            expr = "c.dims_id"
-        elif name == "business_line":
-            expr = line_col
-            join = join or not by_line
-        else:
-            expr = "coalesce(d.dims ->> %s, '')"
-            params.append(name)
-            join = True
-        select.append(f"{expr} AS g{i}")
-    where: list[str] = []
-    where.append("(" + " OR ".join([f"({when} >= %s AND {when} < %s)"] * len(ranges)) + ")")
-    params += [bound for pair in ranges for bound in pair]
-    if reasons is not None:
-        where.append("c.reason_id = ANY(%s)")
-        params.append(reasons)
-    if models is not None:
-        where.append("c.model_id = ANY(%s)")
-        params.append(models)
-    dims = dict(flt.dims)
-    if "business_line" in dims:
-        where.append(f"{line_col} = %s")
-        params.append(dims.pop("business_line"))
-        join = join or not by_line
-    if dims:
-        where.append("d.dims @> %s::jsonb")
-        params.append(json.dumps(dims))
-        join = True
-    if lines is not None:
-        where.append(f"{line_col} = ANY(%s)")
-        params.append(lines)
-        join = join or not by_line
-    columns = [*select, *(f"c.{m}" for m in measures)]
-    inner = f"SELECT {', '.join(columns)} FROM {table} c"
-    if join:
-        inner += f" JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id"
-    inner += " WHERE " + " AND ".join(where)
-    out = [f"g{i}" for i in range(len(names))]
-    grouping = f"GROUPING({', '.join(out)})" if len(sets) > 1 else "0"
-    grouped = ", ".join("(" + ", ".join(f"g{names.index(n)}" for n in groups) + ")" for groups in sets)
-    sql = f"SELECT {', '.join([*out, grouping, *(MEASURES[m] for m in measures)])} FROM ({inner}) c"
-    if len(sets) > 1:
-        sql += f" GROUP BY GROUPING SETS ({grouped})"
-    elif out:
-        sql += f" GROUP BY {', '.join(out)}"
-    return sql, params
 
 
 def _sums(
@@ -152,52 +68,53 @@ def _sums(
     return found_sets
 
 
-def _fetch(sql: str, params: list[Any]) -> list[tuple]:
+def _fetch(sql: Composable, params: list[Any]) -> list[tuple]:
     """The rows of one rollup read, without JIT: a read of two days' hourly rows costs enough for
     PostgreSQL to compile it with LLVM, which took longer (200 ms on a loaded machine) than the
     read itself."""
     connection = read_connection()
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute("SET LOCAL jit = off")
-        cursor.execute(sql, params)
+        cursor.execute(text(sql), params)
         return cursor.fetchall()
 
 
 def _sums_query(
     rollup: tuple[str, str, str], measures: list[str], sets: list[list[str]], flt: Filters, lines: list[str] | None
-) -> tuple[str, list[Any]] | None:
+) -> tuple[Composed, list[Any]] | None:
     """The one query of _sums: columns g0, g1, ... (the group names in order of first use),
     the grouping set of the row, the measures; None when the filters match nothing."""
     reasons = _reason_ids(flt)
     models = list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)) if flt.model else None
     if (reasons is not None and not reasons) or (models is not None and not models):
         return None
-    names = list(dict.fromkeys(name for groups in sets for name in groups))
+    grouping = Grouping(tuple(tuple(groups) for groups in sets), tuple(measures))
+    names = grouping.names
     by_line = set(names) <= LINE_GROUPS and set(flt.dims) <= {"business_line"}
     window = split_window(flt.start, flt.end)
-    # (table, its time column, whether it has the business line column, the ranges it serves)
-    reads: list[tuple[str, str, bool, list[tuple[datetime, datetime]]]]
     # Drawn by the hour, or by accounting days that are not UTC days: only hourly rows have the
     # hours (the daily rows hold UTC days; totals still read them, the window splits exactly).
+    parts: list[RollupPart]
     if "period" in names and (flt.granularity != "day" or not utc_days()):
         if by_line and rollup is CLASS:
-            reads = [(HOURLY_LINE, "hour", True, window.built), (rollup[2], "hour", False, window.hourly)]
+            parts = [RollupPart(HOURLY_LINE, "hour", True, tuple(window.built))]
+            parts.append(RollupPart(rollup[2], "hour", False, tuple(window.hourly)))
         else:
-            reads = [(rollup[2], "hour", False, [(flt.start, flt.end)])]
-    elif by_line:
-        reads = [(rollup[0], "day", True, day_runs(window.days)), (rollup[2], "hour", False, window.hourly)]
+            parts = [RollupPart(rollup[2], "hour", False, ((flt.start, flt.end),))]
     else:
-        reads = [(rollup[1], "day", True, day_runs(window.days)), (rollup[2], "hour", False, window.hourly)]
-    parts: list[str] = []
-    params: list[Any] = []
-    for table, when, has_line, ranges in reads:
-        if ranges:
-            sql, found = _part(table, when, has_line, ranges, names, sets, measures, flt, lines, reasons, models)
-            parts.append(sql)
-            params += found
-    if not parts:
-        return None
-    return " UNION ALL ".join(parts), params
+        daily = rollup[0] if by_line else rollup[1]
+        parts = [RollupPart(daily, "day", True, tuple(day_runs(window.days)))]
+        parts.append(RollupPart(rollup[2], "hour", False, tuple(window.hourly)))
+    match = Match(
+        granularity=flt.granularity,
+        zone=zone_name(),
+        utc_days=utc_days(),
+        dims=tuple(flt.dims.items()),
+        lines=None if lines is None else tuple(lines),
+        reasons=None if reasons is None else tuple(reasons),
+        models=None if models is None else tuple(models),
+    )
+    return RollupQuery(grouping, match, tuple(parts)).composed()
 
 
 def _sum(
@@ -434,14 +351,7 @@ def _dim_sums(
     if query is None:
         return {dim: [] for dim in dims}
     inner, params = query
-    column = f", s.{extra}" if extra else ""
-    summed = "sum(s.cost)" if rollup is COST else "sum(s.tokens)::bigint"
-    sql = (
-        "SELECT k.dim, CASE WHEN k.dim = 'business_line' THEN d.business_line ELSE coalesce(d.dims ->> k.dim, '') END"
-        f"{column}, {summed} FROM ({inner}) AS s(dims_id{column.replace('s.', '')}, grouping, {measure}) "
-        f"JOIN {DimSet._meta.db_table} d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) "
-        f"GROUP BY 1, 2{', 3' if extra else ''}"
-    )
+    sql = dim_values(inner, measure=measure, extra=extra or None)
     rows = _fetch(sql, [*params, list(dims)])
     found: dict[str, list[tuple]] = {dim: [] for dim in dims}
     for dim, *row in rows:
@@ -457,48 +367,26 @@ class Duplicate:
     original: Record
 
 
-# An ok request is a duplicate when an earlier ok request of the same source, prompt hash,
-# model name and business line lies within DUPLICATE_WINDOW_SECONDS before it (apps.classification
-# .services.duplicates_find); the original shown is that nearest earlier one, found through the
-# (prompt_hash, ts) index one probe per listed request.
-_DUPLICATES_SQL = f"""
-SELECT r.ts, r.source_id, r.record_key, o.ts, o.source_id, o.record_key
-FROM {Record._meta.db_table} r
-JOIN {DimSet._meta.db_table} d ON d.id = r.dims_id
-JOIN {ServedModel._meta.db_table} m ON m.id = r.model_id
-CROSS JOIN LATERAL (
-    SELECT o.ts, o.source_id, o.record_key FROM {Record._meta.db_table} o
-    JOIN {DimSet._meta.db_table} od ON od.id = o.dims_id JOIN {ServedModel._meta.db_table} om ON om.id = o.model_id
-    WHERE o.prompt_hash = r.prompt_hash AND o.source_id = r.source_id AND om.name = m.name
-      AND o.status = 0 AND od.business_line = d.business_line
-      AND o.ts < r.ts AND o.ts >= r.ts - make_interval(secs => %s)
-    ORDER BY o.ts DESC LIMIT 1
-) o
-WHERE r.status = 0 AND r.prompt_hash IS NOT NULL AND r.ts >= %s AND r.ts < %s AND {{where}}
-ORDER BY r.ts DESC, r.source_id DESC, r.record_key DESC
-LIMIT %s
-"""
-
-
 def duplicates(
     *, flt: Filters, lines: list[str] | None, prompt_hash: bytes | None = None, limit: int = 50
 ) -> list[Duplicate]:
     """The newest duplicates in the window (of one prompt hash when given), each with its original."""
-    where, params = ["TRUE"], [DUPLICATE_WINDOW_SECONDS, flt.start, flt.end]
+    where: list[Composable] = []
+    params: list[Any] = [DUPLICATE_WINDOW_SECONDS, flt.start, flt.end]
     if prompt_hash is not None:
-        where.append("r.prompt_hash = %s")
+        where.append(SQL("r.prompt_hash = %s"))
         params.append(prompt_hash)
     if flt.model:
-        where.append("r.model_id = ANY(%s)")
+        where.append(SQL("r.model_id = ANY(%s)"))
         params.append(list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
     if flt.dims:
-        where.append("d.dims @> %s::jsonb")
+        where.append(SQL("d.dims @> %s::jsonb"))
         params.append(json.dumps(flt.dims))
     if lines is not None:
-        where.append("d.business_line = ANY(%s)")
+        where.append(SQL("d.business_line = ANY(%s)"))
         params.append(lines)
     with read_connection().cursor() as cursor:
-        cursor.execute(_DUPLICATES_SQL.format(where=" AND ".join(where)), [*params, limit])
+        cursor.execute(text(duplicates_query(where)), [*params, limit])
         pairs = cursor.fetchall()
     keys = {key for row in pairs for key in (row[:3], row[3:])}
     found = {r.pk: r for r in Record.objects.select_related("model", "dims", "source").filter(pk__in=list(keys))}
@@ -555,12 +443,12 @@ def record_components(*, record: Record) -> Components:
     reclassification (the duplicate window and the move rules included), and its cost at the
     model's prices of that hour, or at its pool's rate for that hour (the rate the hour's rows
     were allocated at; no cost while the hour is not priced)."""
-    from apps.classification.services import _ruleset_sql, active_ruleset
+    from apps.classification.services import active_ruleset, ruleset_compiled
     from apps.classification.sql import COMPONENT_TOKENS, records_sql
     from apps.pricing.selectors import pool_hour_rate, price_basis
 
     ruleset = _hour_ruleset(record) or active_ruleset()
-    compiled = _ruleset_sql(ruleset)
+    compiled = ruleset_compiled(ruleset)
     inner, params = records_sql(start=record.ts, end=record.ts + timedelta(microseconds=1), flags=compiled.flags)
     # records_sql has no record key: the record is its (ts, source, model, rollup dims, tokens);
     # two records alike in all of these differ at most by a move rule on a dim not rolled up.
@@ -665,13 +553,13 @@ CONVERSATION_WINDOW = timedelta(days=7)
 def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) -> Grouped:
     """Tokens of the chosen class (waste when none) per conversation, classified per record
     under the active rule set, largest first; tokens only (the records carry no cost)."""
-    from apps.classification.services import _ruleset_sql, active_ruleset
+    from apps.classification.services import active_ruleset, ruleset_compiled
     from apps.classification.sql import COMPONENT_TOKENS, records_sql
 
     measured = replace(flt, token_class=flt.token_class or "waste", group="")
     kept = _reason_ids(measured) or []
     start = max(flt.start, flt.end - CONVERSATION_WINDOW)
-    compiled = _ruleset_sql(active_ruleset())
+    compiled = ruleset_compiled(active_ruleset())
     # records_sql computes its flags per record over the records and their dim sets: these three
     # columns ride along (the reason expressions read only the rule set's own flags).
     extra: list[tuple[str, tuple[str, list[object]]]] = [

@@ -83,7 +83,7 @@ def test_the_pages_read_the_same_from_the_daily_rollups_as_from_the_hourly_ones(
     assert not StaleDay.objects.exists()
     assert DailyClass.objects.count() > 0 and DailyCost.objects.count() > 0
     for table in ("dailyclass", "dailycost", "dailylineclass", "dailylinecost", "hourlylineclass"):
-        assert any(f"dashboards_{table} " in q["sql"] for q in queries.captured_queries), table
+        assert any(f'"dashboards_{table}" ' in q["sql"] for q in queries.captured_queries), table
     assert after == before
     assert before[0]["health"].total > 0 and before[0]["spend"]
 

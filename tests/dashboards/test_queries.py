@@ -1,0 +1,126 @@
+"""The dashboards' rollup reads as composed SQL (apps.dashboards.queries): the exact text of each
+shape a page asks for, and each run against the real tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from apps.classification.models import HourlyClass, Reason
+from apps.common.composed import SQL
+from apps.dashboards.queries import Grouping, Match, RollupPart, RollupQuery, dim_values, duplicates_query
+from tests.conftest import traffic_at
+
+D1 = datetime(2026, 11, 1, tzinfo=UTC)
+D2 = datetime(2026, 11, 3, tzinfo=UTC)
+D3 = datetime(2026, 11, 3, 5, tzinfo=UTC)
+
+
+def test_it_reads_days_by_line_and_hours_through_the_dim_set_in_grouping_sets() -> None:
+    grouping = Grouping((("class", "component"), ("business_line",), ("period", "class")), ("tokens",))
+    match = Match("day", "Asia/Shanghai", False, dims=(("team", "a"),), lines=("cs",), reasons=(1, 2))
+    parts = (
+        RollupPart("dashboards_dailyclass", "day", True, ((D1, D2),)),
+        RollupPart("classification_hourlyclass", "hour", False, ((D2, D3),)),
+    )
+    found = RollupQuery(grouping, match, parts).composed()
+    assert found is not None
+    statement, params = found
+    head = 'SELECT "g0", "g1", "g2", "g3", GROUPING("g0", "g1", "g2", "g3"), sum(c.tokens)::bigint FROM ('
+    sets = ' GROUP BY GROUPING SETS (("g0", "g1"), ("g2"), ("g3", "g0"))'
+    assert statement.as_string(connection.connection) == (
+        f"{head}"
+        'SELECT "c"."reason_id" AS "g0", "c"."component" AS "g1", "c"."business_line" AS "g2", "c"."day" AS "g3", '
+        '"c"."tokens" FROM "dashboards_dailyclass" c JOIN "ingest_dimset" d ON d.id = c.dims_id '
+        'WHERE (("c"."day" >= %s AND "c"."day" < %s)) AND c.reason_id = ANY(%s) AND d.dims @> %s::jsonb '
+        'AND "c"."business_line" = ANY(%s)) c'
+        f"{sets} UNION ALL {head}"
+        'SELECT "c"."reason_id" AS "g0", "c"."component" AS "g1", "d"."business_line" AS "g2", '
+        'date_trunc(\'day\', "c"."hour", %s) AS "g3", "c"."tokens" FROM "classification_hourlyclass" c '
+        'JOIN "ingest_dimset" d ON d.id = c.dims_id '
+        'WHERE (("c"."hour" >= %s AND "c"."hour" < %s)) AND c.reason_id = ANY(%s) AND d.dims @> %s::jsonb '
+        'AND "d"."business_line" = ANY(%s)) c'
+        f"{sets}"
+    )
+    day_part = [D1, D2, [1, 2], '{"team": "a"}', ["cs"]]
+    assert params == [*day_part, "Asia/Shanghai", D2, D3, [1, 2], '{"team": "a"}', ["cs"]]
+
+
+def test_it_sums_one_set_without_the_dim_set_when_nothing_needs_it() -> None:
+    grouping = Grouping((("currency",),), ("cost",))
+    statement, params = RollupPart("pricing_hourlycost", "hour", False, ((D2, D3), (D1, D2))).query(
+        grouping, Match("hour", "UTC", True)
+    )
+    assert statement.as_string(connection.connection) == (
+        'SELECT "g0", 0, sum(c.cost) FROM (SELECT "c"."currency" AS "g0", "c"."cost" FROM "pricing_hourlycost" c '
+        'WHERE (("c"."hour" >= %s AND "c"."hour" < %s) OR ("c"."hour" >= %s AND "c"."hour" < %s))) c GROUP BY "g0"'
+    )
+    assert params == [D2, D3, D1, D2]
+
+
+def test_it_filters_a_line_table_by_its_own_line_and_groups_a_dim_through_the_dim_set() -> None:
+    grouping = Grouping((("period", "model", "team"),), ("tokens",))
+    match = Match("hour", "UTC", True, dims=(("business_line", "search"),), models=(7,))
+    statement, params = RollupPart("classification_hourlyclass", "hour", False, ((D2, D3),)).query(grouping, match)
+    assert statement.as_string(connection.connection) == (
+        'SELECT "g0", "g1", "g2", 0, sum(c.tokens)::bigint FROM (SELECT "c"."hour" AS "g0", "c"."model_id" AS "g1", '
+        'coalesce(d.dims ->> %s, \'\') AS "g2", "c"."tokens" FROM "classification_hourlyclass" c '
+        'JOIN "ingest_dimset" d ON d.id = c.dims_id WHERE (("c"."hour" >= %s AND "c"."hour" < %s)) '
+        'AND c.model_id = ANY(%s) AND "d"."business_line" = %s) c GROUP BY "g0", "g1", "g2"'
+    )
+    assert params == ["team", D2, D3, [7], "search"]
+
+
+def test_a_query_of_parts_without_ranges_is_none() -> None:
+    grouping = Grouping((("class",),), ("tokens",))
+    part = RollupPart("classification_hourlyclass", "hour", False, ())
+    assert RollupQuery(grouping, Match("day", "UTC", True), (part,)).composed() is None
+
+
+def test_the_duplicates_listing_names_its_tables_and_conditions() -> None:
+    text = duplicates_query([SQL("r.prompt_hash = %s"), SQL("d.business_line = ANY(%s)")]).as_string(None)
+    assert 'FROM "ingest_record" r\nJOIN "ingest_dimset" d ON d.id = r.dims_id\n' in text
+    assert 'JOIN "ingest_servedmodel" om ON om.id = o.model_id' in text
+    assert text.endswith(
+        "AND r.ts < %s AND r.prompt_hash = %s AND d.business_line = ANY(%s)\n"
+        "ORDER BY r.ts DESC, r.source_id DESC, r.record_key DESC\nLIMIT %s\n"
+    )
+    assert "AND r.ts < %s AND TRUE\n" in duplicates_query([]).as_string(None)
+
+
+@pytest.mark.django_db
+def test_the_composed_read_sums_the_real_rollup(collector: Any) -> None:
+    at = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    assert collector.send(traffic_at(at + timedelta(minutes=5))).json()["accepted"] == 4
+    grouping = Grouping((("business_line",), ("class", "business_line")), ("tokens",))
+    part = RollupPart(HourlyClass._meta.db_table, "hour", False, ((at, at + timedelta(hours=1)),))
+    found = RollupQuery(grouping, Match("hour", "UTC", True), (part,)).composed()
+    assert found is not None
+    with connection.cursor() as cursor:
+        cursor.execute(*found)
+        rows = cursor.fetchall()
+    by_line = {row[0]: row[3] for row in rows if row[2] == 1}  # GROUPING(g0, g1): class (g1) not in the set
+    expected: dict[str, int] = {}
+    for row in HourlyClass.objects.filter(hour=at).select_related("dims"):
+        expected[row.dims.business_line] = expected.get(row.dims.business_line, 0) + row.tokens
+    assert by_line == expected and set(by_line) == {"support", "search"}
+    names = dict(Reason.objects.values_list("id", "name"))
+    per_class = {(names[row[1]].split(".")[0], row[0]) for row in rows if row[2] == 0}
+    assert ("waste", "support") in per_class  # the timeout
+
+
+def test_dim_values_reads_each_dim_set_once_for_the_asked_dims() -> None:
+    inner = SQL("SELECT 1")
+    assert dim_values(inner, measure="tokens", extra="period").as_string(None) == (
+        "SELECT k.dim, CASE WHEN k.dim = 'business_line' THEN d.business_line ELSE coalesce(d.dims ->> k.dim, '') END, "
+        '"s"."period", sum(s.tokens)::bigint FROM (SELECT 1) AS s("dims_id", "period", "grouping", "tokens") '
+        'JOIN "ingest_dimset" d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) GROUP BY 1, 2, 3'
+    )
+    assert dim_values(inner, measure="cost", extra=None).as_string(None) == (
+        "SELECT k.dim, CASE WHEN k.dim = 'business_line' THEN d.business_line ELSE coalesce(d.dims ->> k.dim, '') END, "
+        'sum(s.cost) FROM (SELECT 1) AS s("dims_id", "grouping", "cost") '
+        'JOIN "ingest_dimset" d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) GROUP BY 1, 2'
+    )
