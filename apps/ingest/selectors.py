@@ -12,9 +12,10 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from apps.accounts.models import CollectorKey
+from apps.common.composed import SQL, Composable, Identifier, Literal, col, commas, table, text
 from apps.common.replica import read_connection
-from apps.common.rollups import rollup_where
 from apps.ingest.models import TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
+from apps.ingest.queries import DIMS, dims_join, rollup_where
 
 USAGE_GROUPS = ("model", "model_version", "source", "endpoint", "status")
 GRANULARITIES = ("hour", "day", "month")
@@ -108,6 +109,20 @@ def records_list(*, flt: RecordFilter, limit: int, after: str | None = None) -> 
     return rows, nxt
 
 
+# group_by names of usage_series and their SQL over u (the usage rollup row), m (model), k (source).
+USAGE_COLUMNS: dict[str, Composable] = {
+    "model": col("m", "name"),
+    "model_version": col("m", "version"),
+    "source": col("k", "name"),
+    "endpoint": col("u", "endpoint"),
+    "status": col("u", "status"),
+}
+_USAGE = SQL(
+    "SELECT {columns} FROM {usage} u JOIN {models} m ON m.id = u.model_id JOIN {keys} k ON k.id = u.source_id "
+    "{dims} WHERE {where} GROUP BY {groups} ORDER BY 1, {last} DESC"
+)
+
+
 def usage_series(
     *,
     start: datetime,
@@ -122,32 +137,28 @@ def usage_series(
 
     `group_by` items are USAGE_GROUPS or names of rollup dims (settings.ROLLUP_DIMS).
     """
-    columns = {
-        "model": "m.name",
-        "model_version": "m.version",
-        "source": "k.name",
-        "endpoint": "u.endpoint",
-        "status": "u.status",
-    }
-    select = [f"date_trunc('{granularity}', u.hour, 'UTC') AS period"]
+    select: list[Composable] = [SQL("date_trunc({}, u.hour, 'UTC') AS period").format(Literal(granularity))]
     params: list[Any] = []
     for name in group_by:
-        if name in columns:
-            select.append(f'{columns[name]} AS "{name}"')
-        else:
-            select.append(f"coalesce(d.dims ->> %s, '') AS \"{name}\"")
+        column: Composable | None = USAGE_COLUMNS.get(name)
+        if column is None:
+            column = SQL("coalesce(d.dims ->> %s, '')")
             params.append(name)
-    sums = ", ".join(f"sum(u.{f})::bigint AS {f}" for f in ("records", *TOKEN_FIELDS))
+        select.append(SQL("{} AS {}").format(column, Identifier(name)))
+    sums = [SQL("sum({})::bigint AS {}").format(col("u", f), Identifier(f)) for f in ("records", *TOKEN_FIELDS)]
     where, where_params = rollup_where(alias="u", start=start, end=end, dims=dims, business_lines=business_lines)
-    sql = (
-        f"SELECT {', '.join(select)}, {sums} FROM {HourlyUsage._meta.db_table} u "
-        f"JOIN {ServedModel._meta.db_table} m ON m.id = u.model_id "
-        f"JOIN {CollectorKey._meta.db_table} k ON k.id = u.source_id "
-        f"JOIN {DimSet._meta.db_table} d ON d.id = u.dims_id WHERE {where} "
-        f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))} ORDER BY 1, {len(select) + 1} DESC"
+    sql = _USAGE.format(
+        columns=commas([*select, *sums]),
+        usage=table(HourlyUsage),
+        models=table(ServedModel),
+        keys=table(CollectorKey),
+        dims=dims_join("u"),
+        where=where,
+        groups=SQL(", ").join(Literal(i) for i in range(1, len(select) + 1)),
+        last=Literal(len(select) + 1),
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(sql, params + where_params)
+        cursor.execute(text(sql), params + where_params)
         names = [col.name for col in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -167,16 +178,17 @@ def rejections_list(*, source_id: int | None, limit: int, after: int | None) -> 
 # Known values of a dim offered as a list; a dim with more (a user id) is typed instead.
 DIM_VALUES_LISTED = 200
 
-_DIM_VALUES_SQL = f"""
+_DIM_VALUES = SQL("""
 SELECT key, value FROM (
     SELECT e.key, e.value, row_number() OVER (PARTITION BY e.key ORDER BY e.value) AS n
     FROM (SELECT DISTINCT e.key, e.value
-          FROM {DimSet._meta.db_table} d CROSS JOIN LATERAL jsonb_each_text(d.dims) AS e(key, value)
-          WHERE d.rollup_id IS NULL AND e.key = ANY(%s) AND e.value <> '' {{lines}}) AS e
+          FROM {dims} d CROSS JOIN LATERAL jsonb_each_text(d.dims) AS e(key, value)
+          WHERE d.rollup_id IS NULL AND e.key = ANY(%s) AND e.value <> '' {lines}) AS e
 ) AS listed
 WHERE n <= %s
 ORDER BY key, value
-"""
+""")
+_LINES = SQL("AND d.business_line = ANY(%s)")
 
 
 def dim_values(
@@ -184,9 +196,9 @@ def dim_values(
 ) -> dict[str, list[str] | None]:
     """The values each dim of `names` is known to take in the dim sets of the rollups, sorted,
     only in the business lines `lines` (None: all); None for a dim with more than `limit`."""
-    where, params = ("", []) if lines is None else ("AND d.business_line = ANY(%s)", [lines])
+    where, params = (SQL(""), []) if lines is None else (_LINES, [lines])
     with read_connection().cursor() as cursor:
-        cursor.execute(_DIM_VALUES_SQL.format(lines=where), [names, *params, limit + 1])
+        cursor.execute(text(_DIM_VALUES.format(dims=DIMS, lines=where)), [names, *params, limit + 1])
         found: dict[str, list[str]] = {name: [] for name in names}
         for key, value in cursor.fetchall():
             found[key].append(value)

@@ -16,9 +16,10 @@ from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import zone_name
+from apps.common.composed import SQL, Composable, Identifier, Literal, col, commas, table, text
 from apps.common.replica import read_connection
-from apps.common.rollups import rollup_where
-from apps.ingest.models import DimSet, ServedModel
+from apps.ingest.models import ServedModel
+from apps.ingest.queries import dims_join, rollup_where
 from apps.pricing.book import PoolTerms, PriceBook, VersionTerms
 from apps.pricing.models import MINOR_UNITS, CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion, UnpricedHour
 
@@ -208,23 +209,26 @@ def pool_idle(*, start: datetime, end: datetime) -> list[PoolIdle]:
 # --- tokens and cost per class and reason ----------------------------------------------------
 
 # group_by names and their SQL over: c (a class or cost rollup row), r (reason), m (model), k (source).
-CLASS_GROUPS = {
-    "class": "split_part(r.name, '.', 1)",
-    "reason": "r.name",
-    "component": "c.component",
-    "model": "m.name",
-    "model_version": "m.version",
-    "source": "k.name",
+CLASS_GROUPS: dict[str, Composable] = {
+    "class": SQL("split_part(r.name, '.', 1)"),
+    "reason": col("r", "name"),
+    "component": col("c", "component"),
+    "model": col("m", "name"),
+    "model_version": col("m", "version"),
+    "source": col("k", "name"),
 }
-_JOINS = (
-    f"JOIN {Reason._meta.db_table} r ON r.id = c.reason_id JOIN {ServedModel._meta.db_table} m ON m.id = c.model_id "
-    f"JOIN {CollectorKey._meta.db_table} k ON k.id = c.source_id JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id"
+_GROUPED = SQL(
+    "SELECT {columns} FROM {rollup} c JOIN {reasons} r ON r.id = c.reason_id JOIN {models} m ON m.id = c.model_id "
+    "JOIN {keys} k ON k.id = c.source_id {dims} WHERE {where} GROUP BY {groups}"
 )
+# The measures class_usage sums, over the class rollup (tokens) and the cost rollup (tokens and cost).
+_TOKENS = SQL("sum(c.tokens)::bigint")
+_TOKENS_COST = SQL("sum(c.tokens)::bigint, sum(c.cost)")
 
 
 def _grouped(
-    table: str,
-    measure: str,
+    table_name: str,
+    measure: Composable,
     *,
     start: datetime,
     end: datetime,
@@ -235,23 +239,29 @@ def _grouped(
     business_lines: list[str] | None = None,
 ) -> list[tuple[Any, ...]]:
     # Days and months of the accounting zone (hours are the same in every whole-hour zone).
-    select = [f"date_trunc('{granularity}', c.hour, %s)"]
+    select: list[Composable] = [SQL("date_trunc({}, c.hour, %s)").format(Literal(granularity))]
     params: list[Any] = [zone_name()]
     for name in group_by:
         if name in CLASS_GROUPS:
             select.append(CLASS_GROUPS[name])
         else:
-            select.append("coalesce(d.dims ->> %s, '')")
+            select.append(SQL("coalesce(d.dims ->> %s, '')"))
             params.append(name)
-    select += [f"c.{column}" for column in extra]
+    select += [col("c", column) for column in extra]
     where, where_params = rollup_where(alias="c", start=start, end=end, dims=dims, business_lines=business_lines)
     params += where_params
-    sql = (
-        f"SELECT {', '.join(select)}, {measure} FROM {table} c {_JOINS} WHERE {where} "
-        f"GROUP BY {', '.join(str(i) for i in range(1, len(select) + 1))}"
+    sql = _GROUPED.format(
+        columns=commas([*select, measure]),
+        rollup=Identifier(table_name),
+        reasons=table(Reason),
+        models=table(ServedModel),
+        keys=table(CollectorKey),
+        dims=dims_join("c"),
+        where=where,
+        groups=SQL(", ").join(Literal(i) for i in range(1, len(select) + 1)),
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(text(sql), params)
         return cursor.fetchall()
 
 
@@ -268,9 +278,9 @@ def class_usage(
     with their cost per currency where priced; only of `business_lines` when given. Tokens not
     yet (or never) priced are counted in `unpriced_tokens`, never as a cost of 0."""
 
-    def grouped(table: str, measure: str, extra: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+    def grouped(table_name: str, measure: Composable, extra: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
         return _grouped(
-            table,
+            table_name,
             measure,
             start=start,
             end=end,
@@ -283,9 +293,9 @@ def class_usage(
 
     width = 1 + len(group_by)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for found in grouped(HourlyClass._meta.db_table, "sum(c.tokens)::bigint"):
+    for found in grouped(HourlyClass._meta.db_table, _TOKENS):
         rows[found[:width]] = {"tokens": int(found[width]), "cost": defaultdict(Decimal), "priced_tokens": 0}
-    for found in grouped(HourlyCost._meta.db_table, "sum(c.tokens)::bigint, sum(c.cost)", ("currency",)):
+    for found in grouped(HourlyCost._meta.db_table, _TOKENS_COST, ("currency",)):
         currency, priced, cost = found[width:]
         row = rows.setdefault(found[:width], {"tokens": 0, "cost": defaultdict(Decimal), "priced_tokens": 0})
         row["cost"][currency] += cost
