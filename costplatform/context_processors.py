@@ -36,3 +36,13 @@ def opened_alert(request: HttpRequest) -> dict[str, object]:
 
     language = "zh-hans" if (get_language() or "").lower().startswith("zh") else "en"
     return found(request, language)
+
+
+def scope_notice(request: HttpRequest) -> dict[str, object]:
+    """`scope_unknown`: the business lines the reader's single sign-on claim named that the
+    platform does not know (apps.accounts.sso.scope_unknown_note), for the notice every page shows."""
+    from apps.accounts.sso import SCOPE_UNKNOWN
+
+    session = getattr(request, "session", None)
+    found = session.get(SCOPE_UNKNOWN) if session is not None else None
+    return {"scope_unknown": found} if found else {}

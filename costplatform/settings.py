@@ -91,6 +91,7 @@ TEMPLATES = [
                 "costplatform.context_processors.data_age",
                 "costplatform.context_processors.nav",
                 "costplatform.context_processors.opened_alert",
+                "costplatform.context_processors.scope_notice",
             ],
             # Times in the reader's display zone on every page: `when`, `display_zone`.
             "builtins": ["apps.common.templatetags.display"],

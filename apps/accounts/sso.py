@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +29,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from apps.accounts.lines import business_lines_unknown
 from apps.accounts.models import ROLES, UserScope
 from apps.auditlog.models import AuditEntry
 from apps.auditlog.services import audit_entry_record
+
+logger = logging.getLogger(__name__)
+
+# The session key of the business lines a login's claim named that the platform does not know.
+SCOPE_UNKNOWN = "costplatform_scope_unknown_lines"
 
 USERNAME_PREFIX = "oidc:"  # a colon no local username has (Django's validator refuses it)
 
@@ -124,6 +131,25 @@ def user_lines_set(*, user: Any, lines: tuple[str, ...] | None) -> None:
     user._costplatform_scope = False  # apps.accounts.scopes caches it on the user object
 
 
+def scope_unknown_note(*, request: HttpRequest, user: Any) -> None:
+    """Business lines the provider's claim gave that no data, cost centre, budget or collector key
+    of the platform carries: a typo in the provider's groups ("line:serach") that would show the
+    person empty pages. The login stands (the provider is the source of the grant); the lines
+    are logged for the operators and kept in the session, where every page names them to the
+    person (costplatform.context_processors.scope_notice), until the next login."""
+    scope = UserScope.objects.filter(user=user).first()
+    unknown = business_lines_unknown(scope.business_lines if scope is not None else [])
+    if unknown:
+        logger.warning(
+            "single sign-on: %s's business lines claim names lines the platform does not know: %s",
+            user.username,
+            ", ".join(map(str, unknown)),
+        )
+        request.session[SCOPE_UNKNOWN] = [{"name": u.name, "near": u.near} for u in unknown]
+    else:
+        request.session.pop(SCOPE_UNKNOWN, None)
+
+
 def username_of(*, claims: dict[str, Any]) -> str:
     sub = str(claims.get("sub") or "")
     if not sub:
@@ -150,7 +176,10 @@ class SsoBackend(OIDCAuthenticationBackend):
         if not sso_enabled() or "nonce" not in kwargs:
             return None
         OIDCAuthenticationBackend.__init__(self)  # the endpoints, client and key settings
-        return super().authenticate(request, **kwargs)
+        user = super().authenticate(request, **kwargs)
+        if user is not None and request is not None:
+            scope_unknown_note(request=request, user=user)
+        return user
 
     def verify_token(self, token: str, **kwargs: Any) -> Any:
         payload = super().verify_token(token, **kwargs)

@@ -6,7 +6,9 @@ page, the provider's login form, the callback, then the pages and APIs as that u
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -286,3 +288,25 @@ def test_it_keeps_an_sso_session_when_sso_is_turned_off(sso, live_server, settin
     settings.OIDC_ISSUER = ""  # the session's backend is the SSO one: it still finds the user
     assert client.get(f"{live_server.url}/api/v1/records?{urlencode(WINDOW)}").status_code == 200
     assert "Sign in with" not in client.get(f"{live_server.url}/login/").text
+
+
+def test_a_line_the_platform_does_not_know_is_named_to_the_person_and_logged(
+    sso, live_server, collector, caplog
+) -> None:
+    send_two_lines(collector)
+    try:
+        sso.groups_set("sam", ["cost-engineers", "line:serach"])  # a typo in the provider's groups
+        with caplog.at_level(logging.WARNING, logger="apps.accounts.sso"):
+            client, answer = sso_login(live_server.url, "sam")
+        assert answer.url.path == "/"  # the provider's grant stands
+        overview = client.get(f"{live_server.url}/overview/").text
+        notice = re.search(r'<p class="scope-notice" role="status" id="scope-unknown">(.*?)</p>', overview, re.S)
+        assert notice is not None and "<strong>serach</strong>" in notice.group(1)
+        assert "<em>search</em>" in notice.group(1)  # the line it was likely meant to be
+        assert any("'serach' (did you mean 'search'?)" in r.getMessage() for r in caplog.records)
+
+        sso.groups_set("sam", USERS["sam"])  # the provider's groups mended: the next login says nothing
+        client, _answer = sso_login(live_server.url, "sam")
+        assert 'id="scope-unknown"' not in client.get(f"{live_server.url}/overview/").text
+    finally:
+        sso.groups_set("sam", USERS["sam"])
