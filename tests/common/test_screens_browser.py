@@ -10,6 +10,7 @@ test runs offline."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -205,6 +206,25 @@ def test_the_dark_theme_follows_the_system_and_reads(screens: Any, books: str) -
     problems = [found for path in PAGES for found in problems_of(dark, books, path, PHONE)]
 
     assert problems == [], "\n".join(problems)
+    # the charts go dark with the page: no white ground, axis labels in the page's light ink
+    dark.goto(f"{books}/finance/?month={MONTH:%Y-%m}")
+    dark.wait_for_selector(".js-plotly-plot .main-svg")
+    chart = dark.evaluate(CHART_COLOURS)
+    assert chart["grounds"] and not set(chart["grounds"]) & {"rgb(255, 255, 255)", "#fff", "#ffffff"}, chart
+    assert chart["labels"] and all(light_ink(colour) for colour in chart["labels"]), chart
+
+
+CHART_COLOURS = """() => ({
+  grounds: [...document.querySelectorAll('.js-plotly-plot .main-svg')].map(s => getComputedStyle(s).backgroundColor)
+    .concat([...document.querySelectorAll('.js-plotly-plot rect.bg')].map(r => getComputedStyle(r).fill)),
+  labels: [...document.querySelectorAll('.js-plotly-plot .cartesianlayer text')].map(t => getComputedStyle(t).fill),
+})"""
+
+
+def light_ink(colour: str) -> bool:
+    """An rgb() colour light enough to read on the dark ground (relative luminance over 0.4)."""
+    r, g, b = (int(part) / 255 for part in re.findall(r"\d+", colour)[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.4
 
 
 def test_plotly_comes_compressed_and_the_favicon_is_found(screens: Any, books: str) -> None:
