@@ -3,7 +3,8 @@
 Ingest stores a batch in one statement; for speed the new records' tokens are added to the
 class rollup (HourlyClass) in that same statement and transaction. Ingest does not know
 classification: this module hands it a `Companion` (ingest's shape for a later stage's part of
-the statement), and apps.pipeline composes the two. The class.reason ids of each record's eight
+the statement: its staging columns, its CTEs composed over the batch's rows ingest describes in
+a `BatchRows`, its parameters), and apps.pipeline composes the two. The class.reason ids of each record's eight
 token components are decided in Python (engine.Classifier) before the transaction; a batch
 holds a few distinct combinations of them, sent once as arrays, and each staged row carries the
 index of its own;
@@ -23,51 +24,65 @@ from apps.classification.models import HourlyClass
 from apps.classification.services import batch_classify, days_lock_shared, dirty_days_mark
 from apps.classification.sql import component_tokens_sql
 from apps.common.buckets import hour_floor_sql, utc_buckets
+from apps.common.composed import SQL, Identifier, Literal, col, commas, names
+from apps.common.rollup import Rollup
 from apps.ingest.contract import RecordV1
-from apps.ingest.services import Companion, Prepared
+from apps.ingest.services import BatchRows, Companion, Cte, Prepared, StageColumn
 
 # The staged rows carry the index (from 0) of their combination of reasons in the batch's list,
 # which goes as one array a component (engine.COMPONENTS order) of class.reason ids.
 _REASONS_COLUMN = "reasons"
 _REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
-_COMBO_ARRAYS = ", ".join("%b::int2[]" for _ in COMPONENTS)
-# The tokens of each component, in engine.COMPONENTS order, as SQL over the staging row s.
-_COMPONENT_SQL = component_tokens_sql("s")
-# Summed per group as the per-record filter `tokens > 0` would: only the positive parts count.
-_COMPONENT_SUMS = ", ".join(f"sum(greatest({tokens}, 0)) AS tokens_{i}" for i, tokens in enumerate(_COMPONENT_SQL))
-_COMPONENT_VALUES = ", ".join(f"(r.{column}, {i}, p.tokens_{i})" for i, column in enumerate(_REASON_COLUMNS))
-_CLASS_KEY = "hour, source_id, model_id, dims_id, ruleset_id, reason_id, component"
+# The class rollup, summed from the inserted records' components.
+CLASS_ROLLUP = Rollup(
+    table=HourlyClass._meta.db_table,
+    key=("hour", "source_id", "model_id", "dims_id", "ruleset_id", "reason_id", "component"),
+    measures=("tokens",),
+)
 
 
-def class_rollup_ctes(stage: str, inserted: str) -> str:
-    """The CTEs that add the inserted rows of the staging table `stage` (those of its rows `s`
-    for which the SQL condition `inserted` holds) to HourlyClass, in key order (concurrent
-    batches lock rollup rows in the same order). Parameters: the batch's combinations of reasons
-    (an array of reason ids a component) and the rule set id."""
-    return f""", combos AS (
-    SELECT n - 1 AS reasons, {", ".join(_REASON_COLUMNS)}
-    FROM unnest({_COMBO_ARRAYS}) WITH ORDINALITY AS c({", ".join(_REASON_COLUMNS)}, n)
-), pre AS (
-    -- The inserted rows of the stage, summed per rollup key and combination of reasons first:
-    -- far fewer rows to unpivot into components than one a record.
-    SELECT {hour_floor_sql("s.ts")} AS hour, s.source_id, s.model_id, s.rollup_id, s.{_REASONS_COLUMN},
-           {_COMPONENT_SUMS}
+def class_rollup_ctes(rows: BatchRows) -> tuple[Cte, ...]:
+    """The CTEs that add the batch's inserted rows (`rows`, read as `s`) to HourlyClass, in key
+    order (concurrent batches lock rollup rows in the same order). Parameters: the batch's
+    combinations of reasons (an array of reason ids a component) and the rule set id."""
+    reasons = names(_REASON_COLUMNS)
+    # The tokens of each component, in engine.COMPONENTS order, over the staging row s, summed per
+    # group as the per-record filter `tokens > 0` would: only the positive parts count.
+    sums = commas(
+        SQL("sum(greatest({}, 0)) AS {}").format(SQL(tokens), Identifier(f"tokens_{i}"))
+        for i, tokens in enumerate(component_tokens_sql("s"))
+    )
+    values = commas(
+        SQL("({}, {}, {})").format(col("r", column), Literal(i), col("p", f"tokens_{i}"))
+        for i, column in enumerate(_REASON_COLUMNS)
+    )
+    combos = SQL("""    SELECT n - 1 AS reasons, {reasons}
+    FROM unnest({arrays}) WITH ORDINALITY AS c({reasons}, n)""").format(
+        reasons=reasons, arrays=commas(SQL("%b::int2[]") for _ in COMPONENTS)
+    )
+    # The inserted rows of the stage, summed per rollup key and combination of reasons first:
+    # far fewer rows to unpivot into components than one a record.
+    pre = SQL("""    SELECT {hour} AS hour, s.source_id, s.model_id, {rollup_dims} AS rollup_id, {combo},
+           {sums}
     FROM {stage} s
     WHERE {inserted}
-    GROUP BY 1, 2, 3, 4, 5
-), cls AS (
-    SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id, x.component,
-           sum(x.tokens)::bigint AS tokens
+    GROUP BY 1, 2, 3, 4, 5""").format(
+        hour=SQL(hour_floor_sql("s.ts")),
+        rollup_dims=col("s", rows.rollup_dims),
+        combo=col("s", _REASONS_COLUMN),
+        sums=sums,
+        stage=rows.table,
+        inserted=rows.inserted("s"),
+    )
+    cls = SQL("""    SELECT p.hour, p.source_id, p.model_id, p.rollup_id AS dims_id, %b::int AS ruleset_id, x.reason_id,
+           x.component, sum(x.tokens)::bigint AS tokens
     FROM pre p
-    JOIN combos r ON r.reasons = p.{_REASONS_COLUMN}
-    CROSS JOIN LATERAL (VALUES {_COMPONENT_VALUES}) AS x(reason_id, component, tokens)
+    JOIN combos r ON r.reasons = p.{combo}
+    CROSS JOIN LATERAL (VALUES {values}) AS x(reason_id, component, tokens)
     WHERE x.tokens > 0
-    GROUP BY 1, 2, 3, 4, 5, 6, 7
-), upc AS (
-    INSERT INTO {HourlyClass._meta.db_table} AS c ({_CLASS_KEY}, tokens)
-    SELECT * FROM cls ORDER BY {_CLASS_KEY}
-    ON CONFLICT ({_CLASS_KEY}) DO UPDATE SET tokens = c.tokens + excluded.tokens
-)"""
+    GROUP BY 1, 2, 3, 4, 5, 6, 7""").format(combo=Identifier(_REASONS_COLUMN), values=values)
+    upc = SQL("    {}").format(CLASS_ROLLUP.upsert(Identifier("cls"), alias="c"))
+    return (Cte("combos", combos), Cte("pre", pre), Cte("cls", cls), Cte("upc", upc))
 
 
 def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
@@ -93,7 +108,7 @@ def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
 
 CLASSES = Companion(
     name="classes",
-    columns=((_REASONS_COLUMN, "int2"),),
+    columns=(StageColumn(_REASONS_COLUMN, "int2"),),
     ctes=class_rollup_ctes,
     prepare=batch_prepare,
 )

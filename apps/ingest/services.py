@@ -18,8 +18,10 @@ from psycopg.errors import UniqueViolation
 from apps.accounts.models import CollectorKey
 from apps.accounts.services import collector_key_seen
 from apps.common.buckets import hour_floor_sql, utc_buckets
+from apps.common.composed import SQL, Composable, Composed, Identifier, col, commas, names, text
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
+from apps.common.rollup import Rollup
 from apps.ingest.contract import (
     ENDPOINTS,
     FINISH_REASONS,
@@ -62,22 +64,24 @@ RECORD_COLUMNS = (
     ("retry_of", "text"),
     ("prompt_hash", "bytea"),
 )
-_COLUMN_NAMES = ", ".join(name for name, _ in RECORD_COLUMNS)
+_COLUMN_NAMES = tuple(name for name, _ in RECORD_COLUMNS)
 # The staging table has one more column: the id of the record's rollup dims (the rollups' key).
-_STAGE_COLUMNS = f"{_COLUMN_NAMES}, rollup_id"
+ROLLUP_DIMS = "rollup_id"
 _STAGE_TYPES = [*(kind for _, kind in RECORD_COLUMNS), "int4"]
 _VARIABLE_TYPES = {"text", "bytea"}
-_TOKEN_SUMS = ", ".join(f"sum(ins.{name})" for name in TOKEN_FIELDS)
-_TOKEN_LIST = ", ".join(TOKEN_FIELDS)
-_TOKEN_ADD = ", ".join(f"{name} = u.{name} + excluded.{name}" for name in TOKEN_FIELDS)
-_ROLLUP_KEY = "hour, source_id, model_id, dims_id, endpoint, status"
+# The hourly usage rollup, summed from the inserted records.
+USAGE = Rollup(
+    table=HourlyUsage._meta.db_table,
+    key=("hour", "source_id", "model_id", "dims_id", "endpoint", "status"),
+    measures=("records", *TOKEN_FIELDS),
+)
 
 _RECORD = Record._meta.db_table
 _STAGE = f"{_RECORD}_stage"
-_INSERTED = f"ts, record_key, source_id, model_id, dims_id, endpoint, status, {_TOKEN_LIST}"
+_INSERTED = ("ts", "record_key", "source_id", "model_id", "dims_id", "endpoint", "status", *TOKEN_FIELDS, ROLLUP_DIMS)
 # Insert what is new and add exactly those rows to the hourly usage rollup, in one statement.
 # Rollup rows are upserted in key order so concurrent batches lock them in the same order. A
-# companion (below) appends its CTEs after `up`; the final SELECT reads `agg`.
+# companion (below) appends its CTEs after ingest's own; the final SELECT reads `agg`.
 #
 # Most batches hold no record stored before: they are inserted as they are (_INSERT_NEW_HEAD),
 # and the rollups read the staging table itself. A record stored before fails that statement
@@ -85,40 +89,37 @@ _INSERTED = f"ts, record_key, source_id, model_id, dims_id, endpoint, status, {_
 # with ON CONFLICT DO NOTHING, the rollups reading the staged rows it RETURNs (_INSERT_HEAD). Without
 # ON CONFLICT and RETURNING, PostgreSQL spends 12 to 14% less CPU a record (docs/benchmarks.md);
 # a batch sent again costs the failed attempt, which stops at its first stored record.
-# The staging rows `s` that were inserted: all of them when the batch went in as it was.
-_ALL_NEW = "true"
-_SOME_NEW = (
-    "(s.ts, s.source_id, s.record_key, s.record_id) IN (SELECT ts, source_id, record_key, record_id FROM stored)"
-)
-_INSERT_HEAD = f"""
+_INSERT_HEAD = SQL("""
 WITH stored AS (
-    INSERT INTO {_RECORD} ({_COLUMN_NAMES})
-    SELECT {_COLUMN_NAMES} FROM {{stage}}
+    INSERT INTO {record} ({columns})
+    SELECT {columns} FROM {stage}
     ON CONFLICT DO NOTHING
     RETURNING ts, source_id, record_key, record_id
 ), ins AS (
-    SELECT {_INSERTED}, rollup_id FROM {{stage}} s WHERE {_SOME_NEW}
-)"""
-_INSERT_NEW_HEAD = f"""
+    SELECT {inserted} FROM {stage} s WHERE {new}
+)""")
+_INSERT_NEW_HEAD = SQL("""
 WITH stored AS (
-    INSERT INTO {_RECORD} ({_COLUMN_NAMES})
-    SELECT {_COLUMN_NAMES} FROM {{stage}}
+    INSERT INTO {record} ({columns})
+    SELECT {columns} FROM {stage}
 ), ins AS (
-    SELECT {_INSERTED}, rollup_id FROM {{stage}}
-)"""
-_ROLLUP = f""", agg AS (
-    SELECT {hour_floor_sql("ins.ts")} AS hour, ins.source_id, ins.model_id, ins.rollup_id AS dims_id,
-           ins.endpoint, ins.status, count(*) AS records, {_TOKEN_SUMS}
+    SELECT {inserted} FROM {stage}
+)""")
+_ROLLUP = SQL(""", agg AS (
+    SELECT {hour} AS hour, ins.source_id, ins.model_id, ins.rollup_id AS dims_id,
+           ins.endpoint, ins.status, count(*) AS records, {tokens}
     FROM ins
     GROUP BY 1, 2, 3, 4, 5, 6
 ), up AS (
-    INSERT INTO {HourlyUsage._meta.db_table} AS u ({_ROLLUP_KEY}, records, {_TOKEN_LIST})
-    SELECT * FROM agg ORDER BY {_ROLLUP_KEY}
-    ON CONFLICT ({_ROLLUP_KEY}) DO UPDATE SET records = u.records + excluded.records, {_TOKEN_ADD}
-)"""
-_INSERT_TAIL = """
+    {upsert}
+)""").format(
+    hour=SQL(hour_floor_sql("ins.ts")),
+    tokens=commas(SQL("sum({})").format(col("ins", name)) for name in TOKEN_FIELDS),
+    upsert=USAGE.upsert(Identifier("agg")),
+)
+_INSERT_TAIL = SQL("""
 SELECT coalesce(sum(records), 0)::bigint FROM agg
-"""
+""")
 
 
 @dataclass(frozen=True)
@@ -135,27 +136,63 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class StageColumn:
+    """A column a companion adds to the staging table: its name and PostgreSQL binary type."""
+
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class BatchRows:
+    """What a companion's CTEs may read of the statement that stores a batch: the staging table
+    `table` (ingest_record's columns, `rollup_dims` the id of each record's rollup dim set, and
+    the companion's own columns), of whose rows those for which `inserted(alias)` holds were
+    inserted (a record stored before is not)."""
+
+    table: Identifier
+    rollup_dims: str
+    all_new: bool
+
+    def inserted(self, alias: str) -> Composable:
+        """The condition true of the inserted rows of the staging table, named `alias`."""
+        if self.all_new:
+            return SQL("true")
+        row = commas(col(alias, name) for name in ("ts", "source_id", "record_key", "record_id"))
+        return SQL("({}) IN (SELECT ts, source_id, record_key, record_id FROM stored)").format(row)
+
+
+@dataclass(frozen=True)
+class Cte:
+    """A named statement of a companion's part: `name AS (body)`, after ingest's own."""
+
+    name: str
+    body: Composable
+
+    def composed(self) -> Composed:
+        return SQL(", {} AS (\n{}\n)").format(Identifier(self.name), self.body)
+
+
+@dataclass(frozen=True)
 class Companion:
     """A later stage that writes its own rollup in the statement that stores a batch (for speed:
     one pass over the new rows, in the batch's transaction). Ingest knows it only by this
     shape; the stage owns it (apps.classification.ingest) and apps.pipeline hands it to
-    `records_store`. Its CTEs follow ingest's own and may read `ins` (the rows inserted:
-    duplicates are not in it) and the staging table (ingest_record's columns, `rollup_id`, the
-    id of the record's rollup dims, and the companion's own), whose name `ctes` is given with
-    the condition that picks its inserted rows; they name their parameters %b."""
+    `records_store`. Its staging `columns` are filled from `prepare`'s values; its `ctes`, given
+    the batch's rows (BatchRows), read them and name their parameters %b, which `prepare` gives."""
 
     name: str  # the staging table's suffix: a companion's stage has its columns
-    columns: tuple[tuple[str, str], ...]  # its staging columns: (name, PostgreSQL binary type)
-    # (the stage's name, the condition true of its inserted rows `s`) -> ", name AS (...)" text
-    ctes: Callable[[str, str], str]
+    columns: tuple[StageColumn, ...]
+    ctes: Callable[[BatchRows], Sequence[Cte]]
     prepare: Callable[[int, Sequence[RecordV1]], Prepared]  # (source id, records), before the transaction
 
 
 @dataclass(frozen=True)
 class _Statement:
-    stage: str
+    stage: str  # the staging table's name
     create: str
-    columns: str
+    truncate: str
+    copy: str  # the batch's rows into the stage, binary COPY of `types`
     types: list[str]
     insert: str  # the batch with ON CONFLICT DO NOTHING
     insert_new: str  # the batch as it is: fails when a record was stored before
@@ -175,21 +212,38 @@ def _statement(companion: Companion | None) -> _Statement:
     # PostgreSQL then finds at fixed offsets in each row.
     fixed = [name for name, kind in RECORD_COLUMNS if kind not in _VARIABLE_TYPES]
     variable = [name for name, kind in RECORD_COLUMNS if kind in _VARIABLE_TYPES]
-    select = ", ".join([*fixed, "0::int4 AS rollup_id", *(f"0::{kind} AS {name}" for name, kind in extra), *variable])
+    zero = [SQL("0::int4 AS {}").format(Identifier(ROLLUP_DIMS))]
+    zero += [SQL("0::{} AS {}").format(SQL(c.kind), Identifier(c.name)) for c in extra]
+    select = text(commas([names(fixed), *zero, names(variable)]))
     # The name carries a digest of the columns: a server connection that outlives an upgrade
     # (PgBouncer keeps them for an hour) keeps its stage of the old columns under the old name.
     shape = hashlib.blake2b(select.encode(), digest_size=4).hexdigest()
     stage = f"{_STAGE}_{companion.name}_{shape}" if companion else f"{_STAGE}_{shape}"
-    create = f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {select} FROM {_RECORD} WITH NO DATA"
-    columns = ", ".join([_STAGE_COLUMNS, *(name for name, _ in extra)])
+    table = Identifier(stage)
+    create = SQL("CREATE TEMP TABLE IF NOT EXISTS {} AS SELECT {} FROM {} WITH NO DATA")
+    columns = names([*_COLUMN_NAMES, ROLLUP_DIMS, *(c.name for c in extra)])
 
-    def insert(head: str, inserted: str) -> str:
-        ctes = companion.ctes(stage, inserted) if companion else ""
-        return head.format(stage=stage) + _ROLLUP + ctes + _INSERT_TAIL
+    def insert(head: SQL, all_new: bool) -> str:
+        rows = BatchRows(table, ROLLUP_DIMS, all_new)
+        ctes = [cte.composed() for cte in companion.ctes(rows)] if companion else []
+        own = head.format(
+            record=Identifier(_RECORD),
+            columns=names(_COLUMN_NAMES),
+            stage=table,
+            inserted=names(_INSERTED),
+            new=rows.inserted("s"),
+        )
+        return text(Composed([own, _ROLLUP, *ctes, _INSERT_TAIL]))
 
-    types = [*_STAGE_TYPES, *(k for _, k in extra)]
+    types = [*_STAGE_TYPES, *(c.kind for c in extra)]
     found = _Statement(
-        stage, create, columns, types, insert(_INSERT_HEAD, _SOME_NEW), insert(_INSERT_NEW_HEAD, _ALL_NEW)
+        stage,
+        text(create.format(table, SQL(select), Identifier(_RECORD))),
+        text(SQL("TRUNCATE {}").format(table)),
+        text(SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, columns)),
+        types,
+        insert(_INSERT_HEAD, False),
+        insert(_INSERT_NEW_HEAD, True),
     )
     _statements[key] = found
     return found
@@ -457,8 +511,8 @@ def records_store(*, source_id: int, records: Sequence[RecordV1], companion: Com
             prepared.before()
         partitions_ensure(built.months)
         cursor.execute(statement.create)
-        cursor.execute(f"TRUNCATE {statement.stage}")
-        with cursor.cursor.copy(f"COPY {statement.stage} ({statement.columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        cursor.execute(statement.truncate)
+        with cursor.cursor.copy(statement.copy) as copy:
             copy.set_types(statement.types)
             write = copy.write_row
             if prepared is None:
