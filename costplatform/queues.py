@@ -13,6 +13,7 @@ TASK_ROUTES = {
     "apps.pricing.tasks.*": {"queue": "pipeline"},
     "apps.dashboards.tasks.*": {"queue": "pipeline"},
     "apps.ledger.tasks.*": {"queue": "ledger"},
+    "apps.exports.tasks.*": {"queue": "ledger"},
     "apps.alerts.tasks.*": {"queue": "alerts"},
     "apps.audits.tasks.*": {"queue": "audits"},
 }

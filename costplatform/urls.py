@@ -24,6 +24,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("apps.ledger.urls")),
+    path("", include("apps.reconciliation.views")),
+    path("", include("apps.finance.urls")),
     path("", include("apps.audits.urls")),
     path("", include("apps.ingest.urls")),
     path("", include("apps.classification.urls")),
@@ -37,6 +39,7 @@ urlpatterns = [
     path("api/v1/", include("apps.classification.api.urls")),
     path("api/v1/", include("apps.pricing.api.urls")),
     path("api/v1/", include("apps.ledger.api.urls")),
+    path("api/v1/", include("apps.exports.api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
 ]

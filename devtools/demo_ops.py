@@ -202,9 +202,9 @@ def supplier_bill(*, month: date) -> list[str]:
     from the platform's own figures day by day, so it reconciles, but for one planted difference:
     the 12th billed 42.00 CNY more than the platform priced (the reconciliation page shows it,
     the close's supplier bills line names it). Once: a bill already there is kept."""
-    from apps.ledger.reconciliation.imports import bill_import
-    from apps.ledger.reconciliation.matching import platform_side, supplier_reconcile
-    from apps.ledger.reconciliation.models import Bill, Supplier
+    from apps.reconciliation.imports import bill_import
+    from apps.reconciliation.matching import platform_side, supplier_reconcile
+    from apps.reconciliation.models import Bill, Supplier
 
     supplier, _ = Supplier.objects.get_or_create(
         name=SUPPLIER,

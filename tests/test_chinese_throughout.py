@@ -29,7 +29,7 @@ from apps.alerts.models import Channel
 from apps.alerts.preview import sample_alert
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger.models import CloseRequest, CostCentre, FindingReview, PeriodEvent
-from apps.ledger.reconciliation.models import Supplier
+from apps.reconciliation.models import Supplier
 from apps.ledger.services.closing import close_checklist
 
 pytestmark = pytest.mark.books_in("UTC")

@@ -38,7 +38,7 @@ from apps.ledger.models import (
     Period,
     Revenue,
 )
-from apps.ledger.reconciliation.matching import month_reconcile
+from apps.reconciliation.matching import month_reconcile
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.closing import close_checklist, close_history
 from apps.pricing.models import PoolIdleHour

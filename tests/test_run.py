@@ -45,7 +45,7 @@ import django
 django.setup()
 from django.urls import get_resolver
 get_resolver().url_patterns  # every app's URL conf and views
-import devtools.run, costplatform.celery, apps.dashboards.views, apps.ledger.pages.finance
+import devtools.run, costplatform.celery, apps.dashboards.views, apps.finance.pages.finance
 """
 
 

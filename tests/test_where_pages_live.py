@@ -41,7 +41,8 @@ OWNERS = {
     "/prices/": "pricing",
     "/collectors/": "ingest",  # the keys (accounts) with their rejections (ingest)
     "/budgets/": "ledger",
-    "/finance/": "ledger",
+    "/finance/": "finance",
+    "/finance/reconciliation/": "reconciliation",
     "/audits/": "audits",
 }
 

@@ -84,6 +84,7 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "finance": (
         ("pricing", "*", ("add", "change", "view")),
         ("ledger", "*", ("add", "change", "view")),
+        ("reconciliation", "*", ("add", "change", "view")),
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
         ("audits", "*", ("view",)),

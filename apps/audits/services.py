@@ -196,7 +196,7 @@ def month_pack_link(month: date) -> str | None:
     """The absolute URL of the month's pack (finance's workbook) when the month is closed."""
     from apps.alerts.messages import absolute
     from apps.ledger.models import Period
-    from apps.ledger.pack import month_pack_path
+    from apps.finance.pack import month_pack_path
 
     if not Period.objects.filter(month=month, status=Period.Status.CLOSED).exists():
         return None

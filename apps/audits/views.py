@@ -15,7 +15,7 @@ from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
 from apps.audits.selectors import READERS, report_csv_rows, report_findings, report_for_month, scope_totals
 from apps.common.buckets import BucketError, parse_month
-from apps.ledger.sheets import CSV_TYPE, rows_csv
+from apps.common.sheets import CSV_TYPE, rows_csv
 
 MONEY_READERS = ("finance", "admin")
 

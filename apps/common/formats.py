@@ -5,10 +5,13 @@ can show the state as well as the number."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from django.utils.translation import gettext as _
 
 from apps.common.buckets import accounting_zone
 
@@ -67,3 +70,37 @@ def cell_text(value: Any, kind: str) -> str:
     if kind in ("date", "datetime"):
         return when_text(value)
     return NONE if value is None or value == "" else str(value)
+
+
+# Which side of a budget is favourable, by the nature of what it limits: spending less than an
+# expense budget is good, earning less than a revenue budget is not. The budgets' arithmetic is
+# the plans' (apps/ledger/variance.py); how a variance reads is every page's.
+EXPENSE, REVENUE = "expense", "revenue"
+FAVOURABLE_SIDE = {EXPENSE: "under", REVENUE: "over"}
+
+
+@dataclass(frozen=True)
+class Variance:
+    """Actual minus budget: positive is over the budget. Whether that is good depends on the
+    nature of what the budget limits (an expense's over is unfavourable)."""
+
+    amount: Decimal | int
+    share: Decimal | None  # amount / budget, None for a zero budget
+    side: str  # "over", "under" or "on"
+    favourable: bool | None  # None on budget
+
+    @property
+    def tone(self) -> str:
+        """The CSS class: favourable (green), unfavourable (red) or even."""
+        return "even" if self.favourable is None else "favourable" if self.favourable else "unfavourable"
+
+    @property
+    def word(self) -> str:
+        """The side in words, so the colour is never the only sign."""
+        return {"over": _("over"), "under": _("under")}.get(self.side, _("on budget"))
+
+
+def judged(amount: Decimal | int, share: Decimal | None = None, *, nature: str = EXPENSE) -> Variance:
+    """A variance already worked out (actual - budget), judged by `nature`."""
+    side = "over" if amount > 0 else "under" if amount < 0 else "on"
+    return Variance(amount, share, side, None if side == "on" else side == FAVOURABLE_SIDE[nature])

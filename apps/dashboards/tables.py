@@ -15,9 +15,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 
+from apps.common.sheets import table_download
 from apps.common.tables import Column, Table
 from apps.dashboards.filters import Filters
-from apps.ledger.sheets import table_download
 
 SORT = "sort"
 # Parameters a sort, search or download link leaves out of the link it builds: the cursor of

@@ -210,10 +210,8 @@ class CloseRequestAdmin(ReadOnlyAdmin):
     list_filter = ["state", "month"]
 
 
-# Suppliers, bills and bill adjustments (apps/ledger/reconciliation/).
 # The idle policy and the pools' reserved shares (apps/ledger/idle/).
 from apps.ledger.idle import admin as _idle_admin  # noqa: E402, F401
-from apps.ledger.reconciliation import admin as _reconciliation_admin  # noqa: E402, F401
 
 
 class ExchangeRateForm(forms.ModelForm):

@@ -25,8 +25,8 @@ from django.utils.translation import gettext as _
 from apps.common.buckets import month_of
 from apps.ledger import conf
 from apps.ledger.budget_state import tokens_by_line
-from apps.ledger.finance.names import names_load
 from apps.ledger.models import Account, Budget, JournalLine
+from apps.ledger.names import names_load
 from apps.ledger.services.rates import functional_currency
 from apps.ledger.variance import MonthProgress, Variance, forecast, month_progress, pro_rated, used, variance
 

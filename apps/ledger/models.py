@@ -228,7 +228,7 @@ class JournalEntry(models.Model):
     class Kind(models.TextChoices):
         ACCRUAL = "accrual"
         ADJUSTMENT = "adjustment"
-        # A supplier bill's difference, posted on approval (apps/ledger/reconciliation/): accrual
+        # A supplier bill's difference, posted on approval (apps/reconciliation/): accrual
         # never moves or replaces these, and several may share a day.
         BILL = "bill", "bill adjustment"
 
@@ -617,6 +617,5 @@ class BudgetOverride(models.Model):
 
 
 # Models of the ledger's rooms, loaded with the ledger's (their app is the ledger): who pays for
-# idle capacity (apps/ledger/idle/), and bill reconciliation (apps/ledger/reconciliation/).
+# idle capacity (apps/ledger/idle/).
 from apps.ledger.idle.models import IdlePolicy, ReservedShare  # noqa: E402, F401
-from apps.ledger.reconciliation.models import Bill, BillAdjustment, BillLine, BillRowError, Supplier  # noqa: E402, F401

@@ -27,7 +27,7 @@ from apps.ledger.services.rates import functional_currency, rates_between
 ZERO = Decimal(0)
 
 
-def months_between(start: date, end: date) -> list[date]:
+def _months_between(start: date, end: date) -> list[date]:
     """The months from `start`'s to `end`'s, both included."""
     months, month = [], month_of(start)
     while month <= month_of(end):
@@ -429,7 +429,7 @@ def idle_by_line(*, start: datetime, end: datetime, business_lines: list[str] | 
     by_line: dict[str, Decimal] = defaultdict(Decimal)
     unconverted: dict[str, Decimal] = defaultdict(Decimal)
     platform, policies = ZERO, {}
-    for month in months_between(day_of(start) - timedelta(days=1), day_of(end) + timedelta(days=1)):
+    for month in _months_between(day_of(start) - timedelta(days=1), day_of(end) + timedelta(days=1)):
         window = month_window(month)
         lo, hi = max(start, window.start), min(end, window.end)
         if lo >= hi:

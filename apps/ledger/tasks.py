@@ -34,16 +34,3 @@ def close_period(month: str, user_id: int | None = None) -> int:
 
     user = get_user_model().objects.get(pk=user_id) if user_id is not None else None
     return len(period_close(month=parse_month(month), user=user).findings)
-
-
-@shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
-def export_parquet(month: str, to: str = "") -> list[str]:
-    """Write a month's Parquet files (to `to`, else COSTPLATFORM_WAREHOUSE_EXPORT_TO); queued
-    after each close. Idempotent: a run replaces the month's files."""
-    from django.conf import settings
-
-    from apps.common.buckets import parse_month
-    from apps.ledger.warehouse import month_export
-
-    written = month_export(month=parse_month(month), to=to or settings.WAREHOUSE_EXPORT_TO)
-    return [w.location for w in written]

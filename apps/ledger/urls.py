@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from apps.ledger.pages import budgets, close, finance, holds, plans, rates, reconciliation, sheets
+from apps.ledger.pages import budgets, close, holds, plans, rates
 
 urlpatterns = [
-    *finance.urlpatterns,
     *close.urlpatterns,
     *plans.urlpatterns,
-    *sheets.urlpatterns,
     *budgets.urlpatterns,
     *holds.urlpatterns,
-    *reconciliation.urlpatterns,
     *rates.urlpatterns,
 ]

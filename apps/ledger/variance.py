@@ -15,18 +15,26 @@ from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 
-from django.utils.translation import gettext as _
-
 from apps.common.buckets import day_end, day_of, day_start, month_days, month_end, month_of, month_start
+from apps.common.formats import EXPENSE, FAVOURABLE_SIDE, REVENUE, Variance, judged
+
+__all__ = [
+    "EXPENSE",
+    "FAVOURABLE_SIDE",
+    "REVENUE",
+    "MonthProgress",
+    "Variance",
+    "forecast",
+    "judged",
+    "month_progress",
+    "pro_rated",
+    "used",
+    "variance",
+]
 
 SHARE = Decimal("0.000001")  # a progress or a share: six places
 CENT = Decimal("0.01")
 _TICK = timedelta(microseconds=1)
-
-# Which side of a budget is favourable, by the nature of what it limits: spending less than an
-# expense budget is good, earning less than a revenue budget is not.
-EXPENSE, REVENUE = "expense", "revenue"
-FAVOURABLE_SIDE = {EXPENSE: "under", REVENUE: "over"}
 
 
 @dataclass(frozen=True)
@@ -89,27 +97,6 @@ def forecast(actual: Decimal | int, progress: MonthProgress) -> Decimal | int | 
     return _decimal(exact).quantize(CENT, ROUND_HALF_EVEN)
 
 
-@dataclass(frozen=True)
-class Variance:
-    """Actual minus budget: positive is over the budget. Whether that is good depends on the
-    nature of what the budget limits (an expense's over is unfavourable)."""
-
-    amount: Decimal | int
-    share: Decimal | None  # amount / budget, None for a zero budget
-    side: str  # "over", "under" or "on"
-    favourable: bool | None  # None on budget
-
-    @property
-    def tone(self) -> str:
-        """The CSS class: favourable (green), unfavourable (red) or even."""
-        return "even" if self.favourable is None else "favourable" if self.favourable else "unfavourable"
-
-    @property
-    def word(self) -> str:
-        """The side in words, so the colour is never the only sign."""
-        return {"over": _("over"), "under": _("under")}.get(self.side, _("on budget"))
-
-
 def variance(actual: Decimal | int, budget: Decimal | int | None, *, nature: str = EXPENSE) -> Variance | None:
     """How far `actual` is from `budget`, signed (actual - budget) and judged by `nature`."""
     if budget is None:
@@ -117,12 +104,6 @@ def variance(actual: Decimal | int, budget: Decimal | int | None, *, nature: str
     amount = actual - budget
     share = (Decimal(amount) / Decimal(budget)).quantize(SHARE, ROUND_HALF_EVEN) if budget else None
     return judged(amount, share, nature=nature)
-
-
-def judged(amount: Decimal | int, share: Decimal | None = None, *, nature: str = EXPENSE) -> Variance:
-    """A variance already worked out (actual - budget), judged by `nature`."""
-    side = "over" if amount > 0 else "under" if amount < 0 else "on"
-    return Variance(amount, share, side, None if side == "on" else side == FAVOURABLE_SIDE[nature])
 
 
 def used(actual: Decimal | int, budget: Decimal | int | None) -> Decimal | None:

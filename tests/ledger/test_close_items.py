@@ -18,12 +18,13 @@ from openpyxl import load_workbook
 
 from apps.auditlog.models import AuditEntry
 from apps.classification.models import HourlyClass
-from apps.ledger.models import CloseRequest, FindingReview, Period, Supplier
-from apps.ledger.reconciliation.imports import bill_import
-from apps.ledger.reconciliation.matching import supplier_reconcile
+from apps.ledger.models import CloseRequest, FindingReview, Period
 from apps.ledger.services.accrual import month_window
 from apps.ledger.services.closing import CloseError, close_check, close_request_approve, close_request_submit
 from apps.ledger.services.planning import budget_set
+from apps.reconciliation.imports import bill_import
+from apps.reconciliation.matching import supplier_reconcile
+from apps.reconciliation.models import Supplier
 from tests.conftest import Collector
 from tests.ledger.test_close_page import CLEAN, HOUR, LABEL, LAST, PAGE, person, priced, records
 

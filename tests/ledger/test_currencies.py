@@ -23,10 +23,7 @@ from django.test import Client
 
 from apps.auditlog.models import AuditEntry
 from apps.ledger.checks import functional_currency_check
-from apps.ledger.models import DirtyDay, ExchangeRate, JournalLine, MissingRate, Supplier
-from apps.ledger.reconciliation.adjustments import AdjustmentError, adjustment_approve, adjustment_propose
-from apps.ledger.reconciliation.imports import bill_import
-from apps.ledger.reconciliation.matching import supplier_reconcile
+from apps.ledger.models import DirtyDay, ExchangeRate, JournalLine, MissingRate
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.accrual import month_accrue, recent_accrue
 from apps.ledger.services.closing import close_checklist
@@ -34,6 +31,10 @@ from apps.ledger.services.periods import period_close
 from apps.ledger.services.rates import RateError, rate_set, rates_import
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price, price_set
+from apps.reconciliation.adjustments import AdjustmentError, adjustment_approve, adjustment_propose
+from apps.reconciliation.imports import bill_import
+from apps.reconciliation.matching import supplier_reconcile
+from apps.reconciliation.models import Supplier
 from tests import factories
 from tests.conftest import Collector
 from tests.ledger.helpers import OCT, SEP, balanced

@@ -1,5 +1,5 @@
 """The exchange rates page in a real browser (Playwright + Debian's chromium, as
-tests/ledger/test_reconciliation_browser.py): a finance user sees the day waiting for a USD
+tests/reconciliation/test_reconciliation_browser.py): a finance user sees the day waiting for a USD
 rate, uploads a rates CSV with a bad row and reads its reason (nothing imported), enters the
 missing rate, and once accrual runs the day is booked and no longer waiting. Screenshot:
 test-artifacts/rates.png."""

@@ -21,10 +21,10 @@ from django.db import DatabaseError, transaction
 from django.test import Client
 
 from apps.auditlog.models import AuditEntry
+from apps.finance.pack import cover_table
 from apps.ledger.idle.models import IdlePolicy, ReservedShare
 from apps.ledger.idle.services import idle_policy_set, reserved_share_set
 from apps.ledger.models import JournalEntry, JournalLine
-from apps.ledger.pack import cover_table
 from apps.ledger.selectors import idle_by_line, trial_balance
 from apps.ledger.services.accrual import month_accrue, month_window, range_accrue
 from apps.ledger.services.periods import period_close, period_reopen

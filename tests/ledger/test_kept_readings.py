@@ -19,8 +19,8 @@ from apps.ledger.models import DayReading
 from apps.ledger.services.accrual import month_accrue
 from apps.pricing.models import HourlyCost
 from tests.conftest import Collector
+from tests.finance.test_finance_page import NOV_DAY, books, finance, page_waste, price, records, send, table
 from tests.ledger.helpers import NOV
-from tests.ledger.test_finance_page import NOV_DAY, books, finance, page_waste, price, records, send, table
 
 pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
 __all__ = ["books"]  # the fixture, used by name

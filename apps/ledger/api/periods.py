@@ -10,7 +10,6 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
@@ -24,17 +23,14 @@ from apps.ledger.api.common import (
     MoneyAware,
     SeesLedger,
     SeesMoney,
-    SeesMoneyOfLines,
     as_download,
     field_error,
-    lines_of,
     money,
     month_param,
     rows_of,
     sees_money,
 )
 from apps.ledger.api.views import CSV_FORMAT, PERIOD, RENDERERS
-from apps.ledger.focus import focus_csv
 from apps.ledger.models import Budget, Finding, Revenue
 from apps.ledger.selectors import periods_status
 from apps.ledger.services.periods import PeriodError, parse_month, period_close, period_reopen
@@ -268,20 +264,3 @@ class RevenueView(APIView):
     def put(self, request: Request) -> Response:
         revenue = _plan_put(request=request, serializer=self.Input, write=revenue_set, field="revenue")
         return Response(self.Output(revenue).data)
-
-
-class FocusExportView(APIView):
-    """FOCUS 1.2 CSV of a billing period: one row per day x model x cost centre x account
-    (see docs/ledger.md for the column rules). Finance and admin; a user scoped to some
-    business lines gets their cost centres' rows only."""
-
-    permission_classes = [SeesMoneyOfLines]
-    renderer_classes = RENDERERS  # errors as JSON; `Accept: text/csv` accepted
-
-    @extend_schema(operation_id="exports_focus", parameters=[PERIOD], responses={(200, "text/csv"): OpenApiTypes.STR})
-    def get(self, request: Request) -> StreamingHttpResponse:
-        month = month_param(request)
-        rows = focus_csv(month=month, business_lines=lines_of(request))
-        response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="focus-{month:%Y-%m}.csv"'
-        return response

@@ -19,5 +19,4 @@ urlpatterns = [
     path("ledger/periods/<str:month>/close", periods.PeriodCloseView.as_view(), name="ledger-period-close"),
     path("ledger/periods/<str:month>/reopen", periods.PeriodReopenView.as_view(), name="ledger-period-reopen"),
     path("ledger/findings", periods.FindingsView.as_view(), name="ledger-findings"),
-    path("exports/focus", periods.FocusExportView.as_view(), name="exports-focus"),
 ]

@@ -15,16 +15,22 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.csvcells import csv_text
 from apps.ledger.models import ExchangeRate, MissingRate
-from apps.ledger.reconciliation.adjustments import COMPANY_ACT, NEEDS_FINANCE
 from apps.ledger.services.rates import COLUMNS, RateError, functional_currency, rate_set, rates_import
 from apps.pricing.models import Currency
 
+# The words of the bill adjustments' refusals, as the rates page has always answered with them.
+NEEDS_FINANCE = gettext_noop("bill adjustments need the finance or admin role")
+COMPANY_ACT = gettext_noop(
+    "bill adjustments are a company-wide act: they need a user who sees every business line "
+    "(yours is limited to some lines)"
+)
 MAX_RATES_BYTES = 2 * 1024 * 1024
 SHOWN = 90  # the most recent rates listed
 

@@ -408,7 +408,7 @@ def day_post(
         month_lock(cursor, month_of(day))
         _missing_note(day, missing or {})
         home, kind = _home(cursor, day)
-        # Bill adjustments (apps/ledger/reconciliation/) explain a supplier's bill, not priced rows.
+        # Bill adjustments (apps/reconciliation/) explain a supplier's bill, not priced rows.
         entries = list(
             JournalEntry.objects.filter(day=day).exclude(kind=JournalEntry.Kind.BILL).select_related("period")
         )

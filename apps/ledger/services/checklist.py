@@ -27,11 +27,10 @@ from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month, zone_name
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
-from apps.ledger.finance.links import month_waste_href
 from apps.ledger.finding_text import finding_text_of
+from apps.ledger.links import month_waste_href
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, DirtyDay, Finding, FindingReview, JournalLine, Period
-from apps.ledger.reconciliation.matching import month_reconcile
 from apps.ledger.services.accrual import _fingerprints, analytic_cursor, month_window
 from apps.ledger.services.checks import month_findings
 from apps.ledger.services.rates import missing_rates
@@ -389,46 +388,41 @@ def _budgets_unspent(month: date, business_lines: list[str] | None, now: datetim
     )
 
 
-def _supplier_bills(month: date, business_lines: list[str] | None, now: datetime) -> CheckItem:
-    """Each active supplier's month against its bill (apps/ledger/reconciliation): one not
-    reconciled has no bill yet or differences no posted adjustment explains."""
-    found = month_reconcile(month=month)
-    loose = [r for r in found if not r.reconciled]
-    page = f"{reverse('finance-reconciliation')}?month={month:%Y-%m}"
-    items = tuple(
-        Entry(
-            r.supplier.name,
-            _("no bill imported")
-            if r.bill is None
-            else _("%(count)s open differences, %(amount)s %(currency)s unexplained")
-            % {"count": len(r.open), "amount": r.unreconciled, "currency": r.supplier.currency},
-            page,
-        )
-        for r in loose
-    )
-    if loose:
-        detail = _("Bills not reconciled: %(suppliers)s.") % {
-            "suppliers": "; ".join(f"{e.name} ({e.figure})" for e in items[:10])
-        }
-    elif found:
-        detail = _("Every supplier's bill of the month is imported and reconciled.")
-    else:
-        detail = _("No supplier is set up: there is no bill to reconcile.")
-    label = gettext_noop("Supplier bills not reconciled")
-    return CheckItem("supplier_bills", label, len(loose), not loose, detail, items=items)
-
-
 Check = Callable[[date, "list[str] | None", datetime], CheckItem]
-CHECKS: dict[str, Check] = {
-    "unpriced_models": _unpriced,
-    "unattributed": _unattributed,
-    "days_not_accrued": _not_accrued,
-    "dirty_days": _dirty,
-    "open_findings": _findings,
-    "budgets_unspent": _budgets_unspent,
-    "missing_rates": _missing_rates,
-    "supplier_bills": _supplier_bills,
-}
+# The checklist's lines by key, in their order: the books' own, and those of the apps built on
+# the books, added by `checklist_line_register` in their AppConfig.ready (the books name none).
+CHECKS: dict[str, Check] = {}
+_ORDER: dict[str, int] = {}
+
+
+def checklist_line_register(key: str, check: Check, *, order: int) -> Check:
+    """A line of the close checklist computed by `check(month, business_lines, now)`, placed by
+    `order` among the books' own (10 unpriced models ... 70 missing rates, by tens)."""
+    _ORDER[key] = order
+    CHECKS[key] = check
+    for name in sorted(CHECKS, key=_ORDER.__getitem__):
+        CHECKS[name] = CHECKS.pop(name)
+    return check
+
+
+def _books_lines_register() -> None:
+    """The books' own lines, by tens."""
+    for place, (key, check) in enumerate(
+        (
+            ("unpriced_models", _unpriced),
+            ("unattributed", _unattributed),
+            ("days_not_accrued", _not_accrued),
+            ("dirty_days", _dirty),
+            ("open_findings", _findings),
+            ("budgets_unspent", _budgets_unspent),
+            ("missing_rates", _missing_rates),
+        ),
+        start=1,
+    ):
+        checklist_line_register(key, check, order=place * 10)
+
+
+_books_lines_register()
 
 
 def user_name(user: Any) -> str:

@@ -7,8 +7,9 @@
   audit (no revenue entered while there is elastic spend -> a finding asking for it);
 - structural spend = 0 for LEDGER_STRUCTURAL_ZERO_MONTHS (2) months running, for a business
   line with token expense in each of them -> tech-debt warning;
-- a supplier's bill leaving more unexplained money than its threshold -> reconcile the bill
-  (apps/ledger/reconciliation/findings.py).
+- and the checks of the apps built on the books, each registered by its app
+  (`month_check_register` in its AppConfig.ready): a supplier's bill leaving more unexplained
+  money than its threshold -> reconcile the bill (apps/reconciliation/findings.py).
 
 The token share reads the class rollup (all classified tokens, priced or not); spend reads the
 journal lines of the month's usage days.
@@ -17,6 +18,7 @@ journal lines of the month's usage days.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -29,7 +31,6 @@ from apps.common.buckets import month_of, next_month, previous_month
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.models import Account, Finding, JournalLine, Revenue
-from apps.ledger.reconciliation.findings import bill_findings
 from apps.ledger.services.accrual import analytic_cursor, month_window
 
 
@@ -56,15 +57,23 @@ def month_checks(*, month: date) -> list[Finding]:
     return kept
 
 
+MonthCheck = Callable[[date], list[Finding]]
+# The month-end checks by their place in the findings: the books' own here, those of the apps
+# built on the books added by `month_check_register` (the books name none of them).
+_CHECKS: dict[str, tuple[int, MonthCheck]] = {}
+
+
+def month_check_register(name: str, check: MonthCheck, *, order: int) -> MonthCheck:
+    """Run `check(month)` with the month-end checks, its findings placed by `order` (the books'
+    own: 10 effective share, 20 elastic spend against revenue, 30 structural zero)."""
+    _CHECKS[name] = (order, check)
+    return check
+
+
 def month_findings(*, month: date) -> list[Finding]:
     """What the checks find for `month` now, unsaved (the close checklist previews them)."""
     month = month_of(month)
-    return [
-        *_effective_share(month),
-        *_elastic_vs_revenue(month),
-        *_structural_zero(month),
-        *bill_findings(month=month),
-    ]
+    return [finding for _, check in sorted(_CHECKS.values(), key=lambda c: c[0]) for finding in check(month)]
 
 
 def _instants(month: date) -> tuple[datetime, datetime]:
@@ -195,3 +204,8 @@ def _structural_zero(month: date) -> list[Finding]:
         for cc in sorted(active)
         if set(months) <= active[cc] and not spent[cc] & set(months)
     ]
+
+
+month_check_register("effective_share", _effective_share, order=10)
+month_check_register("elastic_vs_revenue", _elastic_vs_revenue, order=20)
+month_check_register("structural_zero", _structural_zero, order=30)

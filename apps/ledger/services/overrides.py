@@ -33,11 +33,3 @@ def budget_override_grant(*, budget: Budget, until: datetime, reason: str, user:
         raise OverrideError(OVERRIDE_TOO_LONG.format(end=end))
     with transaction.atomic():
         return BudgetOverride.objects.create(budget=budget, until=until, reason=reason, granted_by=user)
-
-
-def budget_override_end(*, override: BudgetOverride, now: datetime) -> BudgetOverride:
-    """End an override now (saved row by row, so the audit log records the change)."""
-    if override.until > now:
-        override.until = now
-        override.save(update_fields=["until"])
-    return override

@@ -19,7 +19,6 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.db.models import Sum
@@ -32,6 +31,7 @@ from apps.ledger.models import Account, AccrualDay, Finding, JournalEntry, Journ
 from apps.ledger.rounding import round_half_up
 from apps.ledger.services.accrual import MonthResult, month_accrue, month_lock, month_window
 from apps.ledger.services.checks import month_checks
+from apps.ledger.signals import period_closed
 from apps.pricing.models import MINOR_UNITS
 
 NOT_ENDED = "{month} has not ended yet: a period closes after its last day"
@@ -94,18 +94,8 @@ def period_close(*, month: date, user: Any = None, now: datetime | None = None) 
         period.status, period.closed_at, period.closed_by, period.tz = Period.Status.CLOSED, now, user, zone_name()
         period.save(update_fields=["status", "closed_at", "closed_by", "tz"])
         PeriodEvent.objects.create(period=period, action=PeriodEvent.Action.CLOSE, user=user)
-        _warehouse_export_after_commit(month)
+        period_closed.send(sender=Period, month=month)
     return CloseResult(period, accrual, findings, month_totals(month=month))
-
-
-def _warehouse_export_after_commit(month: date) -> None:
-    """With COSTPLATFORM_WAREHOUSE_EXPORT_TO set, the closed month goes to the warehouse
-    (manage.py export_parquet's files) once the close is committed, in the worker."""
-    if not getattr(settings, "WAREHOUSE_EXPORT_TO", ""):
-        return
-    from apps.ledger.tasks import export_parquet
-
-    transaction.on_commit(lambda: export_parquet.delay(f"{month:%Y-%m}"))
 
 
 def period_reopen(*, month: date, user: Any, reason: str) -> Period:

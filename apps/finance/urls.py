@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from apps.finance.pages import finance, sheets
+
+urlpatterns = [*finance.urlpatterns, *sheets.urlpatterns]

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ReconciliationConfig(AppConfig):
+    """Supplier bills against the platform: suppliers, their imported bills, the matching by day
+    and model, and the adjusting entries a second finance user posts (apps/reconciliation/)."""
+
+    name = "apps.reconciliation"
+    label = "reconciliation"
+    verbose_name = "Bill reconciliation"
+
+    def ready(self) -> None:
+        from apps.ledger.services.checklist import checklist_line_register
+        from apps.ledger.services.checks import month_check_register
+        from apps.reconciliation.checklist import supplier_bills
+        from apps.reconciliation.findings import bill_findings
+
+        month_check_register("supplier_bills", lambda month: bill_findings(month=month), order=40)
+        checklist_line_register("supplier_bills", supplier_bills, order=80)
