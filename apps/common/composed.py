@@ -16,6 +16,7 @@ Composable = sql.Composable
 Composed = sql.Composed
 Identifier = sql.Identifier
 Literal = sql.Literal
+Placeholder = sql.Placeholder
 PARAM = sql.Placeholder()
 
 

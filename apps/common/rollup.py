@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.common.composed import SQL, Composable, Composed, Identifier, commas, names
+from apps.common.composed import SQL, Composable, Composed, Identifier, Placeholder, commas, names
 
 
 @dataclass(frozen=True)
@@ -46,4 +46,55 @@ class Rollup:
             rows=rows,
             key=key,
             added=added,
+        )
+
+
+@dataclass(frozen=True)
+class Marks:
+    """A consumer's table of change marks: the hours (or days) an upstream change touched, which
+    the consumer rebuilds and then clears. Writers only append (no unique key, an existing mark is
+    not repeated), so concurrent writers never wait on each other; a trigger on the upstream
+    rollup or the consumer's own service writes them (docs/architecture.md, "Change detection").
+    `column` is the time column of a mark; `day` the column of its UTC day where the table has one."""
+
+    table: str
+    column: str
+    day: str | None = None
+
+    def mark(self) -> Composed:
+        """Mark the instants of the array parameter (timestamptz[]) not marked yet."""
+        return SQL(
+            "INSERT INTO {table} ({column}) SELECT h FROM unnest(%s::timestamptz[]) AS h\n"
+            "WHERE NOT EXISTS (SELECT 1 FROM {table} d WHERE d.{column} = h)"
+        ).format(table=Identifier(self.table), column=Identifier(self.column))
+
+    def marked(self, *, before: bool = False) -> Composed:
+        """The marked days (with a `day` column) or instants, each once, oldest first; only those
+        of marks before the parameter when `before`."""
+        unit = Identifier(self.day or self.column)
+        where = SQL(" WHERE {} < %s").format(Identifier(self.column)) if before else SQL("")
+        return SQL("SELECT DISTINCT {unit} FROM {table}{where} ORDER BY {unit}").format(
+            unit=unit, table=Identifier(self.table), where=where
+        )
+
+    def clear(self) -> Composed:
+        """Clear the marks of the instants of the array parameter."""
+        return SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(Identifier(self.table), Identifier(self.column))
+
+    def take(self) -> Composed:
+        """Clear the marks in [%s, %s) and return their instants."""
+        return SQL("DELETE FROM {table} WHERE {c} >= %s AND {c} < %s RETURNING {c}").format(
+            table=Identifier(self.table), c=Identifier(self.column)
+        )
+
+    def clear_day(self, *, day: str, before: str) -> Composed:
+        """Clear the marks of the day named by the parameter `day` before the one named `before`."""
+        if self.day is None:
+            raise ValueError(f"{self.table} has no day column")
+        return SQL("DELETE FROM {table} WHERE {day} = {p_day} AND {c} < {p_before}").format(
+            table=Identifier(self.table),
+            day=Identifier(self.day),
+            c=Identifier(self.column),
+            p_day=Placeholder(day),
+            p_before=Placeholder(before),
         )

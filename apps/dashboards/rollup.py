@@ -19,6 +19,8 @@ from typing import NamedTuple
 from django.db import connection, transaction
 
 from apps.classification.models import HourlyClass
+from apps.common.composed import SQL, Composed, Identifier, Literal, col, commas, names, table, text
+from apps.common.rollup import Marks, Rollup
 from apps.dashboards.models import (
     BuiltDay,
     DailyClass,
@@ -28,7 +30,7 @@ from apps.dashboards.models import (
     HourlyLineClass,
     StaleDay,
 )
-from apps.ingest.models import DimSet
+from apps.ingest.queries import dims_join
 from apps.pricing.models import HourlyCost
 
 log = logging.getLogger(__name__)
@@ -38,44 +40,116 @@ DAY = timedelta(days=1)
 LOCK_SPACE = 1684108147
 EPOCH = date(1970, 1, 1)
 
-_REBUILD = f"""
-DELETE FROM {StaleDay._meta.db_table} WHERE day = %(day)s AND hour < %(end)s;
-DELETE FROM {DailyClass._meta.db_table} WHERE day = %(start)s;
-DELETE FROM {DailyCost._meta.db_table} WHERE day = %(start)s;
-INSERT INTO {DailyClass._meta.db_table} (day, model_id, dims_id, business_line, reason_id, component, tokens)
-SELECT %(start)s, c.model_id, c.dims_id, d.business_line, c.reason_id, c.component, c.tokens
-FROM (
-    SELECT model_id, dims_id, reason_id, component, sum(tokens)::bigint AS tokens
-    FROM {HourlyClass._meta.db_table} WHERE hour >= %(start)s AND hour < %(end)s
-    GROUP BY 1, 2, 3, 4
-) c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
-WHERE c.tokens <> 0;
-INSERT INTO {DailyCost._meta.db_table}
-    (day, model_id, dims_id, business_line, reason_id, component, currency, tokens, cost)
-SELECT %(start)s, c.model_id, c.dims_id, d.business_line, c.reason_id, c.component, c.currency, c.tokens, c.cost
-FROM (
-    SELECT model_id, dims_id, reason_id, component, currency, sum(tokens)::bigint AS tokens, sum(cost) AS cost
-    FROM {HourlyCost._meta.db_table} WHERE hour >= %(start)s AND hour < %(end)s
-    GROUP BY 1, 2, 3, 4, 5
-) c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id;
-DELETE FROM {DailyLineClass._meta.db_table} WHERE day = %(start)s;
-DELETE FROM {DailyLineCost._meta.db_table} WHERE day = %(start)s;
-INSERT INTO {DailyLineClass._meta.db_table} (day, model_id, business_line, reason_id, component, tokens)
-SELECT day, model_id, business_line, reason_id, component, sum(tokens)::bigint
-FROM {DailyClass._meta.db_table} WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5;
-INSERT INTO {DailyLineCost._meta.db_table}
-    (day, model_id, business_line, reason_id, component, currency, tokens, cost)
-SELECT day, model_id, business_line, reason_id, component, currency, sum(tokens)::bigint, sum(cost)
-FROM {DailyCost._meta.db_table} WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6;
-DELETE FROM {HourlyLineClass._meta.db_table} WHERE hour >= %(start)s AND hour < %(day_end)s;
-INSERT INTO {HourlyLineClass._meta.db_table} (hour, model_id, business_line, reason_id, component, tokens)
-SELECT c.hour, c.model_id, d.business_line, c.reason_id, c.component, sum(c.tokens)::bigint
-FROM {HourlyClass._meta.db_table} c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
-WHERE c.hour >= %(start)s AND c.hour < %(end)s
-GROUP BY 1, 2, 3, 4, 5 HAVING sum(c.tokens) <> 0;
-INSERT INTO {BuiltDay._meta.db_table} (day, through) VALUES (%(day)s, %(end)s)
-ON CONFLICT (day) DO UPDATE SET through = excluded.through;
-"""
+# The pages' rollups, each declared once: summed from the class and cost rollups by day (with the
+# business line of the dim set beside its id), then by business line alone, and the class rollup
+# by business line and hour for the hours of the days built.
+_DAY_KEY = ("day", "model_id", "dims_id", "business_line", "reason_id", "component")
+_LINE_KEY = ("day", "model_id", "business_line", "reason_id", "component")
+DAILY_CLASS = Rollup(DailyClass._meta.db_table, _DAY_KEY, ("tokens",), grain="day")
+DAILY_COST = Rollup(DailyCost._meta.db_table, (*_DAY_KEY, "currency"), ("tokens", "cost"), grain="day")
+DAILY_LINE_CLASS = Rollup(DailyLineClass._meta.db_table, _LINE_KEY, ("tokens",), grain="day")
+DAILY_LINE_COST = Rollup(DailyLineCost._meta.db_table, (*_LINE_KEY, "currency"), ("tokens", "cost"), grain="day")
+HOURLY_LINE_CLASS = Rollup(HourlyLineClass._meta.db_table, ("hour", *_LINE_KEY[1:]), ("tokens",))
+# The marks of changed hours the triggers on the class and cost rollups write.
+STALE = Marks(StaleDay._meta.db_table, "hour", day="day")
+_HOURS = SQL("hour >= %(start)s AND hour < %(end)s")
+
+
+def _summed(measure: str, alias: str | None = None) -> Composed:
+    """A measure summed as the pages read it: tokens as bigint, money as it is."""
+    column = col(alias, measure) if alias else Identifier(measure)
+    return SQL("sum({})::bigint" if measure == "tokens" else "sum({})").format(column)
+
+
+def _day_insert(target: Rollup, source: str, *, nonzero: bool) -> Composed:
+    """The day's rows of `target` from the hourly rollup `source`: summed by the key first, then
+    each row given its dim set's business line."""
+    key = [name for name in target.key if name not in ("day", "business_line")]
+    selected = [
+        SQL("%(start)s") if name == "day" else col("d" if name == "business_line" else "c", name)
+        for name in target.columns
+    ]
+    inner = SQL("SELECT {key}, {sums}\n    FROM {source} WHERE {hours}\n    GROUP BY {groups}").format(
+        key=names(key),
+        sums=commas(SQL("{} AS {}").format(_summed(m), Identifier(m)) for m in target.measures),
+        source=Identifier(source),
+        hours=_HOURS,
+        groups=_positions(len(key)),
+    )
+    statement = SQL("INSERT INTO {} ({})\nSELECT {}\nFROM (\n    {}\n) c {}").format(
+        Identifier(target.table), names(target.columns), commas(selected), inner, dims_join("c")
+    )
+    return statement + SQL("\nWHERE c.tokens <> 0") if nonzero else statement
+
+
+def _line_insert(target: Rollup, source: Rollup) -> Composed:
+    """The day's rows of `target` from the daily rollup `source`, by business line alone."""
+    return SQL("INSERT INTO {} ({})\nSELECT {}, {}\nFROM {} WHERE day = %(start)s GROUP BY {}").format(
+        Identifier(target.table),
+        names(target.columns),
+        names(target.key),
+        commas(_summed(m) for m in target.measures),
+        Identifier(source.table),
+        _positions(len(target.key)),
+    )
+
+
+def _hours_line_insert(target: Rollup, source: str) -> Composed:
+    """The hours' rows of `target` from the hourly rollup `source`, by business line."""
+    selected = [col("d" if name == "business_line" else "c", name) for name in target.key]
+    return SQL(
+        "INSERT INTO {} ({})\nSELECT {}, {}\nFROM {} c {}\nWHERE c.hour >= %(start)s AND c.hour < %(end)s\n"
+        "GROUP BY {} HAVING sum(c.tokens) <> 0"
+    ).format(
+        Identifier(target.table),
+        names(target.columns),
+        commas(selected),
+        commas(_summed(m, "c") for m in target.measures),
+        Identifier(source),
+        dims_join("c"),
+        _positions(len(target.key)),
+    )
+
+
+def _positions(count: int) -> Composed:
+    return SQL(", ").join(Literal(i) for i in range(1, count + 1))
+
+
+def _delete_day(target: Rollup) -> Composed:
+    return SQL("DELETE FROM {} WHERE day = %(start)s").format(Identifier(target.table))
+
+
+# A day's rebuild, statement by statement: its marks before the cutoff cleared, its daily rows
+# replaced, its hours by business line replaced, its cutoff kept.
+REBUILD = tuple(
+    text(statement)
+    for statement in (
+        STALE.clear_day(day="day", before="end"),
+        _delete_day(DAILY_CLASS),
+        _delete_day(DAILY_COST),
+        _day_insert(DAILY_CLASS, HourlyClass._meta.db_table, nonzero=True),
+        _day_insert(DAILY_COST, HourlyCost._meta.db_table, nonzero=False),
+        _delete_day(DAILY_LINE_CLASS),
+        _delete_day(DAILY_LINE_COST),
+        _line_insert(DAILY_LINE_CLASS, DAILY_CLASS),
+        _line_insert(DAILY_LINE_COST, DAILY_COST),
+        SQL("DELETE FROM {} WHERE hour >= %(start)s AND hour < %(day_end)s").format(
+            Identifier(HOURLY_LINE_CLASS.table)
+        ),
+        _hours_line_insert(HOURLY_LINE_CLASS, HourlyClass._meta.db_table),
+        SQL(
+            "INSERT INTO {} (day, through) VALUES (%(day)s, %(end)s)\n"
+            "ON CONFLICT (day) DO UPDATE SET through = excluded.through"
+        ).format(table(BuiltDay)),
+    )
+)
+_STALE_DAYS = text(STALE.marked(before=True))
+_BUILT_BETWEEN = text(
+    SQL(
+        "SELECT b.day, b.through FROM {built} b WHERE b.day >= %s AND b.day <= %s "
+        "AND NOT EXISTS (SELECT 1 FROM {stale} s WHERE s.day = b.day AND s.hour < b.through)"
+    ).format(built=table(BuiltDay), stale=Identifier(STALE.table))
+)
 
 
 def midnight(day: date) -> datetime:
@@ -95,7 +169,7 @@ def refresh_day(day: date, *, now: datetime | None = None) -> bool:
         return False
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_SPACE, (day - EPOCH).days])
-        for statement in _REBUILD.split(";")[:-1]:
+        for statement in REBUILD:
             cursor.execute(statement, {"day": day, "start": start, "end": end, "day_end": start + DAY})
     return True
 
@@ -103,8 +177,7 @@ def refresh_day(day: date, *, now: datetime | None = None) -> bool:
 def stale_days(*, now: datetime | None = None) -> list[date]:
     """Days with a changed hour that has ended: what the refresh job rebuilds."""
     with connection.cursor() as cursor:
-        sql = f"SELECT DISTINCT day FROM {StaleDay._meta.db_table} WHERE hour < %s ORDER BY day"
-        cursor.execute(sql, [now or hour_now()])
+        cursor.execute(_STALE_DAYS, [now or hour_now()])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -169,11 +242,7 @@ def split_window(start: datetime, end: datetime) -> Window:
 def _built_between(first: date, last: date) -> dict[date, datetime]:
     """The days in [first, last] whose daily rows serve: built, with no hour before the cutoff changed since."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT b.day, b.through FROM {BuiltDay._meta.db_table} b WHERE b.day >= %s AND b.day <= %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {StaleDay._meta.db_table} s WHERE s.day = b.day AND s.hour < b.through)",
-            [first, last],
-        )
+        cursor.execute(_BUILT_BETWEEN, [first, last])
         return dict(cursor.fetchall())
 
 

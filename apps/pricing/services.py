@@ -23,8 +23,10 @@ from django.utils import timezone
 from apps.classification.engine import COMPONENT_KIND
 from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor, utc_day_start
+from apps.common.composed import text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
+from apps.common.rollup import Marks
 from apps.ingest.models import ServedModel
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
 from apps.pricing.models import (
@@ -152,12 +154,13 @@ class PricedHours:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-# As the trigger on the class rollup marks them (migrations/pricing/0003): an hour already marked
-# is not marked again.
-_MARK_HOURS = f"""
-INSERT INTO {DirtyHour._meta.db_table} (hour) SELECT h FROM unnest(%s::timestamptz[]) AS h
-WHERE NOT EXISTS (SELECT 1 FROM {DirtyHour._meta.db_table} d WHERE d.hour = h)
-"""
+# The hours to price again, marked as the trigger on the class rollup marks them
+# (migrations/pricing/0003): an hour already marked is not marked again.
+DIRTY = Marks(DirtyHour._meta.db_table, "hour")
+_MARK_HOURS = text(DIRTY.mark())
+_DIRTY_CLEAR = text(DIRTY.clear())
+_DIRTY_HOURS = text(DIRTY.marked())
+_DIRTY_TAKE = text(DIRTY.take())
 
 
 def hours_mark_dirty(*, hours: Iterable[datetime]) -> None:
@@ -194,7 +197,7 @@ def day_price(*, day: date, hours: list[datetime] | None = None, book: PriceBook
     hours = hours if hours is not None else [utc_day_start(day) + i * HOUR for i in range(24)]
     with transaction.atomic(), connection.cursor() as cursor:
         _day_lock(cursor, day)
-        cursor.execute(f"DELETE FROM {DirtyHour._meta.db_table} WHERE hour = ANY(%s)", [hours])
+        cursor.execute(_DIRTY_CLEAR, [hours])
         return _hours_write(cursor, hours, book, pool_ready_before())
 
 
@@ -371,7 +374,7 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
     first, at most `max_days` days per call (the rest on the next call)."""
     ready_before = pool_ready_before()
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT DISTINCT hour FROM {DirtyHour._meta.db_table}")
+        cursor.execute(_DIRTY_HOURS)
         dirty_days = {h.astimezone(UTC).date() for (h,) in cursor.fetchall()}
     pending = _pool_hours_pending(ready_before)
     days = sorted(dirty_days | {h.date() for h in pending})[:max_days]
@@ -382,10 +385,7 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
         extra = [h for h in pending if h.date() == day]
         with transaction.atomic(), connection.cursor() as cursor:
             _day_lock(cursor, day)
-            cursor.execute(
-                f"DELETE FROM {DirtyHour._meta.db_table} WHERE hour >= %s AND hour < %s RETURNING hour",
-                [utc_day_start(day), utc_day_start(day) + DAY],
-            )
+            cursor.execute(_DIRTY_TAKE, [utc_day_start(day), utc_day_start(day) + DAY])
             hours = sorted({h for (h,) in cursor.fetchall()} | set(extra))
             result.add(_hours_write(cursor, hours, book, ready_before))
     return result

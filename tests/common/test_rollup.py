@@ -3,11 +3,13 @@ against a real table."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import connection
 
 from apps.common.composed import Identifier, text
-from apps.common.rollup import Rollup
+from apps.common.rollup import Marks, Rollup
 
 HITS = Rollup(table="t_hits", key=("hour", "page"), measures=("hits", "bytes"))
 
@@ -34,3 +36,34 @@ def test_the_upsert_inserts_new_keys_and_adds_to_those_there() -> None:
         cursor.execute(text(HITS.upsert(Identifier("t_new"))))
         cursor.execute("SELECT hour, page, hits, bytes FROM t_hits ORDER BY 1")
         assert cursor.fetchall() == [(1, "a", 5, 50), (2, "b", 1, 10)]
+
+
+MARKS = Marks(table="t_marks", column="hour", day="day")
+
+
+def test_the_marks_statements_name_their_table_and_columns() -> None:
+    assert text(MARKS.mark()) == (
+        'INSERT INTO "t_marks" ("hour") SELECT h FROM unnest(%s::timestamptz[]) AS h\n'
+        'WHERE NOT EXISTS (SELECT 1 FROM "t_marks" d WHERE d."hour" = h)'
+    )
+    assert text(MARKS.marked()) == 'SELECT DISTINCT "day" FROM "t_marks" ORDER BY "day"'
+    assert text(MARKS.marked(before=True)) == 'SELECT DISTINCT "day" FROM "t_marks" WHERE "hour" < %s ORDER BY "day"'
+    assert text(Marks("t_marks", "hour").marked()) == 'SELECT DISTINCT "hour" FROM "t_marks" ORDER BY "hour"'
+    assert text(MARKS.clear()) == 'DELETE FROM "t_marks" WHERE "hour" = ANY(%s)'
+    assert text(MARKS.take()) == 'DELETE FROM "t_marks" WHERE "hour" >= %s AND "hour" < %s RETURNING "hour"'
+    assert text(MARKS.clear_day(day="d", before="e")) == 'DELETE FROM "t_marks" WHERE "day" = %(d)s AND "hour" < %(e)s'
+
+
+@pytest.mark.django_db
+def test_a_mark_is_not_repeated_and_taking_a_range_clears_it() -> None:
+    h1, h2 = datetime(2026, 1, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 2, tzinfo=UTC)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE t_marks (hour timestamptz, day date)")
+        cursor.execute(text(MARKS.mark()), [[h1, h2]])
+        cursor.execute(text(MARKS.mark()), [[h1]])
+        cursor.execute("SELECT count(*) FROM t_marks")
+        assert cursor.fetchone()[0] == 2
+        cursor.execute(text(MARKS.take()), [h1, h2])
+        assert cursor.fetchall() == [(h1,)]
+        cursor.execute("SELECT hour FROM t_marks")
+        assert cursor.fetchall() == [(h2,)]

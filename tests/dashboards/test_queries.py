@@ -12,6 +12,7 @@ from django.db import connection
 from apps.classification.models import HourlyClass, Reason
 from apps.common.composed import SQL
 from apps.dashboards.queries import Grouping, Match, RollupPart, RollupQuery, dim_values, duplicates_query
+from apps.dashboards.rollup import REBUILD
 from tests.conftest import traffic_at
 
 D1 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -123,4 +124,37 @@ def test_dim_values_reads_each_dim_set_once_for_the_asked_dims() -> None:
         "SELECT k.dim, CASE WHEN k.dim = 'business_line' THEN d.business_line ELSE coalesce(d.dims ->> k.dim, '') END, "
         'sum(s.cost) FROM (SELECT 1) AS s("dims_id", "grouping", "cost") '
         'JOIN "ingest_dimset" d ON d.id = s.dims_id CROSS JOIN unnest(%s::text[]) AS k(dim) GROUP BY 1, 2'
+    )
+
+
+def test_a_days_rebuild_is_generated_from_the_declared_rollups() -> None:
+    assert len(REBUILD) == 12
+    assert REBUILD[0] == 'DELETE FROM "dashboards_staleday" WHERE "day" = %(day)s AND "hour" < %(end)s'
+    assert REBUILD[3] == (
+        'INSERT INTO "dashboards_dailyclass" ("day", "model_id", "dims_id", "business_line", "reason_id", '
+        '"component", "tokens")\n'
+        'SELECT %(start)s, "c"."model_id", "c"."dims_id", "d"."business_line", "c"."reason_id", "c"."component", '
+        '"c"."tokens"\n'
+        "FROM (\n"
+        '    SELECT "model_id", "dims_id", "reason_id", "component", sum("tokens")::bigint AS "tokens"\n'
+        '    FROM "classification_hourlyclass" WHERE hour >= %(start)s AND hour < %(end)s\n'
+        "    GROUP BY 1, 2, 3, 4\n"
+        ') c JOIN "ingest_dimset" d ON d.id = "c"."dims_id"\n'
+        "WHERE c.tokens <> 0"
+    )
+    assert REBUILD[8] == (
+        'INSERT INTO "dashboards_dailylinecost" ("day", "model_id", "business_line", "reason_id", "component", '
+        '"currency", "tokens", "cost")\n'
+        'SELECT "day", "model_id", "business_line", "reason_id", "component", "currency", sum("tokens")::bigint, '
+        'sum("cost")\n'
+        'FROM "dashboards_dailycost" WHERE day = %(start)s GROUP BY 1, 2, 3, 4, 5, 6'
+    )
+    assert REBUILD[10] == (
+        'INSERT INTO "dashboards_hourlylineclass" ("hour", "model_id", "business_line", "reason_id", "component", '
+        '"tokens")\n'
+        'SELECT "c"."hour", "c"."model_id", "d"."business_line", "c"."reason_id", "c"."component", '
+        'sum("c"."tokens")::bigint\n'
+        'FROM "classification_hourlyclass" c JOIN "ingest_dimset" d ON d.id = "c"."dims_id"\n'
+        "WHERE c.hour >= %(start)s AND c.hour < %(end)s\n"
+        "GROUP BY 1, 2, 3, 4, 5 HAVING sum(c.tokens) <> 0"
     )
