@@ -198,9 +198,13 @@ class _NotCommitted(Exception):
     """A step run after a step that failed: rolled back, as it would not have run."""
 
 
+# A day's place in a run's commit order, held to the end of the transaction (shared: by a reader).
+_LOCK = "SELECT pg_advisory_xact_lock(%s::int, %s::int)"
+_LOCK_SHARED = "SELECT pg_advisory_xact_lock_shared(%s::int, %s::int)"
+
+
 def _order_lock(cursor: Any, namespace: int, day: date, *, shared: bool = False) -> None:
-    how = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    cursor.execute(f"SELECT {how}(%s::int, %s::int)", [namespace, day.toordinal()])
+    cursor.execute(_LOCK_SHARED if shared else _LOCK, [namespace, day.toordinal()])
 
 
 def _step_commit(plan: _Plan, work: Work, order: _StepOrder, namespace: int, index: int) -> None:

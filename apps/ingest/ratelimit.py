@@ -19,22 +19,25 @@ from django.conf import settings
 from django.db import connection
 
 from apps.accounts.models import CollectorKey, RateBucket
+from apps.common.composed import SQL, table, text
 
 REQUESTS = "requests"
 RECORDS = "records"
 
-_REFILLED = (
+_REFILLED = SQL(
     "least(%(capacity)s::float8, b.tokens + %(rate)s::float8 * greatest(0, extract(epoch FROM EXCLUDED.at - b.at)))"
 )
-_TAKE = f"""
-INSERT INTO {RateBucket._meta.db_table} AS b (key_id, kind, tokens, at, admitted)
+_TAKE = text(
+    SQL("""
+INSERT INTO {buckets} AS b (key_id, kind, tokens, at, admitted)
 VALUES (%(key)s, %(kind)s, %(capacity)s::float8 - %(cost)s, clock_timestamp(), true)
 ON CONFLICT (key_id, kind) DO UPDATE SET
-    tokens = CASE WHEN {_REFILLED} >= %(needed)s THEN {_REFILLED} - %(cost)s ELSE {_REFILLED} END,
+    tokens = CASE WHEN {refilled} >= %(needed)s THEN {refilled} - %(cost)s ELSE {refilled} END,
     at = EXCLUDED.at,
-    admitted = {_REFILLED} >= %(needed)s
+    admitted = {refilled} >= %(needed)s
 RETURNING b.admitted, b.tokens
-"""
+""").format(buckets=table(RateBucket), refilled=_REFILLED)
+)
 
 
 class RateLimited(Exception):

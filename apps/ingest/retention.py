@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 
+from apps.common.composed import SQL, Identifier, Literal, text
 from apps.ingest.models import DroppedPartition, Rejection
 from apps.ingest.partitions import PARENT, month_start, partition_drop, partitions_existing
 
@@ -27,6 +28,7 @@ _NAME = re.compile(rf"^{PARENT}_y(\d{{4}})m(\d{{2}})$")
 # DETACH takes an ACCESS EXCLUSIVE lock on ingest_record: wait this long for ingest and
 # reclassification to let go, else give up until the next run rather than stall them.
 LOCK_TIMEOUT = "5s"
+_LOCK_TIMEOUT = text(SQL("SET LOCAL lock_timeout = {}").format(Literal(LOCK_TIMEOUT)))
 
 
 class RecordsGone(ValueError):
@@ -69,7 +71,7 @@ def partitions_expired(*, today: date, months: int | None = None) -> list[Partit
         month = partition_month(name)
         if month is not None and month < horizon:
             with connection.cursor() as cursor:
-                cursor.execute(f"SELECT count(*) FROM {name}")
+                cursor.execute(text(SQL("SELECT count(*) FROM {}").format(Identifier(name))))
                 out.append(PartitionDrop(month, name, int(cursor.fetchone()[0])))
     return out
 
@@ -82,7 +84,7 @@ def partitions_drop_expired(*, today: date, months: int | None = None, dry_run: 
         return expired
     for drop in expired:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            cursor.execute(_LOCK_TIMEOUT)
             partition_drop(drop.month)
             DroppedPartition.objects.update_or_create(
                 month=drop.month, defaults={"partition": drop.partition, "records": drop.records}

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.db import connection, transaction
 
+from apps.common.composed import SQL, Composable, table, text
 from apps.ingest.models import DimSet, ServedModel
 
 
@@ -136,13 +137,13 @@ def analytic_cursor() -> Iterator[Any]:
         yield cursor
 
 
-def fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+def fetch(sql: str | Composable, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with analytic_cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql if isinstance(sql, str) else text(sql), params)
         return cursor.fetchall()
 
 
-def fetch_month(window: AuditWindow, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+def fetch_month(window: AuditWindow, sql: str | Composable, **params: Any) -> list[tuple[Any, ...]]:
     """The rows of a finder's query over the window's month (%(start)s to %(end)s) and its own
     parameters (thresholds from the audit settings)."""
     return fetch(sql, {"start": window.start, "end": window.end, **params})
@@ -184,8 +185,8 @@ def pct(value: Decimal) -> str:
 
 
 # SQL: each record's rollup dims id, from the dims set table (a rollup set is its own rollup).
-ROLLUP_JOIN = (
-    f"JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id FROM {DimSet._meta.db_table}) d ON d.id = r.dims_id"
+ROLLUP_JOIN = text(
+    SQL("JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id FROM {}) d ON d.id = r.dims_id").format(table(DimSet))
 )
 MONTH = "r.ts >= %(start)s AND r.ts < %(end)s"
 # Token sums by price kind over records r (optionally FILTERed or scaled per group).
