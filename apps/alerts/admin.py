@@ -19,6 +19,7 @@ from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.alerts import services
 from apps.alerts.detectors import DETECTORS
 from apps.alerts.models import Alert, Channel, Notification, Rule
+from apps.alerts.selectors import spike_by_problem
 from apps.classification.health import RATIOS
 
 
@@ -178,6 +179,10 @@ class RuleForm(forms.ModelForm):
         moved = sorted(set(params) & set(THRESHOLD_FIELDS))
         if self.cleaned_data.get("detector") == "health" and moved:
             raise forms.ValidationError(THRESHOLDS_MOVED % ", ".join(moved))
+        if self.cleaned_data.get("detector") == "spike" and "by" in params:
+            problem = spike_by_problem(params["by"])
+            if problem:
+                raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
         return params
 
 

@@ -43,12 +43,21 @@ def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
 OVERVIEW, WASTE, COLLECTORS, FINANCE = "/overview/", "/waste/", "/collectors/", "/finance/"
 
 
-def page_link(page: str = OVERVIEW, *, start: datetime, end: datetime, business_line: str = "", model: str = "") -> str:
+def page_link(
+    page: str = OVERVIEW,
+    *,
+    start: datetime,
+    end: datetime,
+    business_line: str = "",
+    model: str = "",
+    dims: tuple[tuple[str, str], ...] = (),
+) -> str:
     """A dashboard page filtered to the window (instants to the hour, in the accounting zone)
-    and the subject's business line and model."""
+    and the subject's business line, model and dims (a caller's, a user's)."""
     query = {"from": iso_local(start), "to": iso_local(end)}
     if business_line:
         query["dims.business_line"] = business_line
+    query.update({f"dims.{dim}": value for dim, value in dims})
     if model:
         query["model"] = model
     return f"{page}?{urlencode(query)}"
@@ -66,28 +75,73 @@ def _line_filter(business_line: str, params: list[Any]) -> str:
 
 
 def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
+    """Each subject's tokens this hour and in the same hour of the weeks before. The rule's `by`
+    names the subject: "business_line" (each line), "model" (each model, of the rule's line or
+    all), or a rollup dim (settings.ROLLUP_DIMS: "caller", "team", a user id the operator rolls
+    up): each of its values within each business line, records without it left out."""
     from apps.alerts.detectors.usage import SpikeInput
 
+    by = params["by"]
+    problem = spike_by_problem(by)
+    if problem:
+        raise ValueError(problem)
     hour = hour_floor(now)
     hours = [hour - timedelta(weeks=k) for k in range(params["weeks"] + 1)]
-    by_model = params["by"] == "model"
-    group = "m.name" if by_model else "d.business_line"
-    sql_params: list[Any] = [hours]
-    where = _line_filter(business_line, sql_params) if by_model or business_line else " AND d.business_line <> ''"
+    sql_params: list[Any] = []
+    if by == "model":
+        group = "%s::text, m.name"
+        sql_params.append(business_line)
+    elif by == "business_line":
+        group = "d.business_line, d.business_line"
+    else:
+        group = "d.business_line, d.dims ->> %s"
+        sql_params.append(by)
+    sql_params.append(hours)
+    if by == "model" or business_line:
+        where = _line_filter(business_line, sql_params)
+    else:
+        where = " AND d.business_line <> ''"
+    if by not in ("model", "business_line"):
+        where += " AND coalesce(d.dims ->> %s, '') <> ''"
+        sql_params.append(by)
     sql = (
         f"SELECT {group}, u.hour, sum({TOKENS})::bigint FROM {_USAGE} u "
         f"JOIN {_DIMS} d ON d.id = u.dims_id JOIN {_MODELS} m ON m.id = u.model_id "
-        f"WHERE u.hour = ANY(%s){where} GROUP BY 1, 2"
+        f"WHERE u.hour = ANY(%s){where} GROUP BY 1, 2, 3"
     )
-    series: dict[str, dict[datetime, int]] = defaultdict(dict)
-    for name, at, tokens in _rows(sql, sql_params):
-        series[name][at] = int(tokens)
+    series: dict[tuple[str, str], dict[datetime, int]] = defaultdict(dict)
+    for line, name, at, tokens in _rows(sql, sql_params):
+        series[(line, name)][at] = int(tokens)
     elapsed = min(max((now - hour) / HOUR, 1e-6), 1.0)
-    for name, by_hour in series.items():
-        line, model = (business_line, name) if by_model else (name, "")
-        link = page_link(start=hour, end=hour + HOUR, business_line=line, model=model)
-        subject = Subject(f"model {name}" if by_model else name, line, link, model, (hour, hour + HOUR), "tokens")
+    for (line, name), by_hour in series.items():
+        model = name if by == "model" else ""
+        dims = ((by, name),) if by not in ("model", "business_line") else ()
+        link = page_link(start=hour, end=hour + HOUR, business_line=line, model=model, dims=dims)
+        window = (hour, hour + HOUR)
+        subject = Subject(_spike_key(by, name, line), line, link, model, window, "tokens", dims)
         yield subject, SpikeInput(by_hour.get(hour, 0), [by_hour.get(h, 0) for h in hours[1:]], elapsed)
+
+
+def spike_by_problem(by: Any) -> str:
+    """What is wrong with a spike rule's `by`, in words ("" where nothing is)."""
+    from django.conf import settings
+
+    if by in ("business_line", "model") or (isinstance(by, str) and by in settings.ROLLUP_DIMS):
+        return ""
+    dims = ", ".join(d for d in settings.ROLLUP_DIMS if d != "business_line")
+    return (
+        f"a spike is measured by business_line, model or a dim the hourly rollup keeps ({dims}; "
+        f"COSTPLATFORM_ROLLUP_DIMS adds one), not by {by!r}"
+    )
+
+
+def _spike_key(by: str, name: str, line: str) -> str:
+    """The subject as alerts name it: "search", "model qwen", "caller web-app (search)"."""
+    if by == "business_line":
+        return name
+    if by == "model":
+        return f"model {name}"
+    return f"{by} {name} ({line})"
 
 
 def unit_cost_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:

@@ -233,3 +233,57 @@ def test_it_delivers_each_ledger_finding_once(receiver):
     assert finding.delivered_at == NOW
     assert rule_evaluate(rule_id=rule.id, now=NOW) == []
     assert Alert.objects.count() == 1
+
+
+def usage_of(hour: datetime, tokens: int, dims: dict[str, str]) -> None:
+    """`usage` of records carrying more dims than the line (a caller's, a user's)."""
+    key = CollectorKey.objects.filter(name="vllm-test").first() or factories.collector_key("vllm-test").key
+    row, _ = HourlyUsage.objects.get_or_create(
+        hour=hour,
+        source_id=key.id,
+        model=ServedModel.objects.get_or_create(name="qwen2.5-7b-instruct", version="")[0],
+        dims=factories.dimset(dims),
+        endpoint=1,
+        status=0,
+    )
+    HourlyUsage.objects.filter(id=row.id).update(prompt=tokens - tokens // 4, completion=tokens // 4, prompt_cached=0)
+
+
+def test_it_fires_on_one_caller_whose_use_spikes_while_its_line_does_not(receiver):
+    line = factories.alert_rule("spike", name="by line", params={"by": "business_line"})
+    callers = factories.alert_rule("spike", name="by caller", params={"by": "caller", "min_tokens": 1_000})
+    for weeks in range(1, 5):
+        usage_of(HOUR - timedelta(weeks=weeks), 200_000, {"business_line": "search", "caller": "batch"})
+        usage_of(HOUR - timedelta(weeks=weeks), 4_000, {"business_line": "search", "caller": "web-app"})
+    usage_of(HOUR, 90_000, {"business_line": "search", "caller": "batch"})  # on its pace
+    usage_of(HOUR, 12_000, {"business_line": "search", "caller": "web-app"})  # 6x its pro-rated median
+
+    assert rule_evaluate(rule_id=line.id, now=NOW) == []  # the line as a whole is quiet
+    [fired] = rule_evaluate(rule_id=callers.id, now=NOW)
+    assert fired.subject == "caller web-app (search)" and fired.figures["ratio"] == 6.0
+    assert "dims.caller=web-app" in fired.link and "dims.business_line=search" in fired.link
+    state = AlertState.objects.get(rule=callers)
+    assert state.subject == fired.subject and state.status == "firing"
+
+
+def test_a_dim_the_rollup_does_not_keep_is_refused_in_words(settings):
+    rule = factories.alert_rule("spike", params={"by": "user_id"})
+    with pytest.raises(ValueError, match="not by 'user_id'"):
+        rule_evaluate(rule_id=rule.id, now=NOW)
+    rule.refresh_from_db()  # kept on the rule, where the admin shows it
+    assert "not by 'user_id'" in rule.last_error and "COSTPLATFORM_ROLLUP_DIMS" in rule.last_error
+
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user_id"]  # the operator rolls the user id up
+    usage_of(HOUR, 50_000, {"business_line": "search", "user_id": "u-42"})
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)  # no history: a new subject fires
+    assert fired.subject == "user_id u-42 (search)" and "dims.user_id=u-42" in fired.link
+
+
+def test_the_rule_form_refuses_a_spike_by_a_dim_the_rollup_does_not_keep():
+    from apps.alerts.admin import RuleForm
+
+    fields = {"name": "spikes", "detector": "spike", "severity": 20, "cooldown": "01:00:00", "every": "00:01:00"}
+    refused = RuleForm(data={**fields, "params": '{"by": "user_id"}'})
+    assert not refused.is_valid() and "not by 'user_id'" in refused.errors["params"][0]
+    accepted = RuleForm(data={**fields, "params": '{"by": "caller"}', "enabled": "on"})
+    assert accepted.is_valid(), accepted.errors
