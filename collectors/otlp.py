@@ -82,7 +82,7 @@ from collectors.httpserve import (
     run_app,
 )
 from wire import attribution, edge
-from wire.record import clean_dims, make_record
+from wire.record import make_record
 
 log = logging.getLogger("collectors.otlp")
 
@@ -352,7 +352,7 @@ def span_dims(
                 key = name[len(prefix) :].replace("-", "_").lower()
                 (fields if key in RECORD_FIELDS else found)[key] = str(value)
     # The same cleaning as request metadata: keys the record contract refuses are dropped.
-    return clean_dims(decide(found).record_dims()), fields
+    return decide(found).record_dims(), fields
 
 
 def is_inference(attrs: Mapping[str, Any]) -> bool:
@@ -478,14 +478,16 @@ def _unavailable(message: str, content_type: str) -> web.Response:
 
 
 class Receiver:
-    """POST /v1/traces: authenticate, decode, convert and make durable off the event loop, then answer."""
+    """POST /v1/traces: authenticate, decode, convert and make durable off the event loop, then
+    answer. Who exports and who pays for each span is the edge's pipeline (wire/edge.py, Door);
+    no hard budget holds here: the spans tell of requests already served."""
 
     def __init__(
         self, sink: RecordSink, options: Options, *, policy: attribution.Policy, max_bytes: int = DEFAULT_MAX_BYTES
     ) -> None:
         self.sink = sink
         self.options = options
-        self.policy = policy
+        self.door = edge.Door(policy)
         self.max_bytes = max_bytes
 
     def app(self) -> web.Application:
@@ -493,16 +495,14 @@ class Receiver:
         app.router.add_post("/v1/traces", self.traces)
         return app
 
-    def process(
-        self, body: bytes, content_type: str, content_encoding: str, caller: attribution.Caller
-    ) -> tuple[Conversion, int]:
-        amap, defaults = self.policy.current(), self.policy.defaults
+    def process(self, body: bytes, content_type: str, content_encoding: str, who: edge.Who) -> tuple[Conversion, int]:
+        assert who.caller is not None
 
         def decide(claims: Mapping[str, str]) -> attribution.Decision:
-            return attribution.decide(claims, amap=amap, caller=caller, defaults=defaults)
+            return self.door.decide(who, claims)
 
         request = decode_body(body, content_type, content_encoding=content_encoding, limit=self.max_bytes)
-        conversion = convert(request, self.options, decide=decide, exporter=exporter_scope(caller.name))
+        conversion = convert(request, self.options, decide=decide, exporter=exporter_scope(who.caller.name))
         taken = self.sink.submit_durable(conversion.records, DURABLE_TIMEOUT) if conversion.records else 0
         return conversion, taken
 
@@ -511,10 +511,10 @@ class Receiver:
         if content_type not in (PROTOBUF, JSON):
             return _error(3, 415, f"Content-Type {content_type!r}: use {PROTOBUF} or {JSON}", JSON)
         try:
-            caller = self.policy.authenticate(edge.authorization(request.headers.getall("Authorization", [])))
+            who = self.door.who(request.headers.getall("Authorization", []))
         except edge.Refused as refused:
             return _error(3, refused.status, refused.message, content_type)
-        if caller is None:  # before the body is read: nothing of it is kept
+        if who.caller is None:  # before the body is read: nothing of it is kept
             message = "a bearer token of the attribution map is needed: Authorization: Bearer <token>"
             return _error(16, 401, message, content_type, **{"WWW-Authenticate": "Bearer"})
         try:
@@ -526,7 +526,7 @@ class Receiver:
         loop = asyncio.get_running_loop()
         try:
             # aiohttp has already undone Content-Encoding (gzip, deflate), within client_max_size.
-            conversion, taken = await loop.run_in_executor(None, self.process, body, content_type, "", caller)
+            conversion, taken = await loop.run_in_executor(None, self.process, body, content_type, "", who)
         except BodyError as exc:
             return _error(3, 400, str(exc), content_type)
         except Exception as exc:  # the spool failed: the exporter retries later

@@ -61,9 +61,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +84,8 @@ from collectors.httpserve import (
 )
 from collectors.jsonscan import JsonScan
 from wire import attribution, edge
-from wire import record as rec
 from wire.budgets import FAIL_MODES, BudgetGate, Refusal, polling_gate
+from wire.record import DIM_HEADER_PREFIX, prompt_tokens, usage_reasoning_tokens, usage_tokens
 
 log = logging.getLogger("collectors.proxy")
 
@@ -143,15 +142,10 @@ class Settings:
 
 
 @dataclass
-class Exchange:
-    """What the proxy saw of one tracked request; becomes one record."""
+class Exchange(edge.Exchange):
+    """What the proxy saw of one tracked request and its answer; becomes one record."""
 
-    record_id: str
-    arrival: float  # time.time()
-    started: float  # time.monotonic()
-    endpoint: str
-    headers: Mapping[str, str]
-    body: dict[str, Any]
+    started: float = 0.0  # time.monotonic() at arrival
     status_code: int = 0
     outcome: str | None = None  # set when the transfer itself failed: aborted, timeout, error
     streamed: bool = False
@@ -164,7 +158,6 @@ class Exchange:
     model: str | None = None
     response_status: str | None = None  # /v1/responses: completed, incomplete, failed
     scan: JsonScan | None = None  # reads a non-streamed answer as it passes
-    dims: dict[str, str] = field(default_factory=dict)  # decided by the attribution policy on arrival
 
 
 # --- reading upstream answers -----------------------------------------------------------------
@@ -255,7 +248,7 @@ def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
         "prompt_tokens": usage.get("input_tokens") or 0,
         "completion_tokens": usage.get("output_tokens") or 0,
         "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens") or 0},
-        "completion_tokens_details": {"reasoning_tokens": rec.usage_reasoning_tokens(usage)},
+        "completion_tokens_details": {"reasoning_tokens": usage_reasoning_tokens(usage)},
     }
 
 
@@ -355,86 +348,35 @@ def status_of(exchange: Exchange) -> str:
     return "ok"
 
 
-def wants_json(body: Mapping[str, Any]) -> bool:
-    fmt = body.get("response_format") or (body.get("text") or {}).get("format")
-    return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
-
-
-def prompt_of(body: Mapping[str, Any]) -> Any:
-    for name in ("messages", "prompt", "input"):
-        if body.get(name) is not None:
-            return body[name]
-    return None
-
-
-def local_prompt_tokens(body: Mapping[str, Any], tokenizer: Any) -> int:
-    """Prompt tokens counted with the model's tokenizer, for answers that carry no usage."""
-    messages = body.get("messages")
-    try:
-        if isinstance(messages, list) and getattr(tokenizer, "chat_template", None):
-            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-        prompt = prompt_of(body)
-        if prompt is not None:
-            return len(tokenizer(rec._content_text(prompt), add_special_tokens=True)["input_ids"])
-    except Exception:  # a template that refuses the messages: the count stays unknown
-        log.debug("could not count the prompt locally", exc_info=True)
-    return 0
-
-
-_SEGMENTS: dict[int, rec.PromptSegments] = {}
-
-
-def segments_for(tokenizer: Any) -> rec.PromptSegments:
-    """One PromptSegments per tokenizer, so its cache of repeated system prompts lasts."""
-    segments = _SEGMENTS.get(id(tokenizer))
-    if segments is None or segments.tokenizer is not tokenizer:
-        segments = _SEGMENTS[id(tokenizer)] = rec.PromptSegments(tokenizer)
-    return segments
-
-
 def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
-    body = exchange.body
+    """The exchange's record (wire.edge.exchange_record) from what the answer said: its usage,
+    model, finish reason and text, or, for an answer cut off before its usage, what was
+    streamed and the prompt counted here when there is a tokenizer."""
     tokenizer = settings.tokenizer
     if exchange.scan is not None:
         read_scanned_response(exchange, exchange.scan)
     status = status_of(exchange)
     text = "".join(exchange.text)
-    tokens: dict[str, int] = dict(rec.usage_tokens(exchange.usage))
+    tokens = usage_tokens(exchange.usage)
     if not tokens and 200 <= exchange.status_code < 300:
-        # An accepted request whose answer was cut off (client gone, timeout, upstream broke)
-        # before its usage: what was streamed, and the prompt counted here when we can.
         completion = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer and text else 0
-        tokens = {"prompt": local_prompt_tokens(body, tokenizer) if tokenizer else 0}
+        tokens = {"prompt": prompt_tokens(exchange.body, tokenizer) if tokenizer else 0}
         tokens["completion"] = completion or exchange.deltas
-    messages = body.get("messages")
-    if tokenizer is not None and isinstance(messages, list) and messages:
-        tokens["system"], tokens["tool"] = segments_for(tokenizer).count(messages)
-    if tokenizer is not None and text and wants_json(body):
-        tokens["structural"] = rec.structural_tokens(text, tokenizer)
-    finish = FINISH_REASONS.get(exchange.finish_reason or "")
-    if status == "aborted":
-        finish = "abort"
-    attempt, retry_of = rec.retry_chain(exchange.headers)
-    prompt = prompt_of(body)
     end = exchange.finished or time.monotonic()
-    return rec.make_record(
-        record_id=exchange.record_id,
-        ts=datetime.fromtimestamp(exchange.arrival, UTC),
-        model=str(exchange.model or body.get("model") or "unknown"),
+    return edge.exchange_record(
+        exchange,
+        model=str(exchange.model or exchange.body.get("model") or "unknown"),
         tokens=tokens,
         status=status,
-        finish_reason=finish,
-        endpoint=exchange.endpoint,
-        model_version=settings.model_version,
-        dims=exchange.dims,
+        finish_reason="abort" if status == "aborted" else FINISH_REASONS.get(exchange.finish_reason or ""),
         timing={
             "ttft": (exchange.first_token - exchange.started) * 1000 if exchange.first_token else None,
             "e2e": (end - exchange.started) * 1000,
         },
-        attempt=attempt,
-        retry_of=retry_of,
-        prompt_hash=rec.prompt_hash(prompt, settings.hash_key) if settings.hash_key and prompt is not None else None,
+        text=text,
+        tokenizer=tokenizer,
+        hash_key=settings.hash_key,
+        model_version=settings.model_version,
     )
 
 
@@ -446,7 +388,7 @@ def forward_headers(headers: Mapping[str, str], upstream_key: str | None) -> CIM
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in headers.items():
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower in named or lower.startswith(rec.DIM_HEADER_PREFIX):
+        if lower in HOP_BY_HOP or lower in named or lower.startswith(DIM_HEADER_PREFIX):
             continue
         # aiohttp has already decompressed a compressed request body.
         if lower == "content-encoding":
@@ -484,6 +426,7 @@ class Proxy:
     def __init__(self, settings: Settings, sink: RecordSink) -> None:
         self.settings = settings
         self.sink = sink
+        self.door = edge.Door(settings.policy, defaults=settings.defaults, budgets=settings.budgets)
         self.upstream = settings.upstream.rstrip("/").removesuffix("/v1")
         self.session: aiohttp.ClientSession | None = None
         # One thread: tokenizers and the record builder stay off the event loop, in order. The
@@ -519,9 +462,7 @@ class Proxy:
         self.records.put(None)
         self.builder.join()
 
-    def _exchange(
-        self, request: web.Request, raw: bytes, caller: attribution.Caller | None, amap: attribution.AttributionMap
-    ) -> tuple[Exchange | None, bytes]:
+    def _exchange(self, request: web.Request, raw: bytes) -> tuple[Exchange | None, bytes]:
         """The exchange to record (None for an untracked request) and the body to send on;
         edge.Refused for a metered request whose body is no JSON object."""
         endpoint = edge.metered_endpoint(request.method, request.path)
@@ -537,9 +478,6 @@ class Proxy:
             body=body,
             streamed=bool(body.get("stream")),
         )
-        claims = rec.claimed_dims(request.headers, body)
-        decision = attribution.decide(claims, amap=amap, caller=caller, defaults=self.settings.defaults)
-        exchange.dims = rec.clean_dims(decision.record_dims())
         options = body.get("stream_options")
         if exchange.streamed and endpoint in ("chat.completions", "completions"):
             if not (isinstance(options, dict) and options.get("include_usage")):
@@ -556,13 +494,11 @@ class Proxy:
         if not forwarded(request.method, request.path):
             message = f"Invalid URL ({request.method} {request.path}): this proxy forwards only the metered endpoints"
             return error_response(404, message, "invalid_request_error")
-        amap = self.settings.policy.current()
         try:
-            authorization = edge.authorization(request.headers.getall("Authorization", []))
+            who = self.door.who(request.headers.getall("Authorization", []))
         except edge.Refused as refused:
             return refused_response(refused)
-        caller = amap.caller(attribution.bearer(authorization))
-        if caller is None and self.settings.upstream_key:
+        if who.caller is None and self.settings.upstream_key:
             # The operator's key is spent for known clients only.
             message = "a client token is needed: Authorization: Bearer <token> (ask the operator)"
             return error_response(
@@ -570,12 +506,12 @@ class Proxy:
             )
         try:
             raw = await request.read()
-            exchange, payload = self._exchange(request, raw, caller, amap)
+            exchange, payload = self._exchange(request, raw)
         except web.HTTPRequestEntityTooLarge:
             return refused_response(edge.too_large())
         except edge.Refused as refused:
             return refused_response(refused)
-        refusal = self.settings.budgets.check(exchange.dims) if exchange and self.settings.budgets else None
+        refusal = self.door.admit(exchange, who, request.headers)[1] if exchange is not None else None
         if exchange is not None and refusal is not None:
             return self._refused(exchange, refusal)
         headers = forward_headers(request.headers, self.settings.upstream_key)
@@ -602,11 +538,10 @@ class Proxy:
                 self._record_later(exchange)
 
     def _refused(self, exchange: Exchange, refusal: Refusal) -> web.Response:
-        """A new request of a spent hard budget: answered here, never sent upstream, recorded
-        as rejected with no tokens (only its model is kept of the body)."""
-        model = exchange.body.get("model")
-        exchange.body = {"model": model} if model else {}
-        exchange.status_code, exchange.finished = refusal.status, time.monotonic()
+        """A new request of a spent hard budget (or, fail-closed, of an unknown budget state):
+        answered here, never sent upstream, recorded as rejected with no tokens."""
+        exchange.refused()
+        exchange.outcome, exchange.status_code, exchange.finished = "rejected", refusal.status, time.monotonic()
         self._record_later(exchange)
         headers = {**refusal.headers, RECORD_ID_HEADER: exchange.record_id}
         return web.Response(status=refusal.status, body=refusal.body, content_type="application/json", headers=headers)
@@ -703,34 +638,6 @@ class Proxy:
 
 
 # --- starting it --------------------------------------------------------------------------------
-
-
-@dataclass
-class RunningProxy:
-    url: str
-    runner: web.AppRunner
-
-    async def close(self) -> None:
-        await self.runner.cleanup()
-
-
-async def start_proxy(settings: Settings, sink: RecordSink, *, host: str = "127.0.0.1", port: int = 0) -> RunningProxy:
-    """Serve the proxy on the running event loop; `await proxy.close()` stops it."""
-    runner = web.AppRunner(Proxy(settings, sink).app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0]
-    return RunningProxy(url=f"http://{host}:{bound[1]}", runner=runner)
-
-
-@contextlib.asynccontextmanager
-async def running_proxy(settings: Settings, sink: RecordSink, **where: Any) -> AsyncIterator[str]:
-    proxy = await start_proxy(settings, sink, **where)
-    try:
-        yield proxy.url
-    finally:
-        await proxy.close()
 
 
 @contextlib.contextmanager

@@ -49,12 +49,13 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from wire.contract import MAX_RECORD_ID, RECONCILIATION_DIM, RECONCILIATION_VALUE
 from wire.keys import collector_key, collector_key_arguments
-from wire.record import MAX_RECORD_ID, make_record
+from wire.record import make_record
 
 log = logging.getLogger(__name__)
 
-RECONCILIATION_DIMS = {"costplatform.kind": "reconciliation"}
+RECONCILIATION_DIMS = {RECONCILIATION_DIM: RECONCILIATION_VALUE}
 DEFAULT_INTERVAL = 15.0
 DEFAULT_SETTLE = 2
 STATE_VERSION = 1

@@ -10,8 +10,9 @@ For each metered request it reads the attribution headers and the body, makes su
 request carries an X-Request-Id (vLLM names the engine request after it, which is how the
 engine's counts find their way back), watches the response and the client's disconnect,
 and when the request ends hands what it saw to the runtime, which waits for the engine's
-counts off the request's task. The dims are decided here, once, by the attribution map
-(wire/attribution.py) from the caller's `Authorization: Bearer` key (the one value vLLM's own
+counts off the request's task. Who sends it, who pays for it and whether a hard budget refuses
+it are decided here, once, by the edge's pipeline (wire/edge.py, Door): the attribution map
+(wire/attribution.py) over the caller's `Authorization: Bearer` key (the one value vLLM's own
 --api-key check reads) and its claims.
 It never changes what the client sends or gets, except that with
 COSTPLATFORM_CACHE_SALT_DIM set it sets the `cache_salt` from that dim's trusted value
@@ -31,7 +32,6 @@ from serving import hooks, runtime
 from serving.runtime import Seen
 from wire import edge
 from wire.budgets import Refusal
-from wire.record import claimed_dims
 
 log = logging.getLogger("costplatform.serving")
 
@@ -121,11 +121,19 @@ class CostplatformMiddleware:
         if not request_id:
             request_id = uuid.uuid4().hex
             raw_headers.append((b"x-request-id", request_id.encode()))
-        claims = claimed_dims(headers, body)
-        decision = rt.policy.decide(claims, headers.get("authorization"))
-        refusal = rt.budgets.check(decision.dims) if rt.budgets is not None else None
+        authorization = headers.get("authorization")  # one at most: _headers refused two
+        seen = Seen(
+            record_id=ENGINE_ID_PREFIX[endpoint] + request_id,
+            arrival=arrival,
+            endpoint=endpoint,
+            headers=headers,
+            body=body,
+            request_id=request_id,
+            streamed=bool(body.get("stream")),
+        )
+        decision, refusal = rt.door.admit(seen, rt.door.who([authorization] if authorization else []))
         if refusal is not None:
-            await _refuse(rt, refusal, endpoint, request_id, arrival, headers, body, decision.record_dims(), send)
+            await _refuse(rt, refusal, seen, send)
             return
         if rt.config.cache_salt_dim:
             salt = trusted_salt(rt.config.hash_key, decision.dims.get(rt.config.cache_salt_dim), body.get("cache_salt"))
@@ -135,19 +143,7 @@ class CostplatformMiddleware:
                 raw_headers = [(k, v) for k, v in raw_headers if k.lower() != b"content-length"]
                 raw_headers.append((b"content-length", str(len(body_bytes)).encode()))
         scope = dict(scope, headers=raw_headers)
-
-        engine_id = ENGINE_ID_PREFIX[endpoint] + request_id
-        seen = Seen(
-            request_id=request_id,
-            engine_id=engine_id,
-            arrival=arrival,
-            endpoint=endpoint,
-            headers=headers,
-            body=body,
-            streamed=bool(body.get("stream")),
-            dims=decision.record_dims(),
-        )
-        waiter = rt.join.expect(engine_id, expected_sequences(endpoint, body))
+        waiter = rt.join.expect(seen.record_id, expected_sequences(endpoint, body))
         replay = _replay(body_bytes, receive, seen=seen)
 
         async def watch(message: dict[str, Any]) -> None:
@@ -180,36 +176,15 @@ class CostplatformMiddleware:
             rt.finish_later(seen, waiter, wait=rt.config.stats_wait if engine_ran else 0.05)
 
 
-async def _refuse(
-    rt: runtime.Runtime,
-    refusal: Refusal,
-    endpoint: str,
-    request_id: str,
-    arrival: float,
-    headers: dict[str, str],
-    body: Any,
-    dims: dict[str, str],
-    send: Any,
-) -> None:
+async def _refuse(rt: runtime.Runtime, refusal: Refusal, seen: Seen, send: Any) -> None:
     """Answer a request refused by a hard budget, without the engine, and record it as
-    rejected (no tokens: the engine never saw it). Only its model is kept of the body, so
-    nothing is tokenized or hashed for a request that was not served."""
+    rejected (no tokens: the engine never saw it; nothing of its body but its model)."""
     response_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refusal.body)).encode())]
     response_headers += [(k.lower().encode(), v.encode()) for k, v in refusal.headers.items()]
     await send({"type": "http.response.start", "status": refusal.status, "headers": response_headers})
     await send({"type": "http.response.body", "body": refusal.body})
-    model = body.get("model")
-    seen = Seen(
-        request_id=request_id,
-        engine_id=ENGINE_ID_PREFIX[endpoint] + request_id,
-        arrival=arrival,
-        endpoint=endpoint,
-        headers=headers,
-        body={"model": model} if model else {},
-        status=refusal.status,
-        end=time.time(),
-        dims=dims,
-    )
+    seen.refused()
+    seen.status, seen.end = refusal.status, time.time()
     rt.emitter.submit(seen, [])
 
 

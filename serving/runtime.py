@@ -23,8 +23,10 @@ from typing import Any
 from prometheus_client import Counter
 
 from serving.config import ServingConfig
+from wire import record as rec
 from wire.attribution import Policy
 from wire.budgets import BudgetGate, polling_gate
+from wire.edge import Door, Exchange, exchange_record
 
 log = logging.getLogger("costplatform.serving")
 
@@ -67,15 +69,11 @@ class EngineCounts:
 
 
 @dataclass
-class Seen:
-    """What the middleware saw of one HTTP request."""
+class Seen(Exchange):
+    """What the middleware saw of one HTTP request and its answer (its record_id is the engine's
+    request id)."""
 
-    request_id: str
-    engine_id: str
-    arrival: float
-    endpoint: str
-    headers: dict[str, str]
-    body: Any
+    request_id: str = ""  # X-Request-Id
     status: int | None = None
     response: bytearray = field(default_factory=bytearray)
     first_byte: float | None = None
@@ -83,7 +81,6 @@ class Seen:
     disconnected: bool = False
     error: str | None = None
     streamed: bool = False
-    dims: dict[str, str] | None = None  # decided by the attribution policy when the request came
 
 
 class Waiter:
@@ -224,7 +221,6 @@ class Emitter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tokenizer: Any = None
         self._tokenizer_failed = False
-        self._segments: Any = None  # one PromptSegments, so its cache outlives the request
         self._thread = threading.Thread(target=self._run, name="costplatform-records", daemon=True)
         self._thread.start()
 
@@ -264,12 +260,10 @@ class Emitter:
             self.pipeline.submit(record)
 
     def build(self, seen: Seen | None, counts: list[EngineCounts]) -> dict[str, Any]:
-        from wire import record as rec
-
         status, finish_reason = outcome(seen, counts)
         tokens = _sum_counts(counts)
         first = counts[0] if counts else None
-        if seen is None:
+        if seen is None:  # the engine's counts of a request no middleware watched
             assert first is not None
             return rec.make_record(
                 record_id=first.request_id,
@@ -287,32 +281,19 @@ class Emitter:
         if response.get("finish_reason") == "tool_calls" and status == "ok":
             finish_reason = "tool_calls"
         tokenizer = self.tokenizer()
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else None
-        if tokenizer is not None and messages:
-            if self._segments is None:
-                self._segments = rec.PromptSegments(tokenizer)
-            tokens["system"], tokens["tool"] = self._segments.count(messages)
-        if tokenizer is not None and _wants_json(body) and response.get("text"):
-            tokens["structural"] = rec.structural_tokens(response["text"], tokenizer)
         if not counts and response.get("usage"):
             tokens.update(rec.usage_tokens(response["usage"]))
         tokens["reasoning"] = reasoning_tokens(response, tokenizer)
-        attempt, retry_of = rec.retry_chain(seen.headers)
-        prompt = messages if messages is not None else body.get("prompt", body.get("input"))
         ttft = _ms(seen.first_byte - seen.arrival) if seen.streamed and seen.first_byte else None
         if ttft is None and first is not None and first.queued_s is not None and first.prefill_s is not None:
             ttft = _ms(first.queued_s + first.prefill_s)
         end = seen.end or time.time()
-        return rec.make_record(
-            record_id=seen.engine_id,
-            ts=datetime.fromtimestamp(seen.arrival, UTC),
+        return exchange_record(
+            seen,
             model=str(body.get("model") or (first.model if first else self.served_model) or "unknown"),
             tokens=tokens,
             status=status,
             finish_reason=finish_reason,
-            endpoint=seen.endpoint,
-            model_version=self.config.model_version,
-            dims=seen.dims if seen.dims is not None else dict(self.config.dims),
             timing={
                 "queued": _ms(first.queued_s) if first else None,
                 "ttft": ttft,
@@ -320,9 +301,10 @@ class Emitter:
                 "decode": _ms(first.decode_s) if first else None,
                 "e2e": _ms(end - seen.arrival),
             },
-            attempt=attempt,
-            retry_of=retry_of,
-            prompt_hash=rec.prompt_hash(prompt, self.config.hash_key) if prompt is not None else None,
+            text=response.get("text", ""),
+            tokenizer=tokenizer,
+            hash_key=self.config.hash_key,
+            model_version=self.config.model_version,
         )
 
 
@@ -331,17 +313,10 @@ def reasoning_tokens(response: dict[str, Any], tokenizer: Any) -> int:
     completion_tokens_details.reasoning_tokens (vLLM's own count from the parser, in every
     non-streamed answer and in a stream's usage chunk), else the reasoning text the answer
     carried, re-tokenized (a stream whose client did not ask for usage)."""
-    from wire import record as rec
-
     counted = rec.usage_reasoning_tokens(response.get("usage"))
     if counted or tokenizer is None or not response.get("reasoning"):
         return counted
     return len(tokenizer(response["reasoning"], add_special_tokens=False)["input_ids"])
-
-
-def _wants_json(body: dict[str, Any]) -> bool:
-    fmt = body.get("response_format")
-    return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
 
 
 def parse_response(seen: Seen) -> dict[str, Any]:
@@ -412,6 +387,7 @@ class Runtime:
         self.middleware_active = False
         self.served_model: str | None = None
         self.budgets = budget_gate(config)
+        self.door = Door(self.policy, budgets=self.budgets)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def finish_later(self, seen: Seen, waiter: Waiter, *, wait: float) -> None:

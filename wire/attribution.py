@@ -17,7 +17,7 @@ rollups and the caller budgets (docs/budgets.md) know who called. A claim that i
 costplatform_serving_attribution_refused_total{dim} and kept on the record as
 `refused.<dim>` (outside settings.ROLLUP_DIMS, so it reaches no rollup).
 
-A record keeps at most 32 dims (wire.record.MAX_DIMS). The trusted ones are set first and always
+A record keeps at most 32 dims (wire.contract.MAX_DIMS). The trusted ones are set first and always
 kept: the server's own, the map's for the caller, `caller`; a claim that would add a dim past the
 cap is refused (counted under dim="cap"), so thirty free claims never push `caller` or the line
 out of a record or out of the budget check.
@@ -42,7 +42,8 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from wire.record import MAX_DIMS, clean_dims, valid_dim_key
+from wire.contract import MAX_DIMS, RECONCILIATION_DIM
+from wire.record import clean_dims, valid_dim_key
 
 log = logging.getLogger("costplatform.attribution")
 
@@ -55,7 +56,7 @@ CALLER_DIM = "caller"
 RESERVED_DIMS = frozenset({"source", CALLER_DIM})
 REFUSED_PREFIX = "refused."
 CAP_LABEL = "cap"  # the counter's label of claims refused because the record's dims were full
-_NAMED_RESERVED = frozenset({"source", CALLER_DIM, "costplatform.kind"})  # reserved dims with a label of their own
+_NAMED_RESERVED = frozenset({"source", CALLER_DIM, RECONCILIATION_DIM})  # reserved dims with a label of their own
 RELOAD_INTERVAL = 1.0
 
 REFUSED = Counter(

@@ -14,19 +14,38 @@ OTLP receiver refuse alike (docs/security.md, "The edge"):
                                of it, and the engine must not read it differently.
 
 Each refusal is an OpenAI-style error (`code` says which) and is counted in
-costplatform_serving_edge_refused_total{reason}. Pure Python: no Django, no vLLM.
+costplatform_serving_edge_refused_total{reason}.
+
+Past those refusals every edge runs one pipeline, here, for each request it meters:
+
+  who = door.who(authorizations)      the caller its one Authorization names (none: no token or
+                                      one the map does not know); the proxy and the OTLP
+                                      receiver answer 401 where they need a known caller
+  door.admit(exchange, who)           the dims it is attributed to (the map's decision over its
+                                      claims), its retry chain, and the hard budget's refusal
+  exchange_record(exchange, ...)      its record: the counts the edge measured, with what the
+                                      request itself says (system, tool and structural tokens,
+                                      the prompt hash, the retry chain)
+
+The vLLM middleware (serving/), the proxy and the OTLP receiver (collectors/) keep only what is
+their own: how they read a request and its answer, and what they count. Pure Python: no
+Django, no vLLM.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter
 
-from wire.record import ENDPOINTS
+from wire import record as rec
+from wire.attribution import AttributionMap, Caller, Decision, Policy, bearer, decide
+from wire.budgets import BudgetGate, Refusal
+from wire.record import ENDPOINT_PATHS
 
 MAX_BODY = 32 * 1024 * 1024  # bytes of a request body an edge reads, decompressed
 
@@ -65,7 +84,7 @@ class Route:
 
 REFUSE = Route(None, False)
 PASS = Route(None, True)
-_METERED = {path: Route(endpoint, True) for path, endpoint in ENDPOINTS.items()}
+_METERED = {path: Route(endpoint, True) for path, endpoint in ENDPOINT_PATHS.items()}
 
 # vLLM 0.32's routes that compute no tokens (GET also answers HEAD; every listed path answers
 # the CORS preflight, OPTIONS). `{…}` stands for one path segment.
@@ -209,7 +228,7 @@ def metered_endpoint(method: str, path: str) -> str | None:
 def route_refused(method: str, path: str) -> Refused:
     message = (
         f"Invalid URL ({method} {path}): this server's costplatform edge serves only the metered endpoints "
-        f"({', '.join(sorted(ENDPOINTS))}) and the routes that compute no tokens"
+        f"({', '.join(sorted(ENDPOINT_PATHS))}) and the routes that compute no tokens"
     )
     return Refused(404, "route_not_metered", message)
 
@@ -256,3 +275,115 @@ def json_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise Refused(400, "body_not_json", "The request body must be a JSON object.")
     return body
+
+
+# --- the pipeline: who sends it, what it may do, its record ----------------------------------
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who sends a request: the caller its token names in the attribution map read for it
+    (None: no token, or one the map does not know)."""
+
+    amap: AttributionMap
+    caller: Caller | None
+
+    def decide(self, claims: Mapping[str, str], defaults: Mapping[str, str]) -> Decision:
+        """The map's decision over what the request claims (wire/attribution.py)."""
+        return decide(claims, amap=self.amap, caller=self.caller, defaults=defaults)
+
+
+@dataclass
+class Exchange:
+    """What an edge saw of one metered request, from its arrival (time.time()); one record.
+    Each edge adds what it watches of the answer."""
+
+    record_id: str
+    arrival: float
+    endpoint: str
+    headers: Mapping[str, str]
+    body: dict[str, Any]
+    dims: dict[str, str] = field(default_factory=dict)  # decided on arrival (Door.admit)
+    attempt: int = 1
+    retry_of: str | None = None
+
+    def refused(self) -> None:
+        """Forget all of the body but its model: nothing is tokenized or hashed of a request
+        that was not served."""
+        model = self.body.get("model")
+        self.body = {"model": model} if model else {}
+
+
+class Door:
+    """What an edge decides of a request before serving it: who sends it, who pays for it, and
+    whether a hard budget refuses it. One for the vLLM middleware, the proxy and the OTLP
+    receiver (which holds no budgets: it records requests already served)."""
+
+    def __init__(
+        self, policy: Policy, *, defaults: Mapping[str, str] | None = None, budgets: BudgetGate | None = None
+    ) -> None:
+        self.policy = policy
+        self.defaults = dict(policy.defaults if defaults is None else defaults)
+        self.budgets = budgets
+
+    def who(self, authorizations: Iterable[str]) -> Who:
+        """The sender of a request's Authorization values; Refused (400) for two or more."""
+        amap = self.policy.current()
+        return Who(amap, amap.caller(bearer(authorization(authorizations))))
+
+    def decide(self, who: Who, claims: Mapping[str, str]) -> Decision:
+        return who.decide(claims, self.defaults)
+
+    def admit(
+        self, exchange: Exchange, who: Who, headers: Mapping[str, str] | None = None
+    ) -> tuple[Decision, Refusal | None]:
+        """Decide the exchange's dims (from what its headers and body claim; `headers`: every
+        value the request carried, when the exchange keeps one a name) and its retry chain. The
+        decision, and the hard budget's refusal of the request (None: serve it)."""
+        claims = rec.claimed_dims(exchange.headers if headers is None else headers, exchange.body)
+        decision = self.decide(who, claims)
+        exchange.dims = decision.record_dims()
+        exchange.attempt, exchange.retry_of = rec.retry_chain(exchange.headers)
+        return decision, self.budgets.check(decision.dims) if self.budgets is not None else None
+
+
+def exchange_record(
+    exchange: Exchange,
+    *,
+    model: str,
+    tokens: Mapping[str, int],
+    status: str,
+    finish_reason: str | None,
+    timing: Mapping[str, float | None],
+    text: str = "",
+    tokenizer: Any = None,
+    hash_key: bytes | None = None,
+    model_version: str | None = None,
+) -> dict[str, Any]:
+    """The record of an exchange: the counts the edge measured (`tokens`, `timing`), with what
+    the request itself says: its system and tool prompt tokens and, for a JSON answer (`text`),
+    its structural tokens (both with the model's `tokenizer`), the prompt hash (with
+    `hash_key`) and the retry chain."""
+    body = exchange.body
+    counts = dict(tokens)
+    messages = body.get("messages")
+    if tokenizer is not None and isinstance(messages, list) and messages:
+        counts["system"], counts["tool"] = rec.segments_for(tokenizer).count(messages)
+    if tokenizer is not None and text and rec.wants_json(body):
+        counts["structural"] = rec.structural_tokens(text, tokenizer)
+    prompt = rec.prompt_of(body)
+    return rec.make_record(
+        record_id=exchange.record_id,
+        ts=datetime.fromtimestamp(exchange.arrival, UTC),
+        model=model,
+        tokens=counts,
+        status=status,
+        finish_reason=finish_reason,
+        endpoint=exchange.endpoint,
+        model_version=model_version,
+        dims=exchange.dims,
+        timing=timing,
+        attempt=exchange.attempt,
+        retry_of=exchange.retry_of,
+        prompt_hash=rec.prompt_hash(prompt, hash_key) if hash_key and prompt is not None else None,
+    )

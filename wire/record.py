@@ -1,15 +1,17 @@
 """Build token records (v1) from what a server or proxy saw of a request.
 
 Pure functions: no vLLM, no Django, no I/O. The vLLM middleware, the OpenAI-compatible
-proxy and the OTLP receiver all build their records here, so one request yields the
-same record whichever way it reached the platform. The contract is
-docs/record-v1.schema.json: prompt counts are inclusive of cached tokens.
+proxy and the OTLP receiver all build their records here (the middleware's and the proxy's
+through wire.edge.exchange_record), so one request yields the same record whichever way it
+reached the platform. The contract is wire/contract.py (docs/record-v1.schema.json): prompt
+counts are inclusive of cached tokens.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -17,35 +19,32 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from wire.contract import (
+    MAX_DIM_KEY,
+    MAX_DIM_VALUE,
+    MAX_DIMS,
+    MAX_MODEL,
+    MAX_MODEL_VERSION,
+    MAX_RECORD_ID,
+    TIMING_FIELDS,
+    TOKEN_FIELDS,
+)
+
+log = logging.getLogger("costplatform.record")
+
 DIM_HEADER_PREFIX = "x-costplatform-"
 ATTEMPT_HEADER = "x-costplatform-attempt"
 RETRY_OF_HEADER = "x-costplatform-retry-of"
 _NOT_DIMS = {"attempt", "retry_of"}
-_DIM_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-MAX_DIMS = 32
-MAX_DIM_VALUE = 256
-MAX_RECORD_ID = 128
+_DIM_KEY = re.compile(rf"^[A-Za-z0-9_.\-]{{1,{MAX_DIM_KEY}}}$")
 
-ENDPOINTS = {
+# The metered endpoints: each one's path and the record's name of it.
+ENDPOINT_PATHS = {
     "/v1/chat/completions": "chat.completions",
     "/v1/completions": "completions",
     "/v1/responses": "responses",
     "/v1/embeddings": "embeddings",
 }
-TOKEN_FIELDS = (
-    "prompt",
-    "completion",
-    "prompt_cached",
-    "system",
-    "tool",
-    "structural",
-    "padding",
-    "draft",
-    "draft_accepted",
-    "recomputed",
-    "reasoning",
-)
-TIMING_FIELDS = ("queued", "ttft", "prefill", "decode", "e2e")
 SYSTEM_ROLES = frozenset({"system", "developer"})
 TOOL_ROLES = frozenset({"tool", "function", "ipython"})
 
@@ -98,10 +97,6 @@ def retry_chain(headers: Mapping[str, str]) -> tuple[int, str | None]:
     attempt = min(max(attempt, 1), 1000)
     retry_of = (lowered.get(RETRY_OF_HEADER) or "").strip()[:MAX_RECORD_ID] or None
     return attempt, retry_of
-
-
-def endpoint_of(path: str) -> str | None:
-    return ENDPOINTS.get(path.rstrip("/"))
 
 
 def _content_text(content: Any) -> str:
@@ -178,6 +173,37 @@ def usage_reasoning_tokens(usage: Mapping[str, Any] | None) -> int:
     return 0
 
 
+def prompt_of(body: Mapping[str, Any]) -> Any:
+    """What a request asks of the model: its messages, prompt or input (None: none of them)."""
+    for name in ("messages", "prompt", "input"):
+        if body.get(name) is not None:
+            return body[name]
+    return None
+
+
+def wants_json(body: Mapping[str, Any]) -> bool:
+    """Whether a request asks for a JSON answer (response_format, or the Responses API's text.format)."""
+    text = body.get("text")
+    fmt = body.get("response_format") or (text.get("format") if isinstance(text, Mapping) else None)
+    return isinstance(fmt, Mapping) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def prompt_tokens(body: Mapping[str, Any], tokenizer: Any) -> int:
+    """Prompt tokens counted with the model's tokenizer, for an answer that carries no usage;
+    0 when they cannot be counted."""
+    messages = body.get("messages")
+    try:
+        if isinstance(messages, list) and getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        prompt = prompt_of(body)
+        if prompt is not None:
+            return len(tokenizer(_content_text(prompt), add_special_tokens=True)["input_ids"])
+    except Exception:  # a template that refuses the messages: the count stays unknown
+        log.debug("could not count the prompt locally", exc_info=True)
+    return 0
+
+
 def make_record(
     *,
     record_id: str,
@@ -208,14 +234,14 @@ def make_record(
     record: dict[str, Any] = {
         "record_id": record_id[:MAX_RECORD_ID],
         "ts": ts.isoformat(),
-        "model": model[:200],
+        "model": model[:MAX_MODEL],
         "tokens": {k: v for k, v in t.items() if v or k in ("prompt", "completion")},
         "outcome": {"status": status} | ({"finish_reason": finish_reason} if finish_reason else {}),
     }
     if endpoint:
         record["endpoint"] = endpoint
     if model_version:
-        record["model_version"] = model_version[:100]
+        record["model_version"] = model_version[:MAX_MODEL_VERSION]
     if dims:
         record["dims"] = dict(dims)
     if timing:
@@ -377,3 +403,14 @@ class PromptSegments:
             else:
                 tool += size
         return system, tool
+
+
+_SEGMENTS: dict[int, PromptSegments] = {}
+
+
+def segments_for(tokenizer: Any) -> PromptSegments:
+    """One PromptSegments per tokenizer, so its cache of repeated system prompts lasts."""
+    segments = _SEGMENTS.get(id(tokenizer))
+    if segments is None or segments.tokenizer is not tokenizer:
+        segments = _SEGMENTS[id(tokenizer)] = PromptSegments(tokenizer)
+    return segments

@@ -1,6 +1,13 @@
-"""Send an NDJSON file of token records v1 to the ingest API, in batches.
+"""The edge's one HTTP sender of records (Sender), and sending an NDJSON file of token records
+v1 to the ingest API with it, in batches.
 
     python -m collectors.send FILE --url URL --key KEY [--batch N] [--ts-end TIME] [--gzip]
+
+A Sender POSTs NDJSON bodies to the records endpoint with the collector key, gzip'd when asked,
+over one kept-alive connection (http.client). `post` gives the one answer it got (the
+shipper's Pipeline decides what an answer means: its backoff, Retry-After, splitting a batch
+the API finds too large, halting on a refused key); `deliver` retries on its own (this file's
+sending, below).
 
 FILE holds one record per line ("-" reads stdin). URL is the server (http://host:port) or the
 full endpoint (…/api/v1/records). KEY is a collector key (cpk_…); instead of --key, set
@@ -13,25 +20,30 @@ as they are: the API refuses them one by one, with reasons, and keeps the rest.
 
 --ts-end shifts every valid timestamp by one offset so that the latest lands at TIME
 (RFC 3339, or "now"), which makes an old sample file look recent. Lines whose ts cannot be
-read are sent unchanged. Standard library only.
+read are sent unchanged. Standard library and msgspec only.
 """
 
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+from wire.contract import ts_of
 
 ENDPOINT = "/api/v1/records"
 DEFAULT_BATCH = 1000
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+SHIPPER_AGENT = "costplatform-collectors-shipper/1"
+SEND_AGENT = "costplatform-collectors-send/1"
 
 
 class SendError(RuntimeError):
@@ -86,24 +98,10 @@ def parse_time(text: str) -> datetime:
     return value
 
 
-def _ts_of(line: bytes) -> tuple[dict | None, datetime | None]:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None, None
-    if not isinstance(record, dict) or not isinstance(record.get("ts"), str):
-        return None, None
-    try:
-        ts = datetime.fromisoformat(record["ts"])
-    except ValueError:
-        return None, None
-    return (record, ts) if ts.tzinfo is not None else (None, None)
-
-
 def latest_ts(lines: Iterable[bytes]) -> datetime | None:
     latest = None
     for line in lines:
-        _, ts = _ts_of(line)
+        ts = ts_of(line)
         if ts is not None and (latest is None or ts > latest):
             latest = ts
     return latest
@@ -116,9 +114,10 @@ def _format_ts(ts: datetime) -> str:
 
 def shift_line(line: bytes, offset: timedelta) -> bytes:
     """The line with its ts moved by `offset`; unchanged when its ts cannot be read."""
-    record, ts = _ts_of(line)
-    if record is None or ts is None or not offset:
+    ts = ts_of(line) if offset else None
+    if ts is None:
         return line
+    record = json.loads(line)
     record["ts"] = _format_ts(ts + offset)
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -141,35 +140,107 @@ def _batches(lines: Iterable[tuple[int, bytes]], size: int) -> Iterator[list[tup
         yield batch
 
 
-def post_batch(
-    url: str, key: str, body: bytes, *, compress: bool = False, timeout: float = 60, retries: int = 5
-) -> dict:
-    """POST one NDJSON body; the API's answer {"accepted", "duplicates", "rejected": [...]}."""
-    headers = {
-        "Authorization": f"Bearer {key}",
-        "Content-Type": "application/x-ndjson",
-        "Accept": "application/json",
-        "User-Agent": "costplatform-collectors-send/1",
-    }
-    if compress:
-        body = gzip.compress(body)
-        headers["Content-Encoding"] = "gzip"
-    delay = 0.5
-    for attempt in range(retries + 1):
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+# --- the sender ------------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: Mapping[str, str]  # by lower-case name
+    body: bytes
+
+
+class Sender:
+    """POSTs NDJSON bodies to the records endpoint over one kept-alive connection."""
+
+    def __init__(
+        self, url: str, key: str, *, timeout: float = 30.0, compress: bool = False, user_agent: str = SHIPPER_AGENT
+    ) -> None:
+        self.url = endpoint_url(url)
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self._parts = parts
+        self._path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self._headers = {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/x-ndjson",
+            "Accept": "application/json",
+            "User-Agent": user_agent,
+        }
+        self.timeout = timeout
+        self.compress = compress
+        self._conn: http.client.HTTPConnection | None = None
+
+    def post(self, body: bytes) -> Answer:
+        """The answer; raises OSError / http.client.HTTPException when there is none."""
+        headers = dict(self._headers)
+        if self.compress:
+            body = gzip.compress(body, compresslevel=1)
+            headers["Content-Encoding"] = "gzip"
+        reused = self._conn is not None
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", errors="replace")[:500]
-            if exc.code not in RETRY_STATUSES or attempt == retries:
-                raise SendError(f"HTTP {exc.code} from {url}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            if attempt == retries:
-                raise SendError(f"cannot reach {url}: {exc}") from exc
-        time.sleep(delay)
-        delay = min(delay * 2, 10)
-    raise AssertionError("unreachable")
+            return self._request(body, headers)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self.close()
+            if not reused:
+                raise
+            # The server closed the idle kept-alive connection: one immediate retry on a new one.
+            return self._request(body, headers)
+        except BaseException:
+            self.close()
+            raise
+
+    def deliver(self, body: bytes, *, retries: int = 5) -> dict[str, Any]:
+        """POST one NDJSON body until the API takes it: the API's answer {"accepted",
+        "duplicates", "rejected": [...]}. Connection errors, 429 and 5xx are retried `retries`
+        times (after 0.5 s, doubling up to 10 s); SendError when the body was not delivered."""
+        delay = 0.5
+        for attempt in range(retries + 1):
+            last = attempt == retries
+            try:
+                answer = self.post(body)
+            except (OSError, http.client.HTTPException) as exc:
+                if last:
+                    raise SendError(f"cannot reach {self.url}: {exc}") from exc
+            else:
+                if 200 <= answer.status < 300:
+                    return _answer_document(answer, self.url)
+                if answer.status not in RETRY_STATUSES or last:
+                    detail = answer.body[:500].decode("utf-8", errors="replace")
+                    raise SendError(f"HTTP {answer.status} from {self.url}: {detail}")
+            time.sleep(delay)
+            delay = min(delay * 2, 10)
+        raise AssertionError("unreachable")
+
+    def _request(self, body: bytes, headers: dict[str, str]) -> Answer:
+        if self._conn is None:
+            kind = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
+            self._conn = kind(self._parts.hostname or "", self._parts.port, timeout=self.timeout)
+        self._conn.request("POST", self._path, body=body, headers=headers)
+        response = self._conn.getresponse()
+        data = response.read()
+        if response.will_close:
+            self.close()
+        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _answer_document(answer: Answer, url: str) -> dict[str, Any]:
+    try:
+        document = json.loads(answer.body)
+    except ValueError as exc:
+        raise SendError(f"HTTP {answer.status} from {url} is no JSON answer: {answer.body[:200]!r}") from exc
+    if not isinstance(document, dict):
+        raise SendError(f"HTTP {answer.status} from {url} is no JSON object: {answer.body[:200]!r}")
+    return document
+
+
+# --- sending a file ---------------------------------------------------------------------------
 
 
 def send_lines(
@@ -190,22 +261,29 @@ def send_lines(
     if ts_end is not None:
         latest = latest_ts(read_lines())
         offset = ts_end - latest if latest is not None else timedelta(0)
-    target = endpoint_url(url)
+    sender = Sender(url, key, timeout=60, compress=compress, user_agent=SEND_AGENT)
     summary = Summary()
-    for items in _batches(_numbered(read_lines()), batch):
-        body = b"\n".join(shift_line(line, offset) for _, line in items) + b"\n"
-        answer = post_batch(target, key, body, compress=compress)
-        summary.lines += len(items)
-        summary.batches += 1
-        summary.accepted += int(answer.get("accepted", 0))
-        summary.duplicates += int(answer.get("duplicates", 0))
-        for rejected in answer.get("rejected", []):
-            index = rejected.get("index", 0)
-            line = items[index][0] if 0 <= index < len(items) else 0
-            summary.rejections.append(Rejection(line, rejected.get("record_id", ""), rejected.get("errors", {})))
-        if progress is not None:
-            progress(summary)
+    try:
+        for items in _batches(_numbered(read_lines()), batch):
+            body = b"\n".join(shift_line(line, offset) for _, line in items) + b"\n"
+            _count(summary, items, sender.deliver(body))
+            if progress is not None:
+                progress(summary)
+    finally:
+        sender.close()
     return summary
+
+
+def _count(summary: Summary, items: list[tuple[int, bytes]], answer: Mapping[str, Any]) -> None:
+    """Add a batch's answer to the summary (rejections by their line in the file)."""
+    summary.lines += len(items)
+    summary.batches += 1
+    summary.accepted += int(answer.get("accepted", 0))
+    summary.duplicates += int(answer.get("duplicates", 0))
+    for rejected in answer.get("rejected", []):
+        index = rejected.get("index", 0)
+        line = items[index][0] if 0 <= index < len(items) else 0
+        summary.rejections.append(Rejection(line, rejected.get("record_id", ""), rejected.get("errors", {})))
 
 
 def send_file(path: Path | str, **kwargs: object) -> Summary:

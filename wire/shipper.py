@@ -6,9 +6,10 @@ In a server, `Pipeline` takes records from the request path and gets them to the
 
     submit(record)  a queue put (no I/O), safe from an asyncio event loop thread
     writer thread   drains the queue and appends to the spool, one fsync a group (group commit)
-    shipper thread  reads the spool, POSTs NDJSON batches to {url}/api/v1/records, acknowledges
-                    a batch once the API answered 200/207; retries connection errors, 429 and
-                    5xx with exponential backoff and full jitter (Retry-After honoured)
+    shipper thread  reads the spool, POSTs NDJSON batches to {url}/api/v1/records with the
+                    edge's one sender (wire.send.Sender), acknowledges a batch once the API
+                    answered 200/207; retries connection errors, 429 and 5xx with exponential
+                    backoff and full jitter (Retry-After honoured)
 
 The API stores a record once per (source, record_id, ts), so a batch re-sent after a lost
 answer only counts duplicates: delivery is at least once, storage exactly once. Records the API
@@ -21,14 +22,12 @@ Standard library, msgspec and prometheus_client only; docs/collectors.md has the
 from __future__ import annotations
 
 import email.utils
-import gzip
 import http.client
 import logging
 import queue
 import random
 import threading
 import time
-import urllib.parse
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,14 +38,13 @@ from typing import Any
 import msgspec
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, start_http_server
 
-from wire.send import endpoint_url
+from wire.send import Answer, Sender
 from wire.spool import GiB, MiB, Spool, SpoolBatch, SpoolClosed, SpoolFull
 
 log = logging.getLogger(__name__)
 
 FATAL_STATUSES = {401, 403}
 RETRY_AFTER_CAP = 300.0  # seconds; a Retry-After beyond this is taken as this
-USER_AGENT = "costplatform-collectors-shipper/1"
 
 
 def backoff_delay(
@@ -119,72 +117,6 @@ class ShipperMetrics:
 def serve_metrics(port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None) -> Any:
     """Serve the registry (default the global one) at http://addr:port/metrics from a daemon thread."""
     return start_http_server(port, addr=addr, registry=registry if registry is not None else REGISTRY)
-
-
-# --- HTTP ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Answer:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-
-class Sender:
-    """POSTs request bodies to the records endpoint over one kept-alive connection."""
-
-    def __init__(self, url: str, key: str, *, timeout: float = 30.0, compress: bool = False) -> None:
-        self.url = endpoint_url(url)
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme not in {"http", "https"} or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self._parts = parts
-        self._path = parts.path + (f"?{parts.query}" if parts.query else "")
-        self._headers = {
-            "Authorization": f"Bearer {key}",
-            "Content-Type": "application/x-ndjson",
-            "Accept": "application/json",
-            "User-Agent": USER_AGENT,
-        }
-        self.timeout = timeout
-        self.compress = compress
-        self._conn: http.client.HTTPConnection | None = None
-
-    def post(self, body: bytes) -> Answer:
-        """The answer; raises OSError / http.client.HTTPException when there is none."""
-        headers = dict(self._headers)
-        if self.compress:
-            body = gzip.compress(body, compresslevel=1)
-            headers["Content-Encoding"] = "gzip"
-        reused = self._conn is not None
-        try:
-            return self._request(body, headers)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            self.close()
-            if not reused:
-                raise
-            # The server closed the idle kept-alive connection: one immediate retry on a new one.
-            return self._request(body, headers)
-        except BaseException:
-            self.close()
-            raise
-
-    def _request(self, body: bytes, headers: dict[str, str]) -> Answer:
-        if self._conn is None:
-            kind = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
-            self._conn = kind(self._parts.hostname or "", self._parts.port, timeout=self.timeout)
-        self._conn.request("POST", self._path, body=body, headers=headers)
-        response = self._conn.getresponse()
-        data = response.read()
-        if response.will_close:
-            self.close()
-        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 # --- the pipeline -------------------------------------------------------------------------
@@ -488,7 +420,7 @@ class Pipeline:
             ts = self.spool.oldest_ts()
         except OSError:
             return 0.0
-        return max((datetime.now(UTC) - ts).total_seconds(), 0.0) if ts is not None and ts.tzinfo else 0.0
+        return max((datetime.now(UTC) - ts).total_seconds(), 0.0) if ts is not None else 0.0
 
 
 # --- command line -------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from typing import Any
 
 import msgspec
 
+from wire.contract import ts_of
+
 log = logging.getLogger(__name__)
 
 GiB = 1024**3
@@ -57,10 +59,6 @@ class SpoolLocked(Exception):
 
 class SpoolClosed(Exception):
     pass
-
-
-class _TsOnly(msgspec.Struct):
-    ts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -382,7 +380,7 @@ class Spool:
             if self._head.seq != self._cursor.seq:
                 segment = self._segments[0]
                 lines, _ = _read_lines(segment.path, self._cursor.offset, segment.size, 1, 64 * 1024)
-                self._head = _HeadCache(self._cursor.seq, _ts_of(lines[0]) if lines else None)
+                self._head = _HeadCache(self._cursor.seq, ts_of(lines[0]) if lines else None)
             return self._head.ts
 
     def close(self) -> None:
@@ -435,14 +433,6 @@ def _valid_prefix(data: bytes) -> tuple[int, int]:
         except msgspec.DecodeError:
             return good, count
         good, count = newline + 1, count + 1
-
-
-def _ts_of(line: bytes) -> datetime | None:
-    try:
-        raw = msgspec.json.decode(line, type=_TsOnly).ts
-        return datetime.fromisoformat(raw) if raw else None
-    except (msgspec.DecodeError, ValueError):
-        return None
 
 
 def _lock_directory(directory: Path) -> int:

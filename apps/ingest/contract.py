@@ -1,8 +1,10 @@
-"""The token record v1: its types, its decoding and its validation.
+"""The token record v1 as the platform takes it: decoding and validating a batch, and what a
+collector key may write.
 
-msgspec validates a whole batch in one call (a few microseconds a record); only when that
-fails are the items decoded one by one, to say which records are wrong and why. The same
-types publish docs/record-v1.schema.json.
+The record's types, fields and enumerations are wire's (wire/contract.py), shared with the edge
+that builds the records; this module decodes batches into them. msgspec validates a whole batch
+in one call (a few microseconds a record); only when that fails are the items decoded one by
+one, to say which records are wrong and why.
 """
 
 from __future__ import annotations
@@ -13,27 +15,51 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
 from operator import attrgetter, methodcaller
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
-MAX_COUNT = 10**9
-Count = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="A token count, 0..10^9.")]
-Millis = Annotated[int, Meta(ge=0, le=MAX_COUNT, description="Milliseconds.")]
-DimKey = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
-DimValue = Annotated[str, Meta(max_length=256)]
-RecordId = Annotated[str, Meta(min_length=1, max_length=128)]
+from wire.contract import (
+    ENDPOINTS,
+    FINISH_REASONS,
+    MAX_COUNT,
+    MAX_DIM_KEY,
+    MAX_DIMS,
+    QUALITY_TIERS,
+    RECONCILIATION_DIM,
+    RECONCILIATION_VALUE,
+    STATUSES,
+    DimKey,
+    DimValue,
+    RecordV1,
+    Timing,
+    Tokens,
+    json_schema,
+)
 
-# Collectors mark the records they emit for reconciliation gaps with this dim (only keys allowed
-# reconciliation may send it); classification reads it to class their tokens as shadow.
-RECONCILIATION_DIM = "costplatform.kind"
-RECONCILIATION_VALUE = "reconciliation"
+__all__ = [
+    "ENDPOINTS",
+    "FINISH_REASONS",
+    "MAX_COUNT",
+    "QUALITY_TIERS",
+    "RECONCILIATION_DIM",
+    "RECONCILIATION_VALUE",
+    "STATUSES",
+    "BodyError",
+    "DecodedBatch",
+    "KeyLimits",
+    "RecordV1",
+    "Rejected",
+    "Timing",
+    "Tokens",
+    "TooManyRecords",
+    "decode_batch",
+    "json_schema",
+    "limits_refused",
+    "record_problems",
+]
 
-ENDPOINTS = ("chat.completions", "completions", "responses", "embeddings")
-STATUSES = ("ok", "error", "timeout", "aborted", "rejected")
-FINISH_REASONS = ("stop", "length", "tool_calls", "abort", "error", "repetition")
-QUALITY_TIERS = ("high", "mid", "low")
 BUSINESS_LINE = "business_line"
 # The dim names the key limits read, and what a name becomes folded (case, `-` for `_`): a
 # record naming one in another spelling (`Business_Line`, `Costplatform.Kind`) from a limited
@@ -45,65 +71,9 @@ def _spelled_otherwise(keys: Any) -> list[str]:
     return [k for k in keys if k not in LIMITED_DIMS and k.lower().replace("-", "_") in LIMITED_DIMS]
 
 
-# The record types are declared gc=False: decoded from JSON they cannot form reference cycles,
-# and leaving thousands of them a batch out of the cyclic collector's bookkeeping makes
-# decoding about a third faster.
-
-
-class Tokens(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    prompt: Annotated[Count, Meta(description="All prompt tokens, cached ones INCLUDED (inclusive).")]
-    completion: Annotated[Count, Meta(description="Tokens generated, also those before an abort.")]
-    prompt_cached: Annotated[Count, Meta(description="Part of `prompt` served from the prefix cache.")] = 0
-    system: Annotated[Count, Meta(description="Part of `prompt` from system messages.")] = 0
-    tool: Annotated[Count, Meta(description="Part of `prompt` from tool results / retrieved context.")] = 0
-    structural: Annotated[Count, Meta(description="Part of `completion` that is format scaffolding.")] = 0
-    padding: Annotated[Count, Meta(description="Padding tokens charged to this request.")] = 0
-    draft: Annotated[Count, Meta(description="Speculative-decoding tokens proposed.")] = 0
-    draft_accepted: Annotated[Count, Meta(description="Part of `draft` accepted.")] = 0
-    recomputed: Annotated[Count, Meta(description="Prompt tokens recomputed after preemption.")] = 0
-    reasoning: Annotated[
-        Count, Meta(description="Part of `completion` spent reasoning (thinking) before the answer; 0 when absent.")
-    ] = 0
-
-
-class Outcome(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    status: Literal["ok", "error", "timeout", "aborted", "rejected"]
-    finish_reason: Literal["stop", "length", "tool_calls", "abort", "error", "repetition"] | None = None
-
-
-class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    queued: Millis | None = None
-    ttft: Millis | None = None
-    prefill: Millis | None = None
-    decode: Millis | None = None
-    e2e: Millis | None = None
-
-
-class RecordV1(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """One inference request."""
-
-    record_id: Annotated[RecordId, Meta(description="Unique per source; the idempotency key (with ts).")]
-    ts: Annotated[datetime, Meta(tz=True, description="Request arrival time, RFC 3339 with offset.")]
-    model: Annotated[str, Meta(min_length=1, max_length=200)]
-    tokens: Tokens
-    outcome: Outcome
-    model_version: Annotated[str, Meta(max_length=100)] | None = None
-    endpoint: Literal["chat.completions", "completions", "responses", "embeddings"] | None = None
-    dims: Annotated[
-        dict[DimKey, DimValue],
-        Meta(max_length=32, description="Attribution: business_line, team, project, feature, step, …"),
-    ] = msgspec.field(default_factory=dict)
-    timing: Timing | None = None
-    attempt: Annotated[int, Meta(ge=1, le=1000)] = 1
-    retry_of: RecordId | None = None
-    prompt_hash: (
-        Annotated[str, Meta(pattern=r"^[0-9a-f]{16,128}$", description="Hex hash of the normalised prompt.")] | None
-    ) = None
-    quality_tier: Literal["high", "mid", "low"] | None = None
-
-
 # A record's dims as the fast path checks them once per distinct text: DimKey less its pattern.
-_FastDims = Annotated[dict[Annotated[str, Meta(min_length=1, max_length=64)], DimValue], Meta(max_length=32)]
+_FastKey = Annotated[str, Meta(min_length=1, max_length=MAX_DIM_KEY)]
+_FastDims = Annotated[dict[_FastKey, DimValue], Meta(max_length=MAX_DIMS)]
 _decode_dims = msgspec.json.Decoder(_FastDims).decode
 
 
@@ -506,19 +476,3 @@ def decode_batch(
             result.records.append(record)
     result.rejected.sort(key=lambda r: r.index)
     return result
-
-
-def json_schema() -> dict[str, Any]:
-    """JSON Schema of the token record v1 (docs/record-v1.schema.json)."""
-    schema = msgspec.json.schema(RecordV1)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://costplatform.dev/schemas/record-v1.schema.json"
-    schema["title"] = "costplatform token record v1"
-    schema["description"] = (
-        "One record per inference request. Besides the types below: tokens.prompt_cached <= tokens.prompt; "
-        "tokens.system + tokens.tool <= tokens.prompt; tokens.structural <= tokens.completion; "
-        "tokens.reasoning <= tokens.completion and tokens.structural + tokens.reasoning <= tokens.completion; "
-        "tokens.draft_accepted <= tokens.draft; ts at most 24 h in the future. Unknown fields are "
-        "rejected. A source re-sending the same (record_id, ts) is counted once."
-    )
-    return schema

@@ -4,6 +4,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
 from apps.accounts.models import CollectorKey
+from wire.contract import TIMING_FIELDS as TIMING_FIELDS
+from wire.contract import TOKEN_FIELDS as TOKEN_FIELDS
 
 
 class Endpoint(models.IntegerChoices):
@@ -36,21 +38,9 @@ class QualityTier(models.IntegerChoices):
     LOW = 3, "low"
 
 
-# Token count fields of the record, in storage order; rollups carry the same columns.
-TOKEN_FIELDS = (
-    "prompt",
-    "prompt_cached",
-    "completion",
-    "system",
-    "tool",
-    "structural",
-    "padding",
-    "draft",
-    "draft_accepted",
-    "recomputed",
-    "reasoning",
-)
-TIMING_FIELDS = ("queued", "ttft", "prefill", "decode", "e2e")
+# The record's token kinds and timing fields are wire's (wire/contract.py, imported above and
+# named here for the apps that read these columns): Record and HourlyUsage carry a column of each
+# name, in the migrations' order (tests/test_one_record_contract.py holds them to it).
 
 
 class ServedModel(models.Model):

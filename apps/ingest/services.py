@@ -22,22 +22,13 @@ from apps.common.composed import SQL, Composable, Composed, Identifier, col, com
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
 from apps.common.rollup import Rollup
-from apps.ingest.contract import (
-    ENDPOINTS,
-    FINISH_REASONS,
-    QUALITY_TIERS,
-    STATUSES,
-    BodyError,
-    KeyLimits,
-    RecordV1,
-    Rejected,
-    decode_batch,
-)
+from apps.ingest.contract import BodyError, KeyLimits, RecordV1, Rejected, decode_batch
 from apps.ingest.metrics import ingest_counted
-from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, DimSet, HourlyUsage, Record, Rejection, ServedModel
+from apps.ingest.models import DimSet, HourlyUsage, Record, Rejection, ServedModel
 from apps.ingest.partitions import month_start, partitions_ensure
 from apps.ingest.ratelimit import body_cost
 from apps.ingest.retention import ingest_max_age
+from wire.contract import ENDPOINTS, FINISH_REASONS, QUALITY_TIERS, STATUSES, TIMING_FIELDS, TOKEN_FIELDS
 
 ENDPOINT_CODES = {name: code for code, name in enumerate(ENDPOINTS, start=1)}
 STATUS_CODES = {name: code for code, name in enumerate(STATUSES)}
@@ -475,7 +466,8 @@ def _rows(
                 source_id,
                 model_ids[(r.model, r.model_version or "")],
                 dims_id,
-                t.prompt, t.prompt_cached, t.completion, t.system, t.tool,
+                # TOKEN_FIELDS, in their order (RECORD_COLUMNS)
+                t.prompt, t.completion, t.prompt_cached, t.system, t.tool,
                 t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed, t.reasoning,
                 queued, ttft, prefill, decode, e2e,
                 endpoints.get(endpoint) if endpoint else None,

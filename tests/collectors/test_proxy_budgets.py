@@ -228,19 +228,24 @@ def test_with_the_platform_down_the_gate_fails_as_set(
 ) -> None:
     gate = down_gate(fail_closed=fail_closed)
     before = refused_total("refunds", "unknown")
+    records = Records()
     try:
-        for rig in proxied(upstream, budget_map, Records(), gate):
+        for rig in proxied(upstream, budget_map, records, gate):
             time.sleep(3 * POLL)  # a few polls fail
             status, _, body = chat(rig, REFUNDS)
             calls = rig.upstream.counter
     finally:
         gate.stop()
 
+    (record,) = records.wait(1)
     if fail_closed:
         assert status == 503 and body["error"]["type"] == "budget_state_unavailable"
         assert calls == 0 and refused_total("refunds", "unknown") == before + 1
+        # recorded as the vLLM middleware records it: rejected, no tokens
+        assert record["outcome"] == {"status": "rejected"} and record["tokens"] == {"prompt": 0, "completion": 0}
     else:
         assert status == 200 and calls == 1 and refused_total("refunds", "unknown") == before
+        assert record["outcome"]["status"] == "ok"
 
 
 def test_a_known_state_outlives_a_platform_outage_until_it_is_stale() -> None:

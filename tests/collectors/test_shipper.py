@@ -24,6 +24,7 @@ from apps.ingest.models import Record, Rejection
 from collectors import shipper as shipper_command
 from tests.factories import DELETE, collector_key, record
 from wire import shipper
+from wire.send import Sender, SendError, send_lines
 from wire.shipper import Pipeline, backoff_delay, retry_after_seconds
 from wire.spool import Spool
 
@@ -264,6 +265,44 @@ def test_it_reports_the_age_of_the_oldest_unshipped_record(tmp_path):
 
 
 # --- a real costplatform -----------------------------------------------------------------
+
+
+# --- the one sender, as the file sender (collectors.send) uses it ------------------------------
+
+
+def test_the_file_sender_retries_a_batch_after_server_errors_and_counts_what_the_api_took():
+    receiver = Receiver((503, {}), (429, {}))
+    lines = [json.dumps({"record_id": f"r{n}", "ts": "2025-03-01T10:00:00Z"}).encode() for n in range(5)]
+    with http_server(receiver) as url:
+        summary = send_lines(lambda: lines, url=url, key="k", batch=3)
+
+    assert (summary.batches, summary.lines, summary.accepted) == (2, 5, 5)
+    assert receiver.record_ids() == ["r0", "r1", "r2"] * 3 + ["r3", "r4"]
+    assert receiver.times[2] - receiver.times[0] >= 1.4  # 0.5 s, then 1 s
+
+
+def test_the_sender_names_a_refusal_and_gzips_with_the_key_when_asked():
+    seen: list[dict[str, str]] = []
+
+    def refuse(request: BaseHTTPRequestHandler, body: bytes) -> None:
+        seen.append(dict(request.headers.items()))
+        reply(request, 400, {"detail": "not a batch"})
+
+    with http_server(refuse) as url:
+        sender = Sender(url, "cpk_secret", compress=True)
+        with pytest.raises(SendError, match=r"HTTP 400 from .*/api/v1/records: .*not a batch"):
+            sender.deliver(b'{"record_id": "r1"}\n')
+        sender.close()
+
+    (headers,) = seen  # a refusal is not retried
+    assert headers["Authorization"] == "Bearer cpk_secret" and headers["Content-Encoding"] == "gzip"
+
+
+def test_the_sender_gives_up_on_a_platform_that_stays_down():
+    sender = Sender(f"http://127.0.0.1:{free_port()}", "k", timeout=1)
+
+    with pytest.raises(SendError, match="cannot reach"):
+        sender.deliver(b"{}\n", retries=1)
 
 
 @pytest.mark.usefixtures("truncate_records")

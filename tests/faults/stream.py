@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-TOKEN_FIELDS = ("prompt", "prompt_cached", "completion", "system", "tool")
+from wire.contract import TOKEN_FIELDS
+
 BUSINESS_LINES = ("search", "customer-service", "ads")
 
 
@@ -68,7 +69,7 @@ class Sent:
         for item in items:
             sent.ids.add(item["record_id"])
             for name in TOKEN_FIELDS:
-                sent.tokens[name] += item["tokens"][name]
+                sent.tokens[name] += item["tokens"].get(name, 0)
         return sent
 
 
