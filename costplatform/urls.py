@@ -25,6 +25,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.ledger.urls")),
     path("", include("apps.reconciliation.views")),
+    path("", include("apps.currencies.views")),
     path("", include("apps.finance.urls")),
     path("", include("apps.audits.urls")),
     path("", include("apps.ingest.urls")),

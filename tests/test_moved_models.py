@@ -6,6 +6,7 @@ groups' grants survive. The moves are state-only migrations (SeparateDatabaseAnd
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import Group, Permission
@@ -13,10 +14,11 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-# Each app that took models from the ledger: the ledger's migration before the move, and the
-# models it took (lower case, as content types name them).
+# Each app that took models from the ledger, and the models it took (lower case, as content types
+# name them); BEFORE: the ledger's last migration before the first move.
 MOVED = {
-    "reconciliation": ("0014_dayreading", ("supplier", "bill", "billline", "billrowerror", "billadjustment")),
+    "reconciliation": ("supplier", "bill", "billline", "billrowerror", "billadjustment"),
+    "currencies": ("exchangerate", "missingrate"),
 }
 BEFORE = ("ledger", "0014_dayreading")
 
@@ -32,6 +34,9 @@ def test_rows_written_before_the_move_are_read_after_it() -> None:
     executor = _migrate([*((app, None) for app in MOVED), BEFORE])
     old = executor.loader.project_state([BEFORE]).apps
     supplier = old.get_model("ledger", "Supplier").objects.create(name="moved-supplier", currency="USD")
+    rate = old.get_model("ledger", "ExchangeRate").objects.create(
+        day=date(2026, 3, 2), currency="USD", to="CNY", rate=Decimal("7.1234"), source="central parity"
+    )
     # A permission of a moved model, granted to a group, as the roles' sync leaves it.
     content_type, _ = ContentType.objects.get_or_create(app_label="ledger", model="supplier")
     permission, _ = Permission.objects.get_or_create(
@@ -42,15 +47,18 @@ def test_rows_written_before_the_move_are_read_after_it() -> None:
 
     executor = _migrate(executor.loader.graph.leaf_nodes())
 
+    from apps.currencies.models import ExchangeRate
     from apps.reconciliation.models import Supplier
 
     kept = Supplier.objects.get(pk=supplier.pk)
     assert (kept.name, kept.currency) == ("moved-supplier", "USD")
-    assert Supplier._meta.db_table == "ledger_supplier"
+    assert (Supplier._meta.db_table, ExchangeRate._meta.db_table) == ("ledger_supplier", "ledger_exchangerate")
+    assert ExchangeRate.objects.get(pk=rate.pk).rate == Decimal("7.1234")
     content_type.refresh_from_db()
     assert content_type.app_label == "reconciliation"
     assert group.permissions.filter(content_type__app_label="reconciliation", codename="change_supplier").exists()
-    assert not ContentType.objects.filter(app_label="ledger", model__in=MOVED["reconciliation"][1]).exists()
+    for app, models in MOVED.items():
+        assert not ContentType.objects.filter(app_label="ledger", model__in=models).exists(), app
 
 
 @pytest.mark.django_db(transaction=True)

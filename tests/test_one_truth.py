@@ -198,7 +198,7 @@ def own_books(collector: Any, settings: Any) -> None:
     import random
 
     from apps.ledger.services.accrual import month_accrue
-    from apps.ledger.services.rates import rate_set
+    from apps.currencies.rates import rate_set
     from apps.pricing.services import price_set
     from tests import factories
 

@@ -85,6 +85,7 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("pricing", "*", ("add", "change", "view")),
         ("ledger", "*", ("add", "change", "view")),
         ("reconciliation", "*", ("add", "change", "view")),
+        ("currencies", "*", ("add", "change", "view")),
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
         ("audits", "*", ("view",)),

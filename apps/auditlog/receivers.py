@@ -31,7 +31,7 @@ AUDITED = (
     "ledger.FindingReview",
     "reconciliation.Supplier",
     "reconciliation.BillAdjustment",
-    "ledger.ExchangeRate",
+    "currencies.ExchangeRate",
     "ledger.IdlePolicy",
     "ledger.ReservedShare",
     "audits.ModelDowngrade",

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -15,9 +14,7 @@ from apps.ledger.models import (
     Budget,
     CloseRequest,
     CostCentre,
-    DirtyDay,
     ElasticWindow,
-    ExchangeRate,
     Finding,
     JournalEntry,
     JournalLine,
@@ -28,7 +25,6 @@ from apps.ledger.models import (
     Revenue,
 )
 from apps.ledger.services.periods import PeriodError, period_close, period_reopen
-from apps.ledger.services.rates import rate_parse
 
 REBOOK_HINT = "Open months pick the change up within minutes; closed months get adjusting entries (manage.py accrue)."
 
@@ -212,40 +208,3 @@ class CloseRequestAdmin(ReadOnlyAdmin):
 
 # The idle policy and the pools' reserved shares (apps/ledger/idle/).
 from apps.ledger.idle import admin as _idle_admin  # noqa: E402, F401
-
-
-class ExchangeRateForm(forms.ModelForm):
-    """The admin's rate, checked as the rates page and import_rates check one (a day the books
-    can hold, a rate the column can, a source without NUL)."""
-
-    class Meta:
-        model = ExchangeRate
-        fields = ["day", "currency", "to", "rate", "source"]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if all(data.get(name) is not None for name in ("day", "currency", "to", "rate", "source")):
-            try:
-                rate_parse(day=data["day"], currency=data["currency"], rate=data["rate"], source=data["source"],
-                           to=data["to"])  # fmt: skip
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc)) from None
-        return data
-
-
-@admin.register(ExchangeRate)
-class ExchangeRateAdmin(ScopedModelAdmin):
-    """A day's rate of a pair; saved through the model, so the audit log records each change
-    (and the day is marked for the next accrual, as the rates page and import_rates do)."""
-
-    form = ExchangeRateForm
-    list_display = ["day", "currency", "to", "rate", "source", "entered_by", "entered_at"]
-    list_filter = ["currency", "to"]
-    date_hierarchy = "day"
-    readonly_fields = ["entered_by", "entered_at"]
-
-    def save_model(self, request: HttpRequest, obj: ExchangeRate, form: Any, change: bool) -> None:
-        obj.entered_by = request.user if request.user.is_authenticated else None
-        super().save_model(request, obj, form, change)
-        DirtyDay.objects.create(day=obj.day)
-        self.message_user(request, REBOOK_HINT, messages.INFO)

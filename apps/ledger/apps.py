@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from datetime import date
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -10,9 +13,11 @@ class LedgerConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
+        from apps.currencies.signals import rate_changed
         from apps.ledger import checks  # noqa: F401 (registers the system checks)
 
         lines_source(_lines_planned)
+        rate_changed.connect(_rate_day_dirty, dispatch_uid="ledger.rate_day_dirty")
 
 
 def _lines_planned() -> set[str]:
@@ -23,3 +28,10 @@ def _lines_planned() -> set[str]:
     lines = set(CostCentre.objects.values_list("business_line", flat=True))
     lines |= set(Budget.objects.of_lines().values_list("business_line", flat=True).distinct())
     return lines | set(Revenue.objects.values_list("business_line", flat=True).distinct())
+
+
+def _rate_day_dirty(sender: Any, *, day: date, **kwargs: Any) -> None:
+    """A day's rate was entered or changed: the next accrual books the day at it."""
+    from apps.ledger.models import DirtyDay
+
+    DirtyDay.objects.create(day=day)

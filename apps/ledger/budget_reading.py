@@ -23,11 +23,11 @@ from django.db.models import F, Sum
 from django.utils.translation import gettext as _
 
 from apps.common.buckets import month_of
+from apps.currencies.rates import functional_currency
 from apps.ledger import conf
 from apps.ledger.budget_state import tokens_by_line
 from apps.ledger.models import Account, Budget, JournalLine
 from apps.ledger.names import names_load
-from apps.ledger.services.rates import functional_currency
 from apps.ledger.variance import MonthProgress, Variance, forecast, month_progress, pro_rated, used, variance
 
 # The keys of the rows that are not a business line (the `data-scope` of their figures).

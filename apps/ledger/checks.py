@@ -1,5 +1,4 @@
-"""System checks: the functional currency is one the price book knows (ledger.E001); the dims
-team and caller budgets count by are kept in the rollups (ledger.W001)."""
+"""System checks: the dims team and caller budgets count by are kept in the rollups (ledger.W001)."""
 
 from __future__ import annotations
 
@@ -7,26 +6,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-
-from apps.ledger.services.rates import functional_currency
-from apps.pricing.models import Currency
-
-
-@checks.register()
-def functional_currency_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """A journal in a currency no price, pool or rate can name would book nothing it could convert."""
-    if app_configs is not None and not any(c.label == "ledger" for c in app_configs):
-        return []
-    if functional_currency() in Currency.values:
-        return []
-    return [
-        checks.Error(
-            f"LEDGER_FUNCTIONAL_CURRENCY is {functional_currency()!r}: it must be one of {', '.join(Currency.values)}",
-            hint="Set COSTPLATFORM_FUNCTIONAL_CURRENCY to one of them (CNY by default).",
-            id="ledger.E001",
-        )
-    ]
-
 
 # The rollup dims a budget's scope is read from (apps/ledger/budget_state.py).
 BUDGET_SCOPE_DIMS = ("business_line", "team", "caller")

@@ -27,9 +27,6 @@ DEFAULTS: dict[str, Any] = {
     "LEDGER_FOCUS_BILLING_ACCOUNT_ID": "costplatform",
     "LEDGER_FOCUS_BILLING_ACCOUNT_NAME": "LLM token expense",
     "LEDGER_FOCUS_SERVICE_NAME": "LLM inference",
-    # The currency the journal is kept in: costs priced in another are converted at the day's
-    # rate (ledger.ExchangeRate); a day without one leaves them unbooked and flagged.
-    "LEDGER_FUNCTIONAL_CURRENCY": "CNY",
 }
 
 

@@ -26,14 +26,15 @@ from django.db.models import F, Q, Sum
 from apps.classification.models import HourlyClass
 from apps.common.buckets import accounting_zone, day_end, day_of, day_start, zone_name
 from apps.common.replica import read_connection
+from apps.currencies.models import MissingRate
+from apps.currencies.rates import functional_currency
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.mapping import mapping_load
-from apps.ledger.models import Account, JournalLine, MissingRate
+from apps.ledger.models import Account, JournalLine
 from apps.ledger.readings import day_readings, hours_where
 from apps.ledger.rounding import round_half_up
 from apps.ledger.services.accrual import booked_days, day_target
-from apps.ledger.services.rates import functional_currency
 from apps.pricing.models import MINOR_UNITS, HourlyCost
 
 DAY = timedelta(days=1)

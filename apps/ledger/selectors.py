@@ -16,13 +16,13 @@ from apps.accounts.models import CollectorKey
 from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month
 from apps.common.replica import read_connection
+from apps.currencies.rates import functional_currency, rates_between
 from apps.ledger import conf
 from apps.ledger.budget_state import tokens_by_line
 from apps.ledger.idle.allocation import SHOWBACK, IdlePart, idle_parts, policy_in_force
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, JournalLine, Period
 from apps.ledger.services.accrual import PRICED_HOURS_FROM, MonthWindow, month_window
-from apps.ledger.services.rates import functional_currency, rates_between
 
 ZERO = Decimal(0)
 

@@ -6,7 +6,7 @@ the accrued payable; below, the reverse. Token differences travel as the lines' 
 
 A bill in another currency than the ledger's functional one is reconciled in its own currency
 and posted converted at the rate of the entry's day, each line keeping the bill's amount, its
-currency, the rate and its source, as accrual does (apps/ledger/services/rates.py); without that
+currency, the rate and its source, as accrual does (apps/currencies/rates.py); without that
 day's rate the approval is refused, naming the day and pair.
 
 Like the close, proposing and deciding are company-wide acts: they need the finance or admin role
@@ -32,7 +32,7 @@ from apps.common.buckets import month_days, month_of, next_month
 from apps.ingest.models import ServedModel
 from apps.ledger.models import Account, JournalEntry, JournalLine, Period
 from apps.ledger.rounding import round_half_up
-from apps.ledger.services.rates import DayRate, functional_currency, rates_between
+from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.pricing.models import MINOR_UNITS
 from apps.reconciliation.matching import Difference, Key, supplier_reconcile
 from apps.reconciliation.models import BillAdjustment, Supplier

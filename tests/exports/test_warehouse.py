@@ -26,7 +26,7 @@ from moto.server import ThreadedMotoServer
 from apps.ledger.models import JournalLine
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close
-from apps.ledger.services.rates import rate_set
+from apps.currencies.rates import rate_set
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories

@@ -9,11 +9,11 @@ import pytest
 import time_machine
 
 from apps.common.models import JobRun
+from apps.currencies.rates import rate_set
 from apps.ledger.models import AccrualDay, ElasticWindow, JournalEntry, JournalLine, MappingRule, MappingRuleRevision
 from apps.ledger.services import accrual
 from apps.ledger.services.accrual import month_accrue, range_accrue, recent_accrue
 from apps.ledger.services.periods import month_totals
-from apps.ledger.services.rates import rate_set
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories

@@ -21,6 +21,7 @@ from django.db import DatabaseError, transaction
 from django.test import Client
 
 from apps.auditlog.models import AuditEntry
+from apps.currencies.rates import rate_set
 from apps.finance.pack import cover_table
 from apps.ledger.idle.models import IdlePolicy, ReservedShare
 from apps.ledger.idle.services import idle_policy_set, reserved_share_set
@@ -28,7 +29,6 @@ from apps.ledger.models import JournalEntry, JournalLine
 from apps.ledger.selectors import idle_by_line, trial_balance
 from apps.ledger.services.accrual import month_accrue, month_window, range_accrue
 from apps.ledger.services.periods import period_close, period_reopen
-from apps.ledger.services.rates import rate_set
 from apps.pricing.models import CostPool
 from apps.pricing.services import hours_price
 from tests import factories

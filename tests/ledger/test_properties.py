@@ -14,7 +14,8 @@ from django.db.models import Sum
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from apps.ledger.models import ExchangeRate, JournalEntry, JournalLine
+from apps.currencies.models import ExchangeRate
+from apps.ledger.models import JournalEntry, JournalLine
 from apps.ledger.rounding import day_amount, largest_remainder, round_half_up
 from apps.ledger.services.accrual import month_accrue, next_month
 from apps.ledger.services.periods import period_close

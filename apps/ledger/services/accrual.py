@@ -18,7 +18,7 @@ version) is unchanged, unless an earlier day's change moved the rounding carry e
 change the day's amount.
 
 Currencies: the journal is kept in the functional currency (LEDGER_FUNCTIONAL_CURRENCY). A
-priced row in another currency is converted at its day's rate (apps/ledger/services/rates.py)
+priced row in another currency is converted at its day's rate (apps/currencies/rates.py)
 and booked on a line of its own that keeps the original amount, currency, rate and source; when
 the day has no rate for that currency, its cost is left unbooked and noted as a MissingRate
 (never booked as zero), and the day's fingerprint holds its rates, so entering the rate books it.
@@ -61,13 +61,14 @@ from apps.common.buckets import (
     zone_name,
 )
 from apps.common.dayrun import jobrun_run
+from apps.currencies.models import MissingRate
+from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.idle.allocation import SHOWBACK, IdleLine, idle_lines, idle_parts, policy_in_force
 from apps.ledger.mapping import Mapping, mapping_load
-from apps.ledger.models import AccrualDay, DirtyDay, ElasticWindow, JournalEntry, JournalLine, MissingRate, Period
+from apps.ledger.models import AccrualDay, DirtyDay, ElasticWindow, JournalEntry, JournalLine, Period
 from apps.ledger.rounding import day_amount, largest_remainder
-from apps.ledger.services.rates import DayRate, functional_currency, rates_between
 from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
 
 DAY = timedelta(days=1)

@@ -25,6 +25,7 @@ from django.utils.translation import gettext_noop, pgettext
 from apps.classification.models import DirtyDay as ClassDirtyDay
 from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month, zone_name
+from apps.currencies.rates import missing_rates
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.finding_text import finding_text_of
@@ -33,7 +34,6 @@ from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, Budget, DirtyDay, Finding, FindingReview, JournalLine, Period
 from apps.ledger.services.accrual import _fingerprints, analytic_cursor, month_window
 from apps.ledger.services.checks import month_findings
-from apps.ledger.services.rates import missing_rates
 from apps.pricing.models import DirtyHour
 from apps.pricing.selectors import unpriced_models
 

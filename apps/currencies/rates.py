@@ -1,6 +1,6 @@
 """Exchange rates: the ledger's functional currency and the day's rate of every other one.
 
-The ledger owns the rate table, not pricing: pricing prices in the price book's currency (a USD
+The currencies app owns the rate table, not pricing: pricing prices in the price book's currency (a USD
 price book for hosted APIs stays USD in the cost rollup, which bill reconciliation compares
 with the supplier's USD bill), and converting is a booking decision, made once, when accrual
 books a day. A rate is per accounting day (apps/common/buckets.py) and pair (USD/CNY: CNY per
@@ -9,7 +9,7 @@ MissingRate (never booked at zero) until the rate is entered.
 
 Rates come from the admin, the finance rates page (one rate, or a CSV upload) and
 `manage.py import_rates FILE`; each save goes through the model, so the audit log records it.
-Entering or changing a rate marks its day dirty for the next accrual.
+Entering or changing a rate sends `rate_changed`: the books mark the day dirty for the next accrual.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps.ledger import conf
-from apps.ledger.models import DirtyDay, ExchangeRate, MissingRate
+from apps.currencies.models import ExchangeRate, MissingRate
+from apps.currencies.signals import rate_changed
 from apps.pricing.models import Currency
 
+# The currency the journal is kept in unless LEDGER_FUNCTIONAL_CURRENCY says another.
+FUNCTIONAL_DEFAULT = "CNY"
 COLUMNS = ("date", "currency", "rate", "source")  # required; `to` is optional (the functional currency)
 NOT_POSITIVE = "the rate must be a positive number, got {value!r}"
 TOO_LARGE = "the rate must be a positive number below 10,000,000,000, got {value!r}"
@@ -64,7 +66,7 @@ class DayRate:
 
 def functional_currency() -> str:
     """The currency the journal is kept in (LEDGER_FUNCTIONAL_CURRENCY, CNY by default)."""
-    return str(conf.get("LEDGER_FUNCTIONAL_CURRENCY"))
+    return str(getattr(settings, "LEDGER_FUNCTIONAL_CURRENCY", FUNCTIONAL_DEFAULT))
 
 
 def rates_between(*, start: date, end: date, to: str | None = None) -> dict[date, dict[str, DayRate]]:
@@ -160,7 +162,7 @@ def _save(item: RateInput, user: Any) -> ExchangeRate:
         return found
     obj.rate, obj.source, obj.entered_by = item.rate, item.source, user
     obj.save()
-    DirtyDay.objects.create(day=item.day)  # the next accrual books the day at this rate
+    rate_changed.send(sender=ExchangeRate, day=item.day)  # the next accrual books the day at this rate
     return obj
 
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from apps.ledger.models import ExchangeRate, JournalLine
+from apps.currencies.models import ExchangeRate
+from apps.ledger.models import JournalLine
 from apps.ledger.services.accrual import month_accrue
+from tests.currencies.test_currencies import usd_usage_build
 from tests.dashboards.test_browser import browser, person, shot, sign_in
 from tests.ledger.helpers import OCT
-from tests.ledger.test_currencies import usd_usage_build
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.books_in("UTC")]
 __all__ = ["browser"]  # the fixture, shared

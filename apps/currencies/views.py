@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.csvcells import csv_text
-from apps.ledger.models import ExchangeRate, MissingRate
-from apps.ledger.services.rates import COLUMNS, RateError, functional_currency, rate_set, rates_import
+from apps.currencies.models import ExchangeRate, MissingRate
+from apps.currencies.rates import COLUMNS, RateError, functional_currency, rate_set, rates_import
 from apps.pricing.models import Currency
 
 # The words of the bill adjustments' refusals, as the rates page has always answered with them.
@@ -53,7 +53,7 @@ def rates_page(request: HttpRequest) -> HttpResponse:
         "columns": ",".join(COLUMNS),
         "company": business_lines_of(request.user) is None,
     }
-    return render(request, "ledger/rates.html", context)
+    return render(request, "currencies/rates.html", context)
 
 
 @require_POST

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.common.csvcells import csv_text
-from apps.ledger.services.rates import COLUMNS, RateError, functional_currency, rates_import
+from apps.currencies.rates import COLUMNS, RateError, functional_currency, rates_import
 
 
 class Command(BaseCommand):

@@ -22,13 +22,14 @@ from django.db.models import Sum
 from django.test import Client
 
 from apps.auditlog.models import AuditEntry
-from apps.ledger.checks import functional_currency_check
-from apps.ledger.models import DirtyDay, ExchangeRate, JournalLine, MissingRate
+from apps.currencies.checks import functional_currency_check
+from apps.currencies.models import ExchangeRate, MissingRate
+from apps.currencies.rates import RateError, rate_set, rates_import
+from apps.ledger.models import DirtyDay, JournalLine
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.accrual import month_accrue, recent_accrue
 from apps.ledger.services.closing import close_checklist
 from apps.ledger.services.periods import period_close
-from apps.ledger.services.rates import RateError, rate_set, rates_import
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price, price_set
 from apps.reconciliation.adjustments import AdjustmentError, adjustment_approve, adjustment_propose
@@ -162,7 +163,7 @@ def test_a_changed_rate_rebooks_the_day_and_is_audit_logged(usd_usage: None, as_
     month_accrue(month=OCT)
 
     rate = ExchangeRate.objects.get(day=d(3), currency="USD")
-    entry = AuditEntry.objects.filter(model="ledger.ExchangeRate", object_id=str(rate.pk), action="update").get()
+    entry = AuditEntry.objects.filter(model="currencies.ExchangeRate", object_id=str(rate.pk), action="update").get()
     assert entry.changes["rate"][0].startswith("7.1") and entry.changes["rate"][1].startswith("7.15")
     assert entry.changes["source"] == ["PBOC central parity", "bank quote"]
     assert entry.actor_name.startswith("user-finance")
@@ -360,7 +361,7 @@ def test_a_functional_currency_the_price_book_does_not_know_is_refused_at_startu
 
     (error,) = functional_currency_check()
 
-    assert error.id == "ledger.E001" and "'EUR'" in error.msg
+    assert error.id == "currencies.E001" and "'EUR'" in error.msg
 
 
 def test_the_functional_currency_is_a_setting(settings: Any) -> None:
@@ -405,7 +406,7 @@ def test_a_closed_months_lines_of_another_currency_are_reversed_and_booked_conve
 def test_the_admin_refuses_a_rate_dated_beyond_what_the_books_hold(admin_client: Any) -> None:
     form = {"day": "9999-12-31", "currency": "USD", "to": "CNY", "rate": "7.1", "source": "PBOC"}
 
-    answer = admin_client.post("/admin/ledger/exchangerate/add/", form)
+    answer = admin_client.post("/admin/currencies/exchangerate/add/", form)
 
     assert answer.status_code == 200 and "too far ahead" in answer.content.decode()
     assert not ExchangeRate.objects.exists()

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class CurrenciesConfig(AppConfig):
+    """The functional currency, exchange rates by day and pair, and the days missing one
+    (apps/currencies/rates.py); the rates page. Below the books: accrual converts with it."""
+
+    name = "apps.currencies"
+    label = "currencies"
+    verbose_name = "Currencies"
+
+    def ready(self) -> None:
+        from apps.currencies import checks  # noqa: F401 (registers the system check)
