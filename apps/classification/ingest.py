@@ -20,12 +20,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from apps.classification.engine import COMPONENTS
-from apps.classification.models import HourlyClass
 from apps.classification.services import batch_classify, days_lock_shared, dirty_days_mark
-from apps.classification.sql import component_tokens_sql
+from apps.classification.sql import CLASS_ROLLUP, component_tokens_sql
 from apps.common.buckets import hour_floor_sql, utc_buckets
 from apps.common.composed import SQL, Identifier, Literal, col, commas, names
-from apps.common.rollup import Rollup
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import BatchRows, Companion, Cte, Prepared, StageColumn
 
@@ -33,12 +31,6 @@ from apps.ingest.services import BatchRows, Companion, Cte, Prepared, StageColum
 # which goes as one array a component (engine.COMPONENTS order) of class.reason ids.
 _REASONS_COLUMN = "reasons"
 _REASON_COLUMNS = tuple(f"reason_{i}" for i in range(len(COMPONENTS)))
-# The class rollup, summed from the inserted records' components.
-CLASS_ROLLUP = Rollup(
-    table=HourlyClass._meta.db_table,
-    key=("hour", "source_id", "model_id", "dims_id", "ruleset_id", "reason_id", "component"),
-    measures=("tokens",),
-)
 
 
 def class_rollup_ctes(rows: BatchRows) -> tuple[Cte, ...]:

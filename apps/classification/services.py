@@ -23,10 +23,11 @@ from apps.classification.engine import (
     Move,
     Reasons,
 )
-from apps.classification.models import DirtyDay, HourlyClass, Reason, Rule, RuleSet
+from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
-from apps.classification.sql import MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
+from apps.classification.sql import CLASS_ROLLUP, MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
 from apps.common.buckets import utc_day_start
+from apps.common.composed import SQL, table, text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.db import bound_cursor
 from apps.common.models import JobRun
@@ -38,6 +39,14 @@ ONLY_DRAFTS = "Only a draft rule set can be edited; make a new draft from the ac
 
 class RuleSetNotEditable(ValueError):
     pass
+
+
+# Writers of the reasons and rule sets take their table's lock first: one creates a custom reason
+# or the built-in set at a time. Reclassifying a day reads the records before it writes the rollup.
+_LOCK_REASONS = text(SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(table(Reason)))
+_LOCK_RULESETS = text(SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(table(RuleSet)))
+_LOCK_RECORDS = text(SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(table(Record)))
+_CLASS_CLEAR = text(CLASS_ROLLUP.clear())
 
 
 def ruleset_draft_create(*, user: Any = None, name: str = "") -> RuleSet:
@@ -102,7 +111,7 @@ def reason_ensure(*, name: str) -> Reason:
         return found
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(f"LOCK TABLE {Reason._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
+            cursor.execute(_LOCK_REASONS)
         found = Reason.objects.filter(name=name).first()
         if found is None:
             top = Reason.objects.order_by("-id").values_list("id", flat=True).first() or 0
@@ -182,7 +191,7 @@ def builtins_ensure() -> RuleSet:
     migrations seed the same; this keeps a database emptied by hand (or by tests) usable."""
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(f"LOCK TABLE {RuleSet._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
+            cursor.execute(_LOCK_RULESETS)
         for pk, name in BUILTIN_REASONS.items():
             Reason.objects.get_or_create(pk=pk, defaults={"name": name, "builtin": True})
         active = RuleSet.objects.filter(status=RuleSet.Status.ACTIVE).first()
@@ -260,18 +269,20 @@ def _days_made_dirty(present: list[Candidate], stored: list[Candidate], window: 
 # found, a plan that does not depend on estimates. JIT is off: the row estimates of a growing
 # partition put the statement's cost above the JIT threshold, and compiling it took 430 ms of a
 # 25 ms query at 15 million records.
-_STORED_CANDIDATES = f"""
+_STORED_CANDIDATES = text(
+    SQL("""
 SELECT r.prompt_hash,
-       (SELECT m.name FROM {ServedModel._meta.db_table} m WHERE m.id = r.model_id),
-       (SELECT d.business_line FROM {DimSet._meta.db_table} d WHERE d.id = r.dims_id),
+       (SELECT m.name FROM {models} m WHERE m.id = r.model_id),
+       (SELECT d.business_line FROM {dims} d WHERE d.id = r.dims_id),
        r.ts
 FROM unnest(%b::bytea[]) AS h(hash)
 CROSS JOIN LATERAL (
-    SELECT prompt_hash, model_id, dims_id, ts FROM {Record._meta.db_table}
+    SELECT prompt_hash, model_id, dims_id, ts FROM {records}
     WHERE prompt_hash = h.hash AND status = 0 AND source_id = %b::int AND ts >= %b AND ts <= %b
     OFFSET 0
 ) r
-"""
+""").format(models=table(ServedModel), dims=table(DimSet), records=table(Record))
+)
 
 
 def _stored_candidates(source_id: int, present: list[Candidate], window: timedelta) -> list[Candidate]:
@@ -302,10 +313,12 @@ class BatchClasses:
 
 # The active rule set's id and the source's name in one round trip: a batch's classifier is
 # then mostly the one compiled for them before (classifier_build's cache).
-_ACTIVE_AND_SOURCE = f"""
-SELECT (SELECT id FROM {RuleSet._meta.db_table} WHERE status = %s),
-       (SELECT name FROM {CollectorKey._meta.db_table} WHERE id = %s)
-"""
+_ACTIVE_AND_SOURCE = text(
+    SQL("""
+SELECT (SELECT id FROM {rulesets} WHERE status = %s),
+       (SELECT name FROM {keys} WHERE id = %s)
+""").format(rulesets=table(RuleSet), keys=table(CollectorKey))
+)
 
 
 def batch_classifier(*, source_id: int) -> Classifier:
@@ -399,12 +412,12 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
         # The records before the rollup: ingest holds them in that order when it makes a partition.
-        cursor.execute(f"LOCK TABLE {Record._meta.db_table} IN ACCESS SHARE MODE")
+        cursor.execute(_LOCK_RECORDS)
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less
         # The statement's cost makes PostgreSQL compile and optimise it with LLVM, which takes
         # longer (about 0.3 s a day) than the compiled expressions save on one day of records.
         cursor.execute("SET LOCAL jit = off")
-        cursor.execute(f"DELETE FROM {HourlyClass._meta.db_table} WHERE hour >= %s AND hour < %s", [start, start + DAY])
+        cursor.execute(_CLASS_CLEAR, [start, start + DAY])
         cursor.execute(sql, params)
         written = cursor.rowcount
         DirtyDay.objects.filter(day=day).delete()

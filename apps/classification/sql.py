@@ -37,9 +37,17 @@ from apps.classification.models import HourlyClass
 from apps.classification.rules import Node, compile_sql, parse_rule
 from apps.classification.rules.storage import RECORD_FROM, choice_codes, record_columns
 from apps.common.buckets import hour_floor_sql
+from apps.common.rollup import Rollup
 from apps.ingest.contract import RECONCILIATION_DIM, RECONCILIATION_VALUE
 from apps.ingest.models import FinishReason, Status
 
+# The class rollup: written by ingest's statement (apps.classification.ingest) and replaced a day at
+# a time by reclassification.
+CLASS_ROLLUP = Rollup(
+    table=HourlyClass._meta.db_table,
+    key=("hour", "source_id", "model_id", "dims_id", "ruleset_id", "reason_id", "component"),
+    measures=("tokens",),
+)
 Fragment = tuple[str, list[object]]
 
 STATUS_CODES = choice_codes(Status.choices)

@@ -6,7 +6,7 @@ travel as parameters (`%s`, or `%b` on the hot paths' bound cursors)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from django.db import models
 from psycopg import sql
@@ -37,6 +37,15 @@ def names(columns: Iterable[str], alias: str | None = None) -> sql.Composed:
 
 def commas(parts: Iterable[sql.Composable]) -> sql.Composed:
     return sql.SQL(", ").join(parts)
+
+
+def unnest_insert(table_name: str, columns: Sequence[tuple[str, str]]) -> sql.Composed:
+    """INSERT of rows sent as one array a column, each (name, PostgreSQL type) of `columns`, bound
+    in binary (%b): a statement for the hot paths' bound cursors."""
+    arrays = sql.SQL(", ").join(sql.SQL("%b::{}[]").format(sql.SQL(kind)) for _, kind in columns)
+    return sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(
+        sql.Identifier(table_name), names(name for name, _ in columns), arrays
+    )
 
 
 def text(statement: sql.Composable) -> str:

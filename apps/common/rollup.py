@@ -29,6 +29,12 @@ class Rollup:
     def columns(self) -> tuple[str, ...]:
         return (*self.key, *self.measures)
 
+    def clear(self) -> Composed:
+        """Delete the rollup's rows whose time (its key's first column) is in [%s, %s)."""
+        return SQL("DELETE FROM {table} WHERE {time} >= %s AND {time} < %s").format(
+            table=Identifier(self.table), time=Identifier(self.key[0])
+        )
+
     def upsert(self, rows: Composable, *, alias: str = "u") -> Composed:
         """Add `rows` (a relation of the key and measure columns, in that order) to the rollup, in
         key order: a key already there gets the sums added, a new one is inserted."""

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 import psycopg
@@ -23,7 +24,7 @@ from django.utils import timezone
 from apps.classification.engine import COMPONENT_KIND
 from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor, utc_day_start
-from apps.common.composed import text
+from apps.common.composed import SQL, table, text, unnest_insert
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
 from apps.common.rollup import Marks
@@ -215,9 +216,51 @@ class _Plan:
     pending: set[tuple[datetime, int]] = field(default_factory=set)
 
 
+# What pricing writes of an hour, deleted before the hour is priced again.
+_HOURS_DELETE = tuple(
+    text(SQL("DELETE FROM {} WHERE hour = ANY(%s)").format(table(model)))
+    for model in (HourlyCost, PoolIdleHour, UnpricedHour)
+)
+# The classified tokens of the hours per model and component, with the model's name.
+_PLAN = text(
+    SQL(
+        "SELECT hc.hour, hc.model_id, m.name, hc.component, SUM(hc.tokens) "
+        "FROM {classes} hc JOIN {models} m ON m.id = hc.model_id "
+        "WHERE hc.hour = ANY(%s) GROUP BY hc.hour, hc.model_id, m.name, hc.component HAVING SUM(hc.tokens) > 0"
+    ).format(classes=table(HourlyClass), models=table(ServedModel))
+)
+# The price book's rows: the classified tokens at the price of each (hour, model, component) sent.
+# tokens x per_million x 0.000001 is exact (a division would round to the result's scale).
+_BOOK_ROWS = text(
+    SQL(
+        "INSERT INTO {costs} "
+        "(hour, source_id, model_id, dims_id, reason_id, component, tokens, cost, currency, price_version_id, pool_id) "
+        "SELECT hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, SUM(hc.tokens), "
+        "SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
+        "FROM {classes} hc "
+        "JOIN unnest(%s::timestamptz[], %s::int[], %s::smallint[], %s::numeric[], %s::text[], %s::bigint[]) "
+        "  AS b(hour, model_id, component, per_million, currency, version_id) "
+        "  ON hc.hour = b.hour AND hc.model_id = b.model_id AND hc.component = b.component "
+        "WHERE hc.hour = ANY(%s) "
+        "GROUP BY hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, "
+        "  b.per_million, b.currency, b.version_id "
+        "HAVING SUM(hc.tokens) > 0"
+    ).format(costs=table(HourlyCost), classes=table(HourlyClass))
+)
+# The class rollup's rows (summed over rule sets) of the ended pool-hours' models, in key order.
+_POOL_ROWS = text(
+    SQL(
+        "SELECT hour, source_id, model_id, dims_id, reason_id, component, SUM(tokens) "
+        "FROM {classes} WHERE hour = ANY(%s) AND model_id = ANY(%s) "
+        "GROUP BY hour, source_id, model_id, dims_id, reason_id, component HAVING SUM(tokens) > 0 "
+        "ORDER BY hour, source_id, model_id, dims_id, reason_id, component"
+    ).format(classes=table(HourlyClass))
+)
+
+
 def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_before: datetime) -> PricedHours:
-    for model in (HourlyCost, PoolIdleHour, UnpricedHour):
-        cursor.execute(f"DELETE FROM {model._meta.db_table} WHERE hour = ANY(%s)", [hours])
+    for statement in _HOURS_DELETE:
+        cursor.execute(statement, [hours])
     plan = _plan(cursor, hours, book, ready_before)
     result = PricedHours(hours=len(hours), pending_pool_hours=len({h for h, _ in plan.pending}))
     result.book_rows = _book_rows_insert(cursor, hours, plan)
@@ -228,12 +271,7 @@ def _hours_write(cursor: Any, hours: list[datetime], book: PriceBook, ready_befo
 
 
 def _plan(cursor: Any, hours: list[datetime], book: PriceBook, ready_before: datetime) -> _Plan:
-    cursor.execute(
-        "SELECT hc.hour, hc.model_id, m.name, hc.component, SUM(hc.tokens) "
-        f"FROM {HourlyClass._meta.db_table} hc JOIN {ServedModel._meta.db_table} m ON m.id = hc.model_id "
-        "WHERE hc.hour = ANY(%s) GROUP BY hc.hour, hc.model_id, m.name, hc.component HAVING SUM(hc.tokens) > 0",
-        [hours],
-    )
+    cursor.execute(_PLAN, [hours])
     plan = _Plan()
     for hour, model_id, name, component, tokens in cursor.fetchall():
         basis: Basis | None = book.basis(name, hour)
@@ -253,22 +291,7 @@ def _book_rows_insert(cursor: Any, hours: list[datetime], plan: _Plan) -> int:
     if not plan.book:
         return 0
     columns = list(zip(*plan.book, strict=True))
-    # tokens x per_million x 0.000001 is exact (a division would round to the result's scale).
-    cursor.execute(
-        f"INSERT INTO {HourlyCost._meta.db_table} "
-        "(hour, source_id, model_id, dims_id, reason_id, component, tokens, cost, currency, price_version_id, pool_id) "
-        "SELECT hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, SUM(hc.tokens), "
-        "SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
-        f"FROM {HourlyClass._meta.db_table} hc "
-        "JOIN unnest(%s::timestamptz[], %s::int[], %s::smallint[], %s::numeric[], %s::text[], %s::bigint[]) "
-        "  AS b(hour, model_id, component, per_million, currency, version_id) "
-        "  ON hc.hour = b.hour AND hc.model_id = b.model_id AND hc.component = b.component "
-        "WHERE hc.hour = ANY(%s) "
-        "GROUP BY hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, "
-        "  b.per_million, b.currency, b.version_id "
-        "HAVING SUM(hc.tokens) > 0",
-        [*(list(c) for c in columns), hours],
-    )
+    cursor.execute(_BOOK_ROWS, [*(list(c) for c in columns), hours])
     return int(cursor.rowcount)
 
 
@@ -323,19 +346,22 @@ _IDLE_COLUMNS = (
 _UNPRICED_COLUMNS = (("hour", "timestamptz"), ("model_id", "int"), ("kind", "text"), ("tokens", "bigint"))
 
 
-def _unnest_insert(cursor: Any, table: str, columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]) -> None:
+def _unnest_insert(
+    cursor: Any, table_name: str, columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]
+) -> None:
     """Insert rows in one statement: a column array per column, unnested. The arrays go bound
     server side in binary (in the cursor's transaction): Django's cursor would quote every
     element into the SQL, the largest Python cost of inserting a day's pool rows."""
     if not rows:
         return
-    names = ", ".join(name for name, _ in columns)
-    arrays = ", ".join(f"%b::{sql_type}[]" for _, sql_type in columns)
     cursor.db.ensure_connection()
     with psycopg.Cursor(cursor.db.connection) as bound:
-        bound.execute(
-            f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})", [list(c) for c in zip(*rows, strict=True)]
-        )
+        bound.execute(_unnest_statement(table_name, columns), [list(c) for c in zip(*rows, strict=True)])
+
+
+@cache
+def _unnest_statement(table_name: str, columns: tuple[tuple[str, str], ...]) -> str:
+    return text(unnest_insert(table_name, columns))
 
 
 def _pool_rows(
@@ -346,13 +372,7 @@ def _pool_rows(
     grouped: dict[tuple[int, datetime], list[tuple[tuple[Any, ...], int]]] = defaultdict(list)
     if not wanted:
         return grouped
-    cursor.execute(
-        "SELECT hour, source_id, model_id, dims_id, reason_id, component, SUM(tokens) "
-        f"FROM {HourlyClass._meta.db_table} WHERE hour = ANY(%s) AND model_id = ANY(%s) "
-        "GROUP BY hour, source_id, model_id, dims_id, reason_id, component HAVING SUM(tokens) > 0 "
-        "ORDER BY hour, source_id, model_id, dims_id, reason_id, component",
-        [ready, sorted({m for _, m in wanted})],
-    )
+    cursor.execute(_POOL_ROWS, [ready, sorted({m for _, m in wanted})])
     for row in cursor.fetchall():
         pool = wanted.get((row[0], row[2]))
         if pool is not None:
@@ -391,16 +411,20 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
     return result
 
 
+_POOL_HOURS_PENDING = text(
+    SQL(
+        "SELECT DISTINCT h FROM {pools} p CROSS JOIN LATERAL generate_series("
+        "  p.effective_from, LEAST(COALESCE(p.effective_to, %(ready)s), %(ready)s) - interval '1 hour',"
+        "  interval '1 hour') AS h "
+        "WHERE NOT EXISTS (SELECT 1 FROM {idle} i WHERE i.pool_id = p.id AND i.hour = h)"
+    ).format(pools=table(CostPool), idle=table(PoolIdleHour))
+)
+
+
 def _pool_hours_pending(ready_before: datetime) -> list[datetime]:
     """Ended hours in some pool's range that have no allocation yet (PoolIdleHour row)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT DISTINCT h FROM {CostPool._meta.db_table} p CROSS JOIN LATERAL generate_series("
-            "  p.effective_from, LEAST(COALESCE(p.effective_to, %(ready)s), %(ready)s) - interval '1 hour',"
-            "  interval '1 hour') AS h "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {PoolIdleHour._meta.db_table} i WHERE i.pool_id = p.id AND i.hour = h)",
-            {"ready": ready_before},
-        )
+        cursor.execute(_POOL_HOURS_PENDING, {"ready": ready_before})
         return sorted(h.astimezone(UTC) for (h,) in cursor.fetchall())
 
 

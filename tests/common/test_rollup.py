@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from apps.common.composed import Identifier, text
+from apps.common.composed import Identifier, text, unnest_insert
 from apps.common.rollup import Marks, Rollup
 
 HITS = Rollup(table="t_hits", key=("hour", "page"), measures=("hits", "bytes"))
@@ -67,3 +67,13 @@ def test_a_mark_is_not_repeated_and_taking_a_range_clears_it() -> None:
         assert cursor.fetchall() == [(h1,)]
         cursor.execute("SELECT hour FROM t_marks")
         assert cursor.fetchall() == [(h2,)]
+
+
+def test_a_rollup_clears_the_rows_of_a_time_range() -> None:
+    assert text(HITS.clear()) == 'DELETE FROM "t_hits" WHERE "hour" >= %s AND "hour" < %s'
+
+
+def test_an_unnest_insert_binds_a_typed_array_a_column() -> None:
+    assert text(unnest_insert("t_hits", (("hour", "int"), ("page", "text")))) == (
+        'INSERT INTO "t_hits" ("hour", "page") SELECT * FROM unnest(%b::int[], %b::text[])'
+    )
