@@ -110,11 +110,14 @@ security: install services  ## the security suite alone (also in make test): rou
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest tests/security $(PYTEST_ARGS)
 
+# Besides the linters and the import contracts: the record's token kinds are listed once, in
+# wire/contract.py (tests/test_one_record_contract.py, run alone: a second list fails).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m tests.test_one_record_contract
 
 bench: install services
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench} \
