@@ -21,7 +21,16 @@ from apps.common.composed import SQL, Composable, Composed, text
 from apps.common.replica import read_connection
 from apps.dashboards.filters import Filters
 from apps.dashboards.models import DailyClass, DailyCost, DailyLineClass, DailyLineCost, HourlyLineClass
-from apps.dashboards.queries import Grouping, Match, RollupPart, RollupQuery, dim_values, duplicates_query
+from apps.dashboards.queries import (
+    Grouping,
+    Match,
+    RollupPart,
+    RollupQuery,
+    by_conversation_query,
+    dim_values,
+    duplicates_query,
+    record_components_query,
+)
 from apps.dashboards.rollup import day_runs, split_window
 from apps.ingest.models import DimSet, Record, ServedModel
 from apps.ingest.services import record_key
@@ -452,11 +461,7 @@ def record_components(*, record: Record) -> Components:
     inner, params = records_sql(start=record.ts, end=record.ts + timedelta(microseconds=1), flags=compiled.flags)
     # records_sql has no record key: the record is its (ts, source, model, rollup dims, tokens);
     # two records alike in all of these differ at most by a move rule on a dim not rolled up.
-    sql = (
-        f"SELECT {', '.join(compiled.reasons)}, {', '.join(COMPONENT_TOKENS)} FROM ({inner}) x "
-        "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
-        "AND x.prompt = %s AND x.completion = %s AND x.reasoning = %s LIMIT 1"
-    )
+    sql = text(record_components_query(inner, compiled.reasons, COMPONENT_TOKENS))
     rollup_dims = record.dims.rollup_id or record.dims_id
     keys = [record.ts, record.source_id, record.model_id, rollup_dims, record.prompt, record.completion]
     keys.append(record.reasoning)
@@ -568,23 +573,15 @@ def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) 
         ("dims_match", ("d.dims @> %s::jsonb", [json.dumps(flt.dims)])),
     ]
     inner, params = records_sql(start=start, end=flt.end, flags=[*compiled.flags, *extra])
-    chosen = " + ".join(
-        f"CASE WHEN {reason} = ANY(%s) THEN {tokens} ELSE 0 END"
-        for reason, tokens in zip(compiled.reasons, COMPONENT_TOKENS, strict=True)
-    )
-    where = ["x.ts >= %s", "x.conversation IS NOT NULL", "x.dims_match"]
+    where: list[Composable] = [SQL("x.ts >= %s"), SQL("x.conversation IS NOT NULL"), SQL("x.dims_match")]
     more: list[Any] = [start]
     if lines is not None:
-        where.append("x.line_of = ANY(%s)")
+        where.append(SQL("x.line_of = ANY(%s)"))
         more.append(lines)
     if flt.model:
-        where.append("x.model_id = ANY(%s)")
+        where.append(SQL("x.model_id = ANY(%s)"))
         more.append(list(ServedModel.objects.filter(name=flt.model).values_list("id", flat=True)))
-    sql = (
-        f"SELECT x.conversation, sum({chosen})::bigint AS measured, sum({' + '.join(COMPONENT_TOKENS)})::bigint "
-        f"FROM ({inner}) x WHERE {' AND '.join(where)} GROUP BY x.conversation "
-        "HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
-    ).replace("{chosen}", chosen)
+    sql = text(by_conversation_query(inner, compiled.reasons, COMPONENT_TOKENS, where))
     with read_connection().cursor() as cursor:
         per_component = [kept] * len(COMPONENT_TOKENS)
         cursor.execute(sql, [*per_component, *params, *more, *per_component, limit])

@@ -18,7 +18,7 @@ from psycopg.errors import UniqueViolation
 from apps.accounts.models import CollectorKey
 from apps.accounts.services import collector_key_seen
 from apps.common.buckets import hour_floor_sql, utc_buckets
-from apps.common.composed import SQL, Composable, Composed, Identifier, col, commas, names, text
+from apps.common.composed import SQL, Composable, Composed, Identifier, Literal, col, commas, names, table, text
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
 from apps.common.rollup import Rollup
@@ -307,23 +307,29 @@ def reference_caches_clear() -> None:
         cache.ids.clear()
 
 
+# Served models by (name, version), sent as two text arrays: the missing ones inserted, then all read.
+_MODELS_INSERT = text(
+    SQL("INSERT INTO {} (name, version) SELECT * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING").format(
+        table(ServedModel)
+    )
+)
+_MODELS_FIND = text(
+    SQL(
+        "SELECT s.name, s.version, s.id FROM {} s "
+        "JOIN unnest(%b::text[], %b::text[]) AS k(name, version) USING (name, version)"
+    ).format(table(ServedModel))
+)
+
+
 def served_models_resolve(*, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """Ids of (model name, version) pairs, creating the missing ones."""
     ids = {key: _models.ids[key] for key in keys if key in _models.ids}
     missing = sorted(set(keys) - ids.keys())
     if missing:
-        names, versions = [k[0] for k in missing], [k[1] for k in missing]
+        model_names, versions = [k[0] for k in missing], [k[1] for k in missing]
         with bound_cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {ServedModel._meta.db_table} (name, version) "
-                "SELECT * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING",
-                [names, versions],
-            )
-            cursor.execute(
-                f"SELECT s.name, s.version, s.id FROM {ServedModel._meta.db_table} s "
-                "JOIN unnest(%b::text[], %b::text[]) AS k(name, version) USING (name, version)",
-                [names, versions],
-            )
+            cursor.execute(_MODELS_INSERT, [model_names, versions])
+            cursor.execute(_MODELS_FIND, [model_names, versions])
             found = {(name, version): pk for name, version, pk in cursor.fetchall()}
         ids.update(found)
         _models.remember(found)
@@ -337,26 +343,28 @@ def _rollup_part(key: DimsKey, kept: frozenset[str]) -> DimsKey:
 # A batch's digests go as one bytea, cut back into digests server side (psycopg dumps an array
 # parameter element by element, in Python).
 _DIGEST_SIZE = 16
-_DIGESTS = (
-    f"SELECT substring(%b::bytea FROM {_DIGEST_SIZE} * (n - 1) + 1 FOR {_DIGEST_SIZE}) "
-    "FROM generate_series(1, %b::int) AS n"
-)
+_DIGESTS = SQL(
+    "SELECT substring(%b::bytea FROM {size} * (n - 1) + 1 FOR {size}) FROM generate_series(1, %b::int) AS n"
+).format(size=Literal(_DIGEST_SIZE))
 # New sets: their digests as above, and [dims, rollup id] pairs as one JSON array; the business
 # line is read from the dims.
-_DIMSETS_INSERT = f"""
-INSERT INTO {DimSet._meta.db_table} (digest, dims, business_line, rollup_id)
-SELECT substring(%b::bytea FROM {_DIGEST_SIZE} * (p.n::int - 1) + 1 FOR {_DIGEST_SIZE}), p.pair -> 0,
+_DIMSETS_INSERT = text(
+    SQL("""
+INSERT INTO {dims} (digest, dims, business_line, rollup_id)
+SELECT substring(%b::bytea FROM {size} * (p.n::int - 1) + 1 FOR {size}), p.pair -> 0,
        coalesce(p.pair -> 0 ->> 'business_line', ''), (p.pair ->> 1)::int
 FROM jsonb_array_elements(%b::text::jsonb) WITH ORDINALITY AS p(pair, n)
 ON CONFLICT (digest) DO NOTHING RETURNING digest, id
-"""
+""").format(dims=table(DimSet), size=Literal(_DIGEST_SIZE))
+)
+# The ids of the dim sets of a batch's digests (sent as above).
+_DIMSET_IDS = text(SQL("SELECT digest, id FROM {} WHERE digest = ANY(ARRAY({}))").format(table(DimSet), _DIGESTS))
 
 
 def _dimset_ids(digests: dict[DimsKey, bytes]) -> dict[DimsKey, int]:
     """Ids of the dim sets with these digests that exist (committed)."""
     with bound_cursor() as cursor:
-        sql = f"SELECT digest, id FROM {DimSet._meta.db_table} WHERE digest = ANY(ARRAY({_DIGESTS}))"
-        cursor.execute(sql, [b"".join(digests.values()), len(digests)])
+        cursor.execute(_DIMSET_IDS, [b"".join(digests.values()), len(digests)])
         by_digest = {bytes(digest): pk for digest, pk in cursor.fetchall()}
     return {key: by_digest[digest] for key, digest in digests.items() if digest in by_digest}
 

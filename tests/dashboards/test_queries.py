@@ -11,7 +11,16 @@ from django.db import connection
 
 from apps.classification.models import HourlyClass, Reason
 from apps.common.composed import SQL
-from apps.dashboards.queries import Grouping, Match, RollupPart, RollupQuery, dim_values, duplicates_query
+from apps.dashboards.queries import (
+    Grouping,
+    Match,
+    RollupPart,
+    RollupQuery,
+    by_conversation_query,
+    dim_values,
+    duplicates_query,
+    record_components_query,
+)
 from apps.dashboards.rollup import REBUILD
 from tests.conftest import traffic_at
 
@@ -157,4 +166,24 @@ def test_a_days_rebuild_is_generated_from_the_declared_rollups() -> None:
         'FROM "classification_hourlyclass" c JOIN "ingest_dimset" d ON d.id = "c"."dims_id"\n'
         "WHERE c.hour >= %(start)s AND c.hour < %(end)s\n"
         "GROUP BY 1, 2, 3, 4, 5 HAVING sum(c.tokens) <> 0"
+    )
+
+
+def test_a_records_components_are_read_by_its_key_from_the_classified_records() -> None:
+    sql = record_components_query("SELECT 1", ["x.reason_0", "x.reason_1"], ["x.a", "x.b - x.a"])
+    assert sql.as_string(None) == (
+        "SELECT x.reason_0, x.reason_1, x.a, x.b - x.a FROM (SELECT 1) x "
+        "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
+        "AND x.prompt = %s AND x.completion = %s AND x.reasoning = %s LIMIT 1"
+    )
+
+
+def test_conversations_sum_the_tokens_of_the_chosen_reasons() -> None:
+    where = [SQL("x.ts >= %s"), SQL("x.line_of = ANY(%s)")]
+    sql = by_conversation_query("SELECT 1", ["x.r0", "x.r1"], ["x.a", "x.b"], where)
+    chosen = "CASE WHEN x.r0 = ANY(%s) THEN x.a ELSE 0 END + CASE WHEN x.r1 = ANY(%s) THEN x.b ELSE 0 END"
+    assert sql.as_string(None) == (
+        f"SELECT x.conversation, sum({chosen})::bigint AS measured, sum(x.a + x.b)::bigint "
+        "FROM (SELECT 1) x WHERE x.ts >= %s AND x.line_of = ANY(%s) GROUP BY x.conversation "
+        f"HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
     )
