@@ -27,6 +27,12 @@ BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60},
     },
+    # The hosted models' price list (COSTPLATFORM_PRICE_LIST, when set) re-imported once a day.
+    "pricing-pricelist-refresh": {
+        "task": "apps.pricing.tasks.pricelist_refresh",
+        "schedule": crontab(minute=23, hour=5),
+        "options": {"expires": 6 * HOUR},
+    },
     # Days where a late record may have made stored records duplicates (DirtyDay) are reclassified.
     "classification-reclassify-dirty-days": {
         "task": "apps.classification.tasks.reclassify_dirty_days",

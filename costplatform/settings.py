@@ -328,6 +328,10 @@ RETENTION_MONTHS = envint("COSTPLATFORM_RETENTION_MONTHS", 13)
 REJECTIONS_RETENTION_DAYS = envint("COSTPLATFORM_REJECTIONS_RETENTION_DAYS", 90)
 # Late records of an hour still arrive this long after it ends; pool costs are allocated after that.
 POOL_GRACE_MINUTES = envint("COSTPLATFORM_POOL_GRACE_MINUTES", 5)
+# A hosted models' price list to re-import daily (docs/pricing.md, "A public price list"): a path or
+# an http(s) URL, LiteLLM's JSON or a CSV; the served models are taken, and these names or globs.
+PRICE_LIST = env("COSTPLATFORM_PRICE_LIST", "")
+PRICE_LIST_MODELS = envlist("COSTPLATFORM_PRICE_LIST_MODELS", [])
 
 # Alerts (see docs/alerts.md). Links in messages are made absolute with the site URL.
 ALERTS_SITE_URL = env("COSTPLATFORM_SITE_URL", "http://localhost:8000")

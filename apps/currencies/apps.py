@@ -13,3 +13,7 @@ class CurrenciesConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.currencies import checks  # noqa: F401 (registers the system check)
+        from apps.currencies.rates import rate_of_day
+        from apps.pricing.conversion import rate_reader
+
+        rate_reader(rate_of_day)  # a price list in another currency is converted at the day's rate

@@ -78,6 +78,19 @@ def rates_between(*, start: date, end: date, to: str | None = None) -> dict[date
     return found
 
 
+def rate_of_day(day: date, currency: str, to: str) -> Decimal | None:
+    """A unit of `currency` in `to` on the accounting `day`: the rate kept for the pair, or the
+    inverse of the one kept the other way round; None when neither is."""
+    pairs = ExchangeRate.objects.filter(day=day).values_list("currency", "to", "rate")
+    found = {
+        (source, target): rate
+        for source, target, rate in pairs.filter(currency__in=[currency, to], to__in=[currency, to])
+    }
+    if (currency, to) in found:
+        return found[(currency, to)]
+    return 1 / found[(to, currency)] if (to, currency) in found else None
+
+
 def _currency(value: str) -> str:
     code = value.strip().upper()
     if code not in Currency.values:

@@ -20,3 +20,15 @@ def price_dirty_hours() -> int:
     from apps.pricing.services import dirty_hours_price
 
     return dirty_hours_price().hours
+
+
+@shared_task
+def pricelist_refresh() -> int:
+    """Re-import COSTPLATFORM_PRICE_LIST (when set) from the next hour: the prices it changes."""
+    from django.conf import settings
+
+    from apps.pricing.pricelist import pricelist_refresh as refresh
+
+    if not settings.PRICE_LIST:
+        return 0
+    return len(refresh(location=settings.PRICE_LIST, patterns=settings.PRICE_LIST_MODELS).changes)
