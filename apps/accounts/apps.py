@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
+from django.utils.translation import gettext_lazy as _
 
 
 class AccountsConfig(AppConfig):
     name = "apps.accounts"
     label = "accounts"
-    verbose_name = "Accounts and collector keys"
+    verbose_name = _("Accounts and collector keys")
 
     def ready(self) -> None:
         from django.contrib import admin

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 ROLES = ("admin", "finance", "engineer", "viewer")
 DEFAULT_BACKDATE_DAYS = 3
@@ -49,6 +50,8 @@ class CollectorKey(models.Model):
     )
 
     class Meta:
+        verbose_name = _("collector key")
+        verbose_name_plural = _("collector keys")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -82,6 +85,10 @@ class UserScope(models.Model):
     can_see_money = models.BooleanField(
         default=False, help_text="Show costs and spend although the user is neither finance nor admin."
     )
+
+    class Meta:
+        verbose_name = _("user scope")
+        verbose_name_plural = _("user scopes")
 
     def __str__(self) -> str:
         lines = ", ".join(self.business_lines) or "all business lines"

@@ -45,6 +45,8 @@ class Rule(models.Model):
     last_error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name = _("alert rule")
+        verbose_name_plural = _("alert rules")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -107,6 +109,8 @@ class Alert(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = _("alert")
+        verbose_name_plural = _("alerts")
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["created_at"], name="alerts_alert_created")]
 
@@ -142,6 +146,8 @@ class Channel(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("channel")
+        verbose_name_plural = _("channels")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -184,6 +190,8 @@ class Notification(models.Model):
     permanent = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name = _("notification")
+        verbose_name_plural = _("notifications")
         ordering = ["-id"]
         constraints = [
             models.UniqueConstraint(fields=["alert", "channel", "attempt"], name="alerts_notification_attempt")

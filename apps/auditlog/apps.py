@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class AuditlogConfig(AppConfig):
     name = "apps.auditlog"
     label = "auditlog"
-    verbose_name = "Audit log"
+    verbose_name = _("Audit log")
 
     def ready(self) -> None:
         from apps.auditlog.lockouts import lockouts_connect

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class AuditEntry(models.Model):
@@ -43,7 +44,8 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        verbose_name_plural = "audit entries"
+        verbose_name = _("audit entry")
+        verbose_name_plural = _("audit entries")
         indexes = [models.Index(fields=["model", "object_id"], name="auditlog_object")]
 
     def __str__(self) -> str:

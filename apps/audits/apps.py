@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class AuditsConfig(AppConfig):
     name = "apps.audits"
     label = "audits"
-    verbose_name = "Monthly token audit"
+    verbose_name = _("Monthly token audit")

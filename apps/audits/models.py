@@ -97,6 +97,8 @@ class ModelDowngrade(models.Model):
     note = models.CharField(max_length=300, blank=True)
 
     class Meta:
+        verbose_name = _("model downgrade")
+        verbose_name_plural = _("model downgrades")
         ordering = ["large_model"]
         constraints = [
             models.CheckConstraint(condition=~Q(large_model=models.F("small_model")), name="audits_downgrade_differs")
@@ -119,6 +121,8 @@ class AuditReport(models.Model):
     broadcast_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("audit report")
+        verbose_name_plural = _("audit reports")
         ordering = ["-month"]
         constraints = [models.CheckConstraint(condition=Q(month__day=1), name="audits_report_month")]
 

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ClassificationConfig(AppConfig):
     name = "apps.classification"
     label = "classification"
-    verbose_name = "Token classification"
+    verbose_name = _("Token classification")

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import BUILTIN_RULES, CLASSES, COMPONENT_GROUPS, COMPONENTS
@@ -23,6 +24,8 @@ class Reason(models.Model):
     builtin = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name = _("reason")
+        verbose_name_plural = _("reasons")
         ordering = ["id"]
 
     def __str__(self) -> str:
@@ -50,6 +53,8 @@ class RuleSet(models.Model):
     activated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("rule set")
+        verbose_name_plural = _("rule sets")
         ordering = ["-version"]
         constraints = [
             models.UniqueConstraint(
@@ -186,6 +191,8 @@ class HealthThreshold(models.Model):
     note = models.CharField(max_length=300, blank=True, help_text="Why this line differs (an SLA, a batch job).")
 
     class Meta:
+        verbose_name = _("health threshold")
+        verbose_name_plural = _("health thresholds")
         ordering = ["business_line"]
 
     def __str__(self) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class CommonConfig(AppConfig):
@@ -8,7 +9,7 @@ class CommonConfig(AppConfig):
 
     name = "apps.common"
     label = "common"
-    verbose_name = "Common"
+    verbose_name = _("Common")
 
     def ready(self) -> None:
         from apps.common import checks  # noqa: F401  (registers the system checks)

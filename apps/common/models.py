@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class JobRun(models.Model):
@@ -27,6 +28,8 @@ class JobRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("job run")
+        verbose_name_plural = _("job runs")
         ordering = ["-started_at"]
         indexes = [models.Index(fields=["kind", "key", "start", "end"], name="common_jobrun_job")]
 

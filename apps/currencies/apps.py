@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class CurrenciesConfig(AppConfig):
@@ -9,7 +10,7 @@ class CurrenciesConfig(AppConfig):
 
     name = "apps.currencies"
     label = "currencies"
-    verbose_name = "Currencies"
+    verbose_name = _("Currencies")
 
     def ready(self) -> None:
         from apps.currencies import checks  # noqa: F401 (registers the system check)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.pricing.models import Currency
 
@@ -24,6 +25,8 @@ class ExchangeRate(models.Model):
     entered_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("exchange rate")
+        verbose_name_plural = _("exchange rates")
         db_table = "ledger_exchangerate"  # kept from when the ledger held it
         ordering = ["-day", "currency", "to"]
         constraints = [

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class IngestConfig(AppConfig):
     name = "apps.ingest"
     label = "ingest"
-    verbose_name = "Token record ingest"
+    verbose_name = _("Token record ingest")
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source

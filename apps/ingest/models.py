@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import CollectorKey
 from wire.contract import TIMING_FIELDS as TIMING_FIELDS
@@ -51,6 +52,8 @@ class ServedModel(models.Model):
     version = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
+        verbose_name = _("served model")
+        verbose_name_plural = _("served models")
         constraints = [models.UniqueConstraint(fields=["name", "version"], name="ingest_model_name_version")]
 
     def __str__(self) -> str:
@@ -78,6 +81,8 @@ class DimSet(models.Model):
     rollup = models.ForeignKey("self", null=True, related_name="+", **ROLLUP_REF)
 
     class Meta:
+        verbose_name = _("dim set")
+        verbose_name_plural = _("dim sets")
         indexes = [
             # jsonb_path_ops: containment (@>) is the only indexed question asked of dims, and
             # a new set makes one entry a dim instead of one a key and one a value.
@@ -174,6 +179,8 @@ class Rejection(models.Model):
     errors = models.JSONField()
 
     class Meta:
+        verbose_name = _("rejection")
+        verbose_name_plural = _("rejections")
         ordering = ["-id"]
 
 
@@ -187,6 +194,8 @@ class DroppedPartition(models.Model):
     dropped_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("dropped partition")
+        verbose_name_plural = _("dropped partitions")
         ordering = ["month"]
 
     def __str__(self) -> str:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class PricingConfig(AppConfig):
     name = "apps.pricing"
     label = "pricing"
-    verbose_name = "Pricing"
+    verbose_name = _("Pricing")
 
     def ready(self) -> None:
         from apps.pricing import checks  # noqa: F401  (registers the system checks)

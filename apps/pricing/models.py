@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENTS
@@ -54,6 +55,8 @@ class PriceVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("price version")
+        verbose_name_plural = _("price versions")
         ordering = ["-effective_from"]
 
     def __str__(self) -> str:
@@ -104,6 +107,8 @@ class CostPool(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = _("cost pool")
+        verbose_name_plural = _("cost pools")
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gte=1), name="pricing_costpool_gpus"),
@@ -152,6 +157,8 @@ class HourlyCost(models.Model):
     pool = models.ForeignKey(CostPool, null=True, on_delete=models.PROTECT, related_name="+")
 
     class Meta:
+        verbose_name = _("hourly cost")
+        verbose_name_plural = _("hourly costs")
         constraints = [
             models.UniqueConstraint(
                 fields=["hour", "source", "model", "dims", "reason", "component"], name="pricing_hourlycost_key"
@@ -174,6 +181,8 @@ class PoolIdleHour(models.Model):
     utilisation = models.DecimalField(max_digits=30, decimal_places=6, help_text="weighted tokens / capacity")
 
     class Meta:
+        verbose_name = _("pool idle hour")
+        verbose_name_plural = _("pool idle hours")
         ordering = ["-hour", "pool"]
         constraints = [
             models.UniqueConstraint(fields=["pool", "hour"], name="pricing_poolidlehour_key"),
@@ -190,6 +199,8 @@ class UnpricedHour(models.Model):
     tokens = models.BigIntegerField()
 
     class Meta:
+        verbose_name = _("unpriced hour")
+        verbose_name_plural = _("unpriced hours")
         constraints = [models.UniqueConstraint(fields=["hour", "model", "kind"], name="pricing_unpricedhour_key")]
 
 

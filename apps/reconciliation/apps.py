@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ReconciliationConfig(AppConfig):
@@ -9,7 +10,7 @@ class ReconciliationConfig(AppConfig):
 
     name = "apps.reconciliation"
     label = "reconciliation"
-    verbose_name = "Bill reconciliation"
+    verbose_name = _("Bill reconciliation")
 
     def ready(self) -> None:
         from apps.ledger.services.checklist import checklist_line_register

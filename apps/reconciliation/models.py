@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
 
 from apps.pricing.models import CostPool, Currency
 
@@ -71,6 +72,8 @@ class Supplier(models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
+        verbose_name = _("supplier")
+        verbose_name_plural = _("suppliers")
         db_table = "ledger_supplier"  # kept from when the ledger held it
         ordering = ["name"]
         constraints = [
@@ -115,6 +118,8 @@ class Bill(models.Model):
     imported_at = models.DateTimeField(db_default=Now())
 
     class Meta:
+        verbose_name = _("bill")
+        verbose_name_plural = _("bills")
         db_table = "ledger_bill"  # kept from when the ledger held it
         ordering = ["-imported_at", "-id"]
         constraints = [
@@ -188,6 +193,8 @@ class BillAdjustment(models.Model):
     entry = models.ForeignKey("ledger.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
 
     class Meta:
+        verbose_name = _("bill adjustment")
+        verbose_name_plural = _("bill adjustments")
         db_table = "ledger_billadjustment"  # kept from when the ledger held it
         ordering = ["-proposed_at", "-id"]
         constraints = [
