@@ -29,6 +29,7 @@ from apps.reconciliation.imports import bill_import
 from apps.reconciliation.models import Bill
 from tests import factories
 from tests.conftest import Collector
+from tests.currencies.test_currencies import usd_usage_build
 from tests.exports.focus_conformance import cost_and_usage_violations, invoice_detail_violations
 from tests.ledger.helpers import DAY1, OCT, SEP, at
 from tests.reconciliation.test_reconciliation import hosted, hosted_bill, platform_build, users
@@ -208,3 +209,36 @@ def test_any_month_boundary_keeps_the_charge_in_its_billing_period(as_role: Any)
 
     assert [(r["BilledCost"], r["ChargePeriodStart"]) for r in sep] == [("1.00", "2026-09-30T00:00:00+00:00")]
     assert [(r["BilledCost"], r["ChargePeriodStart"]) for r in oct_] == [("2.00", "2026-10-01T00:00:00+00:00")]
+
+
+def test_a_month_priced_in_usd_and_billed_in_cny_conforms(collector: Collector, as_role: Any) -> None:
+    usd_usage_build(collector)
+    month_accrue(month=OCT)
+
+    header, rows = _get(as_role("finance"), "period=2026-10")
+
+    assert cost_and_usage_violations(header, rows) == []
+    assert {(r["BillingCurrency"], r["PricingCurrency"]) for r in rows} == {("CNY", "USD")}
+    assert sum(Decimal(r["BilledCost"]) for r in rows) == _books(OCT)
+    for line in JournalLine.objects.filter(period_id=OCT, account__kind="expense"):  # exact as priced, per line
+        parts = [r for r in rows if r["x_JournalLineId"] == str(line.pk)]
+        assert sum(Decimal(r["PricingCurrencyEffectiveCost"]) for r in parts) == line.original_amount
+    output = [r for r in rows if r["x_TokenKind"] == "output"]
+    assert output and {r["PricingCurrencyListUnitPrice"] for r in output} == {"8000"}  # USD a million, as priced
+    for row in output:  # in CNY at the day's rate
+        assert Decimal(row["ListUnitPrice"]) == 8000 * Decimal(row["x_ExchangeRate"])
+
+
+@pytest.mark.books_in("Asia/Shanghai")
+def test_a_month_booked_in_shanghai_conforms_with_its_offsets(as_role: Any) -> None:
+    factories.hourly_cost(hour=datetime(2026, 9, 30, 15, tzinfo=UTC), cost="1.00", tokens=1000)  # Sep 30, 23:00 there
+    factories.hourly_cost(hour=datetime(2026, 9, 30, 16, tzinfo=UTC), cost="2.00", tokens=2000)  # Oct 1, 00:00 there
+    month_accrue(month=SEP)
+    month_accrue(month=OCT)
+
+    header, rows = _get(as_role("finance"), "period=2026-10")
+
+    assert cost_and_usage_violations(header, rows) == []
+    assert [(r["BilledCost"], r["ChargePeriodStart"], r["BillingPeriodStart"]) for r in rows] == [
+        ("2.00", "2026-10-01T00:00:00+08:00", "2026-10-01T00:00:00+08:00")
+    ]
