@@ -22,7 +22,7 @@ Past those refusals every edge runs one pipeline, here, for each request it mete
                                       one the map does not know); the proxy and the OTLP
                                       receiver answer 401 where they need a known caller
   door.admit(exchange, who)           the dims it is attributed to (the map's decision over its
-                                      claims), its retry chain, and the hard budget's refusal
+                                      claims) and the hard budget's refusal
   exchange_record(exchange, ...)      its record: the counts the edge measured, with what the
                                       request itself says (system, tool and structural tokens,
                                       the prompt hash, the retry chain)
@@ -304,8 +304,6 @@ class Exchange:
     headers: Mapping[str, str]
     body: dict[str, Any]
     dims: dict[str, str] = field(default_factory=dict)  # decided on arrival (Door.admit)
-    attempt: int = 1
-    retry_of: str | None = None
 
     def refused(self) -> None:
         """Forget all of the body but its model: nothing is tokenized or hashed of a request
@@ -338,12 +336,11 @@ class Door:
         self, exchange: Exchange, who: Who, headers: Mapping[str, str] | None = None
     ) -> tuple[Decision, Refusal | None]:
         """Decide the exchange's dims (from what its headers and body claim; `headers`: every
-        value the request carried, when the exchange keeps one a name) and its retry chain. The
-        decision, and the hard budget's refusal of the request (None: serve it)."""
+        value the request carried, when the exchange keeps one a name). The decision, and the
+        hard budget's refusal of the request (None: serve it)."""
         claims = rec.claimed_dims(exchange.headers if headers is None else headers, exchange.body)
         decision = self.decide(who, claims)
         exchange.dims = decision.record_dims()
-        exchange.attempt, exchange.retry_of = rec.retry_chain(exchange.headers)
         return decision, self.budgets.check(decision.dims) if self.budgets is not None else None
 
 
@@ -363,7 +360,8 @@ def exchange_record(
     """The record of an exchange: the counts the edge measured (`tokens`, `timing`), with what
     the request itself says: its system and tool prompt tokens and, for a JSON answer (`text`),
     its structural tokens (both with the model's `tokenizer`), the prompt hash (with
-    `hash_key`) and the retry chain."""
+    `hash_key`) and the retry chain of its headers. Built off the request's way (the edges'
+    record threads): only what the gate needs is decided on arrival."""
     body = exchange.body
     counts = dict(tokens)
     messages = body.get("messages")
@@ -372,6 +370,7 @@ def exchange_record(
     if tokenizer is not None and text and rec.wants_json(body):
         counts["structural"] = rec.structural_tokens(text, tokenizer)
     prompt = rec.prompt_of(body)
+    attempt, retry_of = rec.retry_chain(exchange.headers)
     return rec.make_record(
         record_id=exchange.record_id,
         ts=datetime.fromtimestamp(exchange.arrival, UTC),
@@ -383,7 +382,7 @@ def exchange_record(
         model_version=model_version,
         dims=exchange.dims,
         timing=timing,
-        attempt=exchange.attempt,
-        retry_of=exchange.retry_of,
+        attempt=attempt,
+        retry_of=retry_of,
         prompt_hash=rec.prompt_hash(prompt, hash_key) if hash_key and prompt is not None else None,
     )

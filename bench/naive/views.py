@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.ingest.api.views import IsCollector
 from bench.naive.models import NaiveRecord
-from wire.record import TOKEN_FIELDS
+from wire.contract import TOKEN_FIELDS
 
 
 class TokensSerializer(serializers.ModelSerializer):
