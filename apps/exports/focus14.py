@@ -15,6 +15,8 @@ of a line sum to it exactly and the export to the books.
 - Idle capacity: SkuId 'pool:<name>', priced per pool-hour. Lines that are not split (corrections,
   supplier bill differences, a line whose priced rows the mapping no longer finds) are one row.
 - class, reason and caller: x_TokenClass, x_Reason, x_Caller (null where a line is not split).
+- Date/times are UTC with 'Z' (the Date/Time Format); the accounting day and month, whose
+  bounds they are, are x_ChargeDay and x_BillingPeriod.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -34,7 +36,7 @@ from django.db import connection
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.common.buckets import month_of
 from apps.common.csvcells import safe_dict
-from apps.exports.focus import TOKENS_PER_PRICING_UNIT, _cost, _idle_what, _num, _tags, _ts, _Windows
+from apps.exports.focus import TOKENS_PER_PRICING_UNIT, _cost, _idle_what, _num, _tags, _Windows
 from apps.ledger import conf
 from apps.ledger.idle.allocation import SHOWBACK as IDLE
 from apps.ledger.mapping import mapping_load
@@ -89,7 +91,9 @@ COLUMNS = (
     "x_Account",
     "x_AccountName",
     "x_AdjustsPeriod",
+    "x_BillingPeriod",
     "x_Caller",
+    "x_ChargeDay",
     "x_ExchangeRate",
     "x_ExchangeRateSource",
     "x_JournalLineId",
@@ -135,6 +139,11 @@ class Part:
         return f"pv{self.price_version}" if self.price_version is not None else f"pool{self.pool}"
 
 
+def utc(at: datetime) -> str:
+    """Date/Time Format: ISO 8601 in UTC with 'Z' ('2026-10-31T16:00:00Z')."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def share_out(total: Decimal, weights: list[Decimal], quantum: Decimal) -> list[Decimal]:
     """`total` in proportion to `weights`, each a multiple of `quantum`, summing to `total`
     exactly (largest remainder)."""
@@ -178,8 +187,9 @@ def focus14_rows(*, month: date, business_lines: list[str] | None = None) -> Ite
         "BillingAccountId": conf.get("LEDGER_FOCUS_BILLING_ACCOUNT_ID"),
         "BillingAccountName": conf.get("LEDGER_FOCUS_BILLING_ACCOUNT_NAME"),
         "BillingAccountType": "Internal Recharge",
-        "BillingPeriodStart": _ts(billing.start, billing),
-        "BillingPeriodEnd": _ts(billing.end, billing),
+        "BillingPeriodStart": utc(billing.start),
+        "BillingPeriodEnd": utc(billing.end),
+        "x_BillingPeriod": f"{month:%Y-%m}",
         "ChargeCategory": "Usage",
         "ChargeFrequency": "Usage-Based",
         "HostProviderName": provider,
@@ -194,7 +204,7 @@ def focus14_rows(*, month: date, business_lines: list[str] | None = None) -> Ite
     for line in lines.iterator(chunk_size=5000):
         window = windows[month_of(line.day)]
         start, end = window.bounds(line.day)
-        charge = {"ChargePeriodStart": _ts(start, window), "ChargePeriodEnd": _ts(end, window)}
+        charge = {"ChargePeriodStart": utc(start), "ChargePeriodEnd": utc(end), "x_ChargeDay": line.day.isoformat()}
         shared = fixed | _line_columns(line) | charge
         for row in _line_rows(line, parts):
             yield shared | row

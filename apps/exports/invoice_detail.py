@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal
 
-from apps.common.buckets import iso_local, month_of
+from apps.common.buckets import month_of
 from apps.exports.focus import _cost, _num
-from apps.exports.focus14 import CENT, rows_csv, share_out
+from apps.exports.focus14 import CENT, rows_csv, share_out, utc
 from apps.ledger.services.accrual import month_window
 from apps.reconciliation.matching import supplier_reconcile
 from apps.reconciliation.models import Bill, BillLine
@@ -44,6 +44,7 @@ COLUMNS = (
     "PaymentTerms",
     "ReferenceInvoiceId",
     "x_BilledAmount",
+    "x_BillingPeriod",
     "x_Day",
     "x_InputTokens",
     "x_Key",
@@ -67,12 +68,12 @@ def invoice_detail_rows(*, month: date) -> Iterator[dict[str, str]]:
     bills = Bill.objects.filter(month=month, state=Bill.State.ACCEPTED).select_related("supplier")
     for bill in bills.order_by("supplier__name"):
         found = supplier_reconcile(supplier=bill.supplier, month=month)
-        invoice, imported = invoice_id(bill), iso_local(bill.imported_at, window.zone)
+        invoice, imported = invoice_id(bill), utc(bill.imported_at)
         fixed = {
             "BillingAccountId": f"{bill.supplier.name}:{bill.supplier.key_dim or 'account'}",
             "BillingCurrency": bill.currency,
-            "BillingPeriodStart": iso_local(window.start, window.zone),
-            "BillingPeriodEnd": iso_local(window.end, window.zone),
+            "BillingPeriodStart": utc(window.start),
+            "BillingPeriodEnd": utc(window.end),
             "ChargeCategory": "Usage",
             "InvoiceDetailCreated": imported,
             "InvoiceDetailLastUpdated": imported,
@@ -84,6 +85,7 @@ def invoice_detail_rows(*, month: date) -> Iterator[dict[str, str]]:
             "PaymentDueDate": "",
             "PaymentTerms": PAYMENT_TERMS,
             "ReferenceInvoiceId": invoice,
+            "x_BillingPeriod": f"{month:%Y-%m}",
             "x_Reconciled": "true" if found.reconciled else "false",
             "x_Unreconciled": _cost(found.unreconciled),
         }

@@ -129,11 +129,11 @@ SKU_PRICE_KEYS = frozenset(
 CURRENCIES = frozenset({"CNY", "USD", "EUR", "GBP", "JPY", "HKD", "SGD", "INR", "AUD", "CAD", "CHF", "KRW"})
 
 NUMERIC = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")  # Numeric Format: no exponent, no '+', no thousands
-# ISO 8601 with an offset: 'Z' or the accounting zone's (docs/ledger.md says why)
-DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$")
-# Unit Format: an optional power-of-ten count, words in title case, an optional '/<time unit>'
-POWER = r"(1|10|100|1000|10000|100000|1000000|1000000000)"
-UNIT = re.compile(rf"^({POWER} )?[A-Z][A-Za-z]*( [A-Z][A-Za-z]*)*(/[A-Z][a-z]+)?$")
+# Date/Time Format: extended ISO 8601 in UTC, 'Z' at the end
+DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+# Unit Format: '<plural-units>', '<singular-unit>-<plural-time-units>', '<plural-units>/<singular-time-unit>',
+# each optionally after a whole-number quantity ('1000 Tokens'); capitalised as the attribute lists them
+UNIT = re.compile(r"^([1-9]\d* )?[A-Z][A-Za-z]*(-[A-Z][a-z]+|/[A-Z][a-z]+)?$")
 # Two minor units: a line is rounded to the cent once and shared out over its parts once.
 PRODUCT_TOLERANCE = Decimal("0.02")
 

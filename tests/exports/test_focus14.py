@@ -145,6 +145,8 @@ def test_the_conformance_test_catches_broken_rows(as_role: Any) -> None:
         ({"EffectiveCost": "1.49"}, "EffectiveCost differs from BilledCost"),
         ({"ChargePeriodEnd": row["ChargePeriodStart"]}, "ChargePeriodStart is not before ChargePeriodEnd"),
         ({"BillingCurrency": "RMB"}, "is not a currency code"),
+        ({"ChargePeriodStart": "2026-09-10T00:00:00+08:00"}, "ChargePeriodStart: not Date/Time"),
+        ({"PricingUnit": "1e6 Tokens"}, "is not in Unit Format"),
         ({"PricingUnit": "million tokens"}, "is not in Unit Format"),
         ({"ConsumedUnit": ""}, "ConsumedUnit is null exactly when"),
         ({"SkuPriceId": ""}, "SkuPriceId: null on usage"),
@@ -207,8 +209,8 @@ def test_any_month_boundary_keeps_the_charge_in_its_billing_period(as_role: Any)
 
     sep, oct_ = _get(as_role("finance"), "period=2026-09")[1], _get(as_role("finance"), "period=2026-10")[1]
 
-    assert [(r["BilledCost"], r["ChargePeriodStart"]) for r in sep] == [("1.00", "2026-09-30T00:00:00+00:00")]
-    assert [(r["BilledCost"], r["ChargePeriodStart"]) for r in oct_] == [("2.00", "2026-10-01T00:00:00+00:00")]
+    assert [(r["BilledCost"], r["ChargePeriodStart"]) for r in sep] == [("1.00", "2026-09-30T00:00:00Z")]
+    assert [(r["BilledCost"], r["ChargePeriodStart"]) for r in oct_] == [("2.00", "2026-10-01T00:00:00Z")]
 
 
 def test_a_month_priced_in_usd_and_billed_in_cny_conforms(collector: Collector, as_role: Any) -> None:
@@ -230,7 +232,7 @@ def test_a_month_priced_in_usd_and_billed_in_cny_conforms(collector: Collector, 
 
 
 @pytest.mark.books_in("Asia/Shanghai")
-def test_a_month_booked_in_shanghai_conforms_with_its_offsets(as_role: Any) -> None:
+def test_a_month_booked_in_shanghai_conforms_in_utc(as_role: Any) -> None:
     factories.hourly_cost(hour=datetime(2026, 9, 30, 15, tzinfo=UTC), cost="1.00", tokens=1000)  # Sep 30, 23:00 there
     factories.hourly_cost(hour=datetime(2026, 9, 30, 16, tzinfo=UTC), cost="2.00", tokens=2000)  # Oct 1, 00:00 there
     month_accrue(month=SEP)
@@ -239,6 +241,11 @@ def test_a_month_booked_in_shanghai_conforms_with_its_offsets(as_role: Any) -> N
     header, rows = _get(as_role("finance"), "period=2026-10")
 
     assert cost_and_usage_violations(header, rows) == []
-    assert [(r["BilledCost"], r["ChargePeriodStart"], r["BillingPeriodStart"]) for r in rows] == [
-        ("2.00", "2026-10-01T00:00:00+08:00", "2026-10-01T00:00:00+08:00")
-    ]
+    (row,) = rows  # the local midnight in UTC, the local day and month beside it
+    assert (row["BilledCost"], row["ChargePeriodStart"], row["ChargePeriodEnd"]) == (
+        "2.00",
+        "2026-09-30T16:00:00Z",
+        "2026-10-01T16:00:00Z",
+    )
+    assert (row["BillingPeriodStart"], row["BillingPeriodEnd"]) == ("2026-09-30T16:00:00Z", "2026-10-31T16:00:00Z")
+    assert (row["x_ChargeDay"], row["x_BillingPeriod"]) == ("2026-10-01", "2026-10")

@@ -34,7 +34,7 @@ def _tokens(**filters: Any) -> int:
 
 
 def _focus(client: Client, period: str) -> list[dict[str, str]]:
-    response = client.get(f"/api/v1/exports/focus?period={period}")
+    response = client.get(f"/api/v1/exports/focus?period={period}&focus_version=1.2")  # local offsets: 1.2
     assert response.status_code == 200
     return list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode().lstrip("\ufeff"))))
 
