@@ -70,7 +70,7 @@ def invoice_detail_rows(*, month: date) -> Iterator[dict[str, str]]:
         found = supplier_reconcile(supplier=bill.supplier, month=month)
         invoice, imported = invoice_id(bill), utc(bill.imported_at)
         fixed = {
-            "BillingAccountId": f"{bill.supplier.name}:{bill.supplier.key_dim or 'account'}",
+            "BillingAccountId": bill.supplier.name,  # a bill file names no account: one per supplier
             "BillingCurrency": bill.currency,
             "BillingPeriodStart": utc(window.start),
             "BillingPeriodEnd": utc(window.end),
