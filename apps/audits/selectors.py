@@ -14,22 +14,28 @@ from apps.audits.finders.base import Rates, fetch
 from apps.audits.models import AuditFinding, AuditReport
 from apps.classification.engine import COMPONENT_KIND
 from apps.common.buckets import month_end, month_of, month_start
+from apps.common.composed import SQL, Literal, table, text
 from apps.ingest.models import HourlyUsage, ServedModel
 from apps.pricing.book import PriceBook
 from apps.pricing.models import HourlyCost
 from apps.pricing.selectors import price_book_load
 
-_KIND_OF_COMPONENT = "(ARRAY[{}])[c.component + 1]".format(", ".join(f"'{k}'" for k in COMPONENT_KIND))
-_RATES_SQL = f"""
-SELECT m.name, c.currency, {_KIND_OF_COMPONENT}, sum(c.tokens)::bigint, sum(c.cost)
-FROM {HourlyCost._meta.db_table} c JOIN {ServedModel._meta.db_table} m ON m.id = c.model_id
+# The price kind of a cost row's component (engine.COMPONENT_KIND, by the component's index).
+_KIND_OF_COMPONENT = SQL("(ARRAY[{}])[c.component + 1]").format(SQL(", ").join(map(Literal, COMPONENT_KIND)))
+_RATES_SQL = text(
+    SQL("""
+SELECT m.name, c.currency, {kind}, sum(c.tokens)::bigint, sum(c.cost)
+FROM {costs} c JOIN {models} m ON m.id = c.model_id
 WHERE c.hour >= %(start)s AND c.hour < %(end)s AND c.tokens > 0
 GROUP BY 1, 2, 3
-"""
-_TOKENS_SQL = f"""
-SELECT coalesce(sum(u.prompt + u.completion), 0)::bigint FROM {HourlyUsage._meta.db_table} u
+""").format(kind=_KIND_OF_COMPONENT, costs=table(HourlyCost), models=table(ServedModel))
+)
+_TOKENS_SQL = text(
+    SQL("""
+SELECT coalesce(sum(u.prompt + u.completion), 0)::bigint FROM {} u
 WHERE u.hour >= %(start)s AND u.hour < %(end)s
-"""
+""").format(table(HourlyUsage))
+)
 
 
 def month_rates(*, start: datetime, end: datetime) -> Rates:

@@ -13,9 +13,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from apps.common.composed import SQL, Composable, Composed, Identifier, Literal, col, commas, table
+from apps.common.composed import SQL, Composable, Composed, Identifier, Literal, col, commas, table, text
 from apps.ingest.models import DimSet, Record, ServedModel
 
 # What a rollup's measure sums, over its column of the same name.
@@ -66,23 +67,24 @@ class RollupPart:
     ranges: tuple[tuple[datetime, datetime], ...]
 
     def query(self, grouping: Grouping, match: Match) -> tuple[Composed, list[Any]]:
+        """One grouped SELECT of this part and its parameters: `statement` and `params`."""
+        return self.statement(grouping, match), self.params(grouping, match)
+
+    def statement(self, grouping: Grouping, match: Match) -> Composed:
         """One grouped SELECT of this part, one grouping set per entry of `grouping.sets`, its last
         group column the set of each row (GROUPING); the dim set joined as `d` only when a dim other
-        than the business line of a `by_line` table is filtered or grouped by."""
+        than the business line of a `by_line` table is filtered or grouped by. It depends on the
+        shape of `match` (which filters there are), never on its values: those are `params`."""
         when = col("c", self.when)
         line = col("c", "business_line") if self.by_line else col("d", "business_line")
         join = False
         select: list[Composable] = []
-        params: list[Any] = []
         for i, name in enumerate(grouping.names):
             expr: Composable
-            if name == "period" and self.when == "day" and match.granularity == "day":
-                expr = when  # a daily row's UTC midnight, read by the day only when days are UTC days
-            elif name == "period" and self.when == "hour" and match.granularity == "hour" and match.utc_days:
-                expr = when  # an hourly row's hour is its own UTC hour
+            if self._period_as_is(name, match):
+                expr = when  # a daily row's UTC midnight by the day, an hourly row's own UTC hour
             elif name == "period":
                 expr = SQL("date_trunc({}, {}, %s)").format(Literal(match.granularity), when)  # accounting days
-                params.append(match.zone)
             elif name in ("component", "currency"):
                 expr = col("c", name)
             elif name in ("class", "reason"):
@@ -96,30 +98,23 @@ class RollupPart:
                 join = join or not self.by_line
             else:
                 expr = SQL("coalesce(d.dims ->> %s, '')")
-                params.append(name)
                 join = True
             select.append(SQL("{} AS {}").format(expr, Identifier(f"g{i}")))
         in_range = SQL("({w} >= %s AND {w} < %s)").format(w=when)
         where: list[Composable] = [SQL("({})").format(SQL(" OR ").join([in_range] * len(self.ranges)))]
-        params += [bound for pair in self.ranges for bound in pair]
         if match.reasons is not None:
             where.append(SQL("c.reason_id = ANY(%s)"))
-            params.append(list(match.reasons))
         if match.models is not None:
             where.append(SQL("c.model_id = ANY(%s)"))
-            params.append(list(match.models))
-        dims = dict(match.dims)
-        if "business_line" in dims:
+        names = {name for name, _ in match.dims}
+        if "business_line" in names:
             where.append(SQL("{} = %s").format(line))
-            params.append(dims.pop("business_line"))
             join = join or not self.by_line
-        if dims:
+        if names - {"business_line"}:
             where.append(SQL("d.dims @> %s::jsonb"))
-            params.append(json.dumps(dims))
             join = True
         if match.lines is not None:
             where.append(SQL("{} = ANY(%s)").format(line))
-            params.append(list(match.lines))
             join = join or not self.by_line
         columns = [*select, *(col("c", m) for m in grouping.measures)]
         inner = SQL("SELECT {} FROM {} c").format(commas(columns), Identifier(self.table))
@@ -139,7 +134,63 @@ class RollupPart:
             statement += SQL(" GROUP BY GROUPING SETS ({})").format(commas(sets))
         elif out:
             statement += SQL(" GROUP BY {}").format(commas(out))
-        return statement, params
+        return statement
+
+    def params(self, grouping: Grouping, match: Match) -> list[Any]:
+        """The parameters of `statement`, in the order of its placeholders."""
+        params: list[Any] = []
+        for name in grouping.names:
+            if name == "period" and not self._period_as_is(name, match):
+                params.append(match.zone)
+            elif name not in _OWN_GROUPS:
+                params.append(name)  # a dim of the dim set
+        params += [bound for pair in self.ranges for bound in pair]
+        if match.reasons is not None:
+            params.append(list(match.reasons))
+        if match.models is not None:
+            params.append(list(match.models))
+        dims = dict(match.dims)
+        if "business_line" in dims:
+            params.append(dims.pop("business_line"))
+        if dims:
+            params.append(json.dumps(dims))
+        if match.lines is not None:
+            params.append(list(match.lines))
+        return params
+
+    def _period_as_is(self, name: str, match: Match) -> bool:
+        """Whether the period is the row's own time column: a daily row's UTC midnight when days are
+        read by the day (UTC days), an hourly row's hour when hours are read in UTC days."""
+        if name != "period":
+            return False
+        if self.when == "day":
+            return match.granularity == "day"
+        return match.granularity == "hour" and match.utc_days
+
+    def shape(self, match: Match) -> tuple[RollupPart, Match]:
+        """This part and `match` with their values left out: what `statement` depends on."""
+        part = RollupPart(self.table, self.when, self.by_line, ((_NO_TIME, _NO_TIME),) * len(self.ranges))
+        return part, Match(
+            granularity=match.granularity,
+            zone="",
+            utc_days=match.utc_days,
+            dims=tuple((name, "") for name, _ in match.dims),
+            lines=None if match.lines is None else (),
+            reasons=None if match.reasons is None else (),
+            models=None if match.models is None else (),
+        )
+
+
+# The group names read from a rollup's own columns (any other is a dim of its dim set).
+_OWN_GROUPS = frozenset({"period", "component", "currency", "class", "reason", "model", "dims_id", "business_line"})
+_NO_TIME = datetime.min
+
+
+@lru_cache(maxsize=1024)
+def _statement_text(part: RollupPart, grouping: Grouping, match: Match) -> str:
+    """A part's statement by its shape (RollupPart.shape), composed once: a page reads a few shapes
+    again and again, and composing one costs more than a millisecond."""
+    return text(part.statement(grouping, match))
 
 
 @dataclass(frozen=True)
@@ -162,6 +213,17 @@ class RollupQuery:
         if not statements:
             return None
         return SQL(" UNION ALL ").join(statements), params
+
+    def statement_text(self) -> tuple[str, list[Any]] | None:
+        """`composed` as the text a cursor executes, each part's statement composed once a shape."""
+        texts: list[str] = []
+        params: list[Any] = []
+        for part in self.parts:
+            if part.ranges:
+                shape, match = part.shape(self.match)
+                texts.append(_statement_text(shape, self.grouping, match))
+                params += part.params(self.grouping, self.match)
+        return (" UNION ALL ".join(texts), params) if texts else None
 
 
 # What a read grouped by dim set sums again once its dims are read, over its column of the same name.

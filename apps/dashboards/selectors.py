@@ -17,7 +17,7 @@ from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SEC
 from apps.classification.health import Ratios, ratios_of
 from apps.classification.models import HourlyClass, Reason, RuleSet
 from apps.common.buckets import utc_days, zone_name
-from apps.common.composed import SQL, Composable, Composed, text
+from apps.common.composed import SQL, Composable, text
 from apps.common.replica import read_connection
 from apps.dashboards.filters import Filters
 from apps.dashboards.models import DailyClass, DailyCost, DailyLineClass, DailyLineCost, HourlyLineClass
@@ -77,20 +77,20 @@ def _sums(
     return found_sets
 
 
-def _fetch(sql: Composable, params: list[Any]) -> list[tuple]:
+def _fetch(sql: str | Composable, params: list[Any]) -> list[tuple]:
     """The rows of one rollup read, without JIT: a read of two days' hourly rows costs enough for
     PostgreSQL to compile it with LLVM, which took longer (200 ms on a loaded machine) than the
     read itself."""
     connection = read_connection()
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute("SET LOCAL jit = off")
-        cursor.execute(text(sql), params)
+        cursor.execute(sql if isinstance(sql, str) else text(sql), params)
         return cursor.fetchall()
 
 
 def _sums_query(
     rollup: tuple[str, str, str], measures: list[str], sets: list[list[str]], flt: Filters, lines: list[str] | None
-) -> tuple[Composed, list[Any]] | None:
+) -> tuple[str, list[Any]] | None:
     """The one query of _sums: columns g0, g1, ... (the group names in order of first use),
     the grouping set of the row, the measures; None when the filters match nothing."""
     reasons = _reason_ids(flt)
@@ -123,7 +123,7 @@ def _sums_query(
         reasons=None if reasons is None else tuple(reasons),
         models=None if models is None else tuple(models),
     )
-    return RollupQuery(grouping, match, tuple(parts)).composed()
+    return RollupQuery(grouping, match, tuple(parts)).statement_text()
 
 
 def _sum(
@@ -360,7 +360,7 @@ def _dim_sums(
     if query is None:
         return {dim: [] for dim in dims}
     inner, params = query
-    sql = dim_values(inner, measure=measure, extra=extra or None)
+    sql = dim_values(SQL(inner), measure=measure, extra=extra or None)
     rows = _fetch(sql, [*params, list(dims)])
     found: dict[str, list[tuple]] = {dim: [] for dim in dims}
     for dim, *row in rows:

@@ -187,3 +187,34 @@ def test_conversations_sum_the_tokens_of_the_chosen_reasons() -> None:
         "FROM (SELECT 1) x WHERE x.ts >= %s AND x.line_of = ANY(%s) GROUP BY x.conversation "
         f"HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
     )
+
+
+def test_the_text_of_a_query_is_its_composed_statement_with_the_same_parameters() -> None:
+    grouping = Grouping((("period", "team"), ("business_line",)), ("tokens",))
+    parts = (
+        RollupPart("dashboards_dailyclass", "day", True, ((D1, D2),)),
+        RollupPart("classification_hourlyclass", "hour", False, ((D2, D3), (D1, D2))),
+    )
+    for match in (
+        Match("day", "Asia/Shanghai", False, dims=(("business_line", "cs"), ("team", "a")), reasons=(3,)),
+        Match("hour", "UTC", True, lines=("cs", "ads"), models=(1, 2)),
+    ):
+        query = RollupQuery(grouping, match, parts)
+        composed = query.composed()
+        assert composed is not None
+        assert query.statement_text() == (composed[0].as_string(None), composed[1])
+
+
+def test_queries_alike_but_for_their_values_share_one_composed_statement() -> None:
+    grouping = Grouping((("class",),), ("tokens",))
+    first = RollupQuery(
+        grouping, Match("day", "UTC", True, lines=("a",)), (RollupPart("t", "hour", False, ((D1, D2),)),)
+    )
+    second = RollupQuery(
+        grouping, Match("day", "UTC", True, lines=("b",)), (RollupPart("t", "hour", False, ((D2, D3),)),)
+    )
+    found, other = first.statement_text(), second.statement_text()
+    assert found is not None and other is not None
+    assert found[0] == other[0] and found[1] != other[1]
+    unfiltered = RollupQuery(grouping, Match("day", "UTC", True), first.parts).statement_text()
+    assert unfiltered is not None and unfiltered[0] != found[0]

@@ -26,20 +26,22 @@ from apps.audits.finders.base import (
 )
 from apps.audits.models import FindingKind, ModelDowngrade
 from apps.common.buckets import hour_floor_sql
+from apps.common.composed import SQL, table, text
 from apps.ingest.models import DimSet, Record, ServedModel
 
 # Per (rollup dims, model, prompt hash) of ok requests: how many requests and how many distinct
 # "units" asked it (a conversation is one unit, a request without one is its own); repeats
 # across units are cacheable duplicates, repeats inside one conversation are the loop finder's.
-_DUPLICATES_SQL = f"""
+_DUPLICATES_SQL = text(
+    SQL("""
 WITH h AS (
     SELECT d.rollup_id, r.model_id, count(*) AS n,
            count(DISTINCT d.conv) + count(*) FILTER (WHERE d.conv IS NULL) AS units,
            sum(r.prompt - r.prompt_cached) AS u, sum(r.prompt_cached) AS c, sum(r.completion) AS o
-    FROM {Record._meta.db_table} r
+    FROM {records} r
     JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id, dims ->> 'conversation_id' AS conv
-          FROM {DimSet._meta.db_table}) d ON d.id = r.dims_id
-    WHERE {MONTH} AND r.status = 0 AND r.prompt_hash IS NOT NULL
+          FROM {dims}) d ON d.id = r.dims_id
+    WHERE {month} AND r.status = 0 AND r.prompt_hash IS NOT NULL
     GROUP BY d.rollup_id, r.model_id, r.prompt_hash
     HAVING count(*) > 1
 )
@@ -48,7 +50,8 @@ SELECT rollup_id, model_id, count(*), sum(n)::bigint, sum(units - 1)::bigint,
 FROM h
 WHERE units > 1
 GROUP BY rollup_id, model_id
-"""
+""").format(records=table(Record), dims=table(DimSet), month=SQL(MONTH))
+)
 
 
 def _grouped(rows: list[tuple[Any, ...]]) -> dict[int, list[tuple[Any, ...]]]:
@@ -97,13 +100,14 @@ def duplicates(window: AuditWindow) -> list[Draft]:
 
 # Per (conversation, rollup dims, model, prompt hash): the calls; a conversation is a loop when
 # it has many calls and a large share of them repeat a prompt hash it already sent.
-_LOOPS_SQL = f"""
+_LOOPS_SQL = text(
+    SQL("""
 WITH h AS (
     SELECT d.conv, d.rollup_id, r.model_id, r.prompt_hash IS NOT NULL AS hashed, count(*) AS n,
            sum(r.prompt - r.prompt_cached) AS u, sum(r.prompt_cached) AS c, sum(r.completion) AS o
-    FROM {Record._meta.db_table} r
+    FROM {records} r
     JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id, dims ->> 'conversation_id' AS conv
-          FROM {DimSet._meta.db_table} WHERE dims ? 'conversation_id') d ON d.id = r.dims_id
+          FROM {dims} WHERE dims ? 'conversation_id') d ON d.id = r.dims_id
     WHERE r.ts >= %(start)s AND r.ts < %(end)s
     GROUP BY d.conv, d.rollup_id, r.model_id, r.prompt_hash
 ), conv AS (
@@ -118,7 +122,8 @@ SELECT h.rollup_id, h.model_id, h.conv, sum(h.n)::bigint, coalesce(sum(h.n - 1) 
        sum(h.u + h.c + h.o)::bigint
 FROM h JOIN conv USING (conv)
 GROUP BY h.rollup_id, h.model_id, h.conv
-"""
+""").format(records=table(Record), dims=table(DimSet))
+)
 
 
 @register_finder(FindingKind.LOOP)
@@ -170,15 +175,16 @@ def loops(window: AuditWindow) -> list[Draft]:
 
 # Per hour, rollup dims and model: requests, retries, and the tokens of failed requests; a storm
 # hour has many retries that are a large share of the workload's requests.
-_RETRIES_SQL = f"""
+_RETRIES_SQL = text(
+    SQL("""
 WITH h AS (
-    SELECT {hour_floor_sql("r.ts")} AS hour, d.rollup_id, r.model_id, count(*) AS n,
+    SELECT {hour} AS hour, d.rollup_id, r.model_id, count(*) AS n,
            count(*) FILTER (WHERE r.attempt > 1 OR r.retry_of IS NOT NULL) AS retries,
            sum(r.prompt - r.prompt_cached) FILTER (WHERE r.status <> 0) AS u,
            sum(r.prompt_cached) FILTER (WHERE r.status <> 0) AS c,
            sum(r.completion) FILTER (WHERE r.status <> 0) AS o
-    FROM {Record._meta.db_table} r {ROLLUP_JOIN}
-    WHERE {MONTH}
+    FROM {records} r {rollup_join}
+    WHERE {month}
     GROUP BY 1, 2, 3
 )
 SELECT rollup_id, model_id, count(*), sum(n)::bigint, sum(retries)::bigint,
@@ -187,7 +193,8 @@ SELECT rollup_id, model_id, count(*), sum(n)::bigint, sum(retries)::bigint,
 FROM h
 WHERE retries >= %(min_retries)s AND retries >= %(min_share)s * n
 GROUP BY rollup_id, model_id
-"""
+""").format(hour=SQL(hour_floor_sql("r.ts")), records=table(Record), rollup_join=SQL(ROLLUP_JOIN), month=SQL(MONTH))
+)
 
 
 @register_finder(FindingKind.RETRY_STORM)
@@ -236,23 +243,30 @@ def retry_storms(window: AuditWindow) -> list[Draft]:
 
 # Per rollup dims and large model: its requests, and those within the configured small model's
 # limits (ok requests with short prompts and completions), with their tokens by kind.
-_MISMATCH_SQL = f"""
+_MISMATCH_SQL = text(
+    SQL("""
 SELECT d.rollup_id, r.model_id, count(*)::bigint,
        count(*) FILTER (WHERE r.status = 0 AND r.prompt <= m.max_prompt AND r.completion <= m.max_completion)::bigint,
-       {
-    ", ".join(
-        f"coalesce(sum({col}) FILTER (WHERE r.status = 0 AND r.prompt <= m.max_prompt "
-        f"AND r.completion <= m.max_completion), 0)::bigint"
-        for col in ("r.prompt - r.prompt_cached", "r.prompt_cached", "r.completion")
-    )
-}
-FROM {Record._meta.db_table} r
+       {kept}
+FROM {records} r
 JOIN unnest(%(model_ids)s::int[], %(max_prompt)s::int[], %(max_completion)s::int[])
      AS m(model_id, max_prompt, max_completion) ON m.model_id = r.model_id
-{ROLLUP_JOIN}
-WHERE {MONTH}
+{rollup_join}
+WHERE {month}
 GROUP BY 1, 2
-"""
+""").format(
+        kept=SQL(", ").join(
+            SQL(
+                "coalesce(sum({}) FILTER (WHERE r.status = 0 AND r.prompt <= m.max_prompt "
+                "AND r.completion <= m.max_completion), 0)::bigint"
+            ).format(SQL(tokens))
+            for tokens in ("r.prompt - r.prompt_cached", "r.prompt_cached", "r.completion")
+        ),
+        records=table(Record),
+        rollup_join=SQL(ROLLUP_JOIN),
+        month=SQL(MONTH),
+    )
+)
 
 
 @register_finder(FindingKind.MODEL_MISMATCH)

@@ -28,19 +28,21 @@ from apps.audits.models import FindingKind
 from apps.classification.engine import REASONING, WASTE_REASONING_OVERSPEND
 from apps.classification.models import HourlyClass
 from apps.common.buckets import parse_month
+from apps.common.composed import SQL, table, text
 from apps.ingest.models import HourlyUsage
 from apps.ledger.models import Finding
 from apps.pricing.models import HourlyCost
 
-_USAGE = HourlyUsage._meta.db_table
-_USAGE_MONTH = "u.hour >= %(start)s AND u.hour < %(end)s"
+_USAGE = table(HourlyUsage)
+_USAGE_MONTH = SQL("u.hour >= %(start)s AND u.hour < %(end)s")
 
 # Per rollup dims seen in most hours of the month: its hourly token sums (sum and sum of
 # squares for the variation) and its tokens per hour of the day (for the day/night profile).
-_ZOMBIE_SQL = f"""
+_ZOMBIE_SQL = text(
+    SQL("""
 WITH h AS (
     SELECT u.dims_id, u.hour, sum(u.prompt + u.completion) AS t
-    FROM {_USAGE} u WHERE {_USAGE_MONTH}
+    FROM {usage} u WHERE {usage_month}
     GROUP BY 1, 2
 ), s AS (
     SELECT dims_id, count(*) AS active, sum(t) AS total, sum(t::numeric * t) AS sq
@@ -49,12 +51,15 @@ WITH h AS (
 SELECT s.dims_id, s.active, s.total, s.sq, extract(hour FROM h.hour AT TIME ZONE 'UTC')::int, sum(h.t)
 FROM h JOIN s USING (dims_id)
 GROUP BY 1, 2, 3, 4, 5
-"""
-_MODEL_TOKENS_SQL = f"""
+""").format(usage=_USAGE, usage_month=_USAGE_MONTH)
+)
+_MODEL_TOKENS_SQL = text(
+    SQL("""
 SELECT u.dims_id, u.model_id, sum(u.prompt - u.prompt_cached), sum(u.prompt_cached), sum(u.completion)
-FROM {_USAGE} u WHERE {_USAGE_MONTH} AND u.dims_id = ANY(%(dims_ids)s)
+FROM {usage} u WHERE {usage_month} AND u.dims_id = ANY(%(dims_ids)s)
 GROUP BY 1, 2
-"""
+""").format(usage=_USAGE, usage_month=_USAGE_MONTH)
+)
 
 
 def _diurnal_ratio(by_hour_of_day: dict[int, int]) -> Decimal:
@@ -133,13 +138,15 @@ def zombies(window: AuditWindow) -> list[Draft]:
 # Per rollup dims and model: prompt, cached and system tokens; the uncached part of the system
 # prompt is what the prefix cache did not cover (a system prompt leads the prompt, so it is the
 # first part the cache serves).
-_SYSTEM_SQL = f"""
+_SYSTEM_SQL = text(
+    SQL("""
 SELECT u.dims_id, u.model_id, sum(u.records)::bigint, sum(u.prompt)::bigint, sum(u.system)::bigint,
        sum(greatest(u.system - u.prompt_cached, 0))::bigint
-FROM {_USAGE} u WHERE {_USAGE_MONTH}
+FROM {usage} u WHERE {usage_month}
 GROUP BY 1, 2
 HAVING sum(u.system) >= %(min_share)s * sum(u.prompt) AND sum(u.prompt) > 0
-"""
+""").format(usage=_USAGE, usage_month=_USAGE_MONTH)
+)
 
 
 @register_finder(FindingKind.SYSTEM_PROMPT)
@@ -176,12 +183,14 @@ def system_prompt(window: AuditWindow) -> list[Draft]:
 
 
 # Per rollup dims, model and week of the month (days 1-7 are week 0): requests, prompt and tool tokens.
-_CONTEXT_SQL = f"""
+_CONTEXT_SQL = text(
+    SQL("""
 SELECT u.dims_id, u.model_id, floor(extract(epoch FROM u.hour - %(start)s) / 604800)::int AS week,
        sum(u.records)::bigint, sum(u.prompt)::bigint, sum(u.tool)::bigint
-FROM {_USAGE} u WHERE {_USAGE_MONTH} AND u.status = 0
+FROM {usage} u WHERE {usage_month} AND u.status = 0
 GROUP BY 1, 2, 3
-"""
+""").format(usage=_USAGE, usage_month=_USAGE_MONTH)
+)
 
 
 @register_finder(FindingKind.CONTEXT_BLOAT)
@@ -242,23 +251,25 @@ def _bloat_draft(
 # Per rollup dims and model: the reasoning tokens classed waste.reasoning_overspend (by a rule set's
 # move rule, with its own N), what they cost as priced (in the month's currency), and all the
 # reasoning and completion of the month there, for scale.
-_OVERSPEND_SQL = f"""
+_OVERSPEND_SQL = text(
+    SQL("""
 WITH o AS (
-    SELECT c.dims_id, c.model_id, sum(c.tokens)::bigint AS tokens FROM {HourlyClass._meta.db_table} c
+    SELECT c.dims_id, c.model_id, sum(c.tokens)::bigint AS tokens FROM {classes} c
     WHERE c.hour >= %(start)s AND c.hour < %(end)s AND c.reason_id = %(reason)s AND c.component = %(component)s
     GROUP BY 1, 2
 ), m AS (
-    SELECT p.dims_id, p.model_id, sum(p.cost) AS cost FROM {HourlyCost._meta.db_table} p
+    SELECT p.dims_id, p.model_id, sum(p.cost) AS cost FROM {costs} p
     WHERE p.hour >= %(start)s AND p.hour < %(end)s AND p.reason_id = %(reason)s AND p.currency = %(currency)s
     GROUP BY 1, 2
 ), u AS (
     SELECT u.dims_id, u.model_id, sum(u.reasoning)::bigint AS reasoning, sum(u.completion)::bigint AS completion
-    FROM {_USAGE} u WHERE {_USAGE_MONTH} GROUP BY 1, 2
+    FROM {usage} u WHERE {usage_month} GROUP BY 1, 2
 )
 SELECT o.dims_id, o.model_id, o.tokens, m.cost, coalesce(u.reasoning, 0), coalesce(u.completion, 0)
 FROM o LEFT JOIN m USING (dims_id, model_id) LEFT JOIN u USING (dims_id, model_id)
 ORDER BY o.tokens DESC
-"""
+""").format(classes=table(HourlyClass), costs=table(HourlyCost), usage=_USAGE, usage_month=_USAGE_MONTH)
+)
 
 
 @register_finder(FindingKind.REASONING)
