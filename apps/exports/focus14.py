@@ -106,20 +106,19 @@ EXACT = Decimal(1).scaleb(-12)  # the priced rows' precision
 METERS = {"input": "Input Tokens", "cached_input": "Cached Input Tokens", "output": "Output Tokens"}
 TOKEN_UNIT = f"{TOKENS_PER_PRICING_UNIT} Tokens"
 
-# The month's priced rows at the grain a line is split by, with the mapping rule that books them.
+# A day's priced rows at the grain a line is split by, with the mapping rule that books them.
 _PARTS_SQL = (
     """
-SELECT (c.hour AT TIME ZONE %s)::date, c.currency, COALESCE(NULLIF(d.business_line, ''), %s), c.model_id,
-       {rule} AS rule_id, r.name, c.component, COALESCE(d.dims->>'caller', ''), c.price_version_id, c.pool_id,
-       SUM(c.tokens)::bigint, SUM(c.cost)
+SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s), c.model_id, {rule} AS rule_id, r.name,
+       c.component, COALESCE(d.dims->>'caller', ''), c.price_version_id, c.pool_id, SUM(c.tokens)::bigint, SUM(c.cost)
 """
     + PRICED_HOURS_FROM
     + """WHERE c.hour >= %s AND c.hour < %s
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
-ORDER BY 1, 3, 4, 6, 7, 8, 9, 10
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+ORDER BY 2, 3, 5, 6, 7, 8, 9
 """
 )
-PartKey = tuple[date, str, int, int, str]  # (day, cost centre, model, account, currency as priced)
+PartKey = tuple[str, int, int, str]  # (cost centre, model, account, currency as priced)
 
 
 @dataclass(frozen=True)
@@ -156,19 +155,37 @@ def share_out(total: Decimal, weights: list[Decimal], quantum: Decimal) -> list[
     return shares
 
 
-def _month_parts(month: date, windows: _Windows) -> dict[PartKey, list[Part]]:
-    window, mapping = windows[month], mapping_load()
-    parts: dict[PartKey, list[Part]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _PARTS_SQL.format(rule=mapping.usage_sql),
-            [window.zone.key, conf.get("LEDGER_UNASSIGNED"), *mapping.usage_params, window.start, window.end],
-        )
-        for day, currency, cc, model, rule, reason, component, caller, version, pool, tokens, cost in cursor:
-            if tokens:
-                key = (day, cc, model, mapping.account_of(rule), currency)
-                parts[key].append(Part(reason, component, caller, version, pool, int(tokens), cost))
-    return parts
+class _DayParts:
+    """The priced parts of the lines of one day at a time (lines come in day order), so a month
+    of parts never sits in memory."""
+
+    def __init__(self, windows: _Windows) -> None:
+        self.windows, self.mapping = windows, mapping_load()
+        self.day: date | None = None
+        self.parts: dict[PartKey, list[Part]] = {}
+
+    def of(self, line: JournalLine) -> list[Part]:
+        if line.day != self.day:
+            self.day, self.parts = line.day, self._load(line.day)
+        return self.parts.get((line.cost_centre, line.model_id or 0, line.account_id, _priced_in(line)), [])
+
+    def _load(self, day: date) -> dict[PartKey, list[Part]]:
+        start, end = self.windows[month_of(day)].bounds(day)  # the day as the accrual booked it
+        parts: dict[PartKey, list[Part]] = defaultdict(list)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _PARTS_SQL.format(rule=self.mapping.usage_sql),
+                [conf.get("LEDGER_UNASSIGNED"), *self.mapping.usage_params, start, end],
+            )
+            for currency, cc, model, rule, reason, component, caller, version, pool, tokens, cost in cursor:
+                if tokens:
+                    key = (cc, model, self.mapping.account_of(rule), currency)
+                    parts[key].append(Part(reason, component, caller, version, pool, int(tokens), cost))
+        return parts
+
+
+def _priced_in(line: JournalLine) -> str:
+    return line.original_currency or line.currency
 
 
 def focus14_rows(*, month: date, business_lines: list[str] | None = None) -> Iterator[dict[str, str]]:
@@ -177,7 +194,7 @@ def focus14_rows(*, month: date, business_lines: list[str] | None = None) -> Ite
     month = month_of(month)
     windows = _Windows()
     billing = windows[month]
-    parts = _month_parts(month, windows)
+    parts = _DayParts(windows)
     lines = JournalLine.objects.filter(period_id=month, account__kind=Account.Kind.EXPENSE)
     if business_lines is not None:
         lines = lines.filter(cost_centre__in=business_lines)
@@ -235,14 +252,13 @@ def _correction(line: JournalLine) -> bool:
     return line.entry.kind in (JournalEntry.Kind.ADJUSTMENT, JournalEntry.Kind.BILL)
 
 
-def _line_rows(line: JournalLine, parts: dict[PartKey, list[Part]]) -> list[dict[str, str]]:
+def _line_rows(line: JournalLine, parts: _DayParts) -> list[dict[str, str]]:
     amount = line.debit - line.credit
     if _correction(line):
         return [_correction_row(line, amount)]
     if line.model is None:
         return [_idle_row(line, amount)]
-    priced_in = line.original_currency or line.currency
-    found = parts.get((line.day, line.cost_centre, line.model_id, line.account_id, priced_in))
+    found = parts.of(line)
     weights = [p.cost for p in found or ()]
     if not found or sum(weights, Decimal(0)) <= 0 or any(w < 0 for w in weights):
         return [_unsplit_row(line, amount)]

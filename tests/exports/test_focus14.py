@@ -22,7 +22,7 @@ from django.test import Client
 
 from apps.accounts.models import UserScope
 from apps.exports import focus, focus14, invoice_detail
-from apps.ledger.models import JournalLine
+from apps.ledger.models import Account, JournalLine, MappingRule
 from apps.ledger.services.accrual import month_accrue
 from apps.reconciliation.adjustments import adjustment_approve, adjustment_propose
 from apps.reconciliation.imports import bill_import
@@ -249,3 +249,18 @@ def test_a_month_booked_in_shanghai_conforms_in_utc(as_role: Any) -> None:
     )
     assert (row["BillingPeriodStart"], row["BillingPeriodEnd"]) == ("2026-09-30T16:00:00Z", "2026-10-31T16:00:00Z")
     assert (row["x_ChargeDay"], row["x_BillingPeriod"]) == ("2026-10-01", "2026-10")
+
+
+def test_a_line_booked_under_rules_since_changed_is_one_row_at_its_mean_price(as_role: Any) -> None:
+    factories.hourly_cost(hour=at(DAY1, 1), cost="1.00", tokens=1_000_000)
+    factories.hourly_cost(hour=at(DAY1, 1), cost="3.00", tokens=500_000, component="output")
+    month_accrue(month=SEP)
+    waste = Account.objects.get(code="6401.04")
+    MappingRule.objects.filter(token_class="effective").update(account=waste)  # not yet re-booked
+
+    header, rows = _get(as_role("finance"), "period=2026-09")
+
+    assert cost_and_usage_violations(header, rows) == []
+    (row,) = rows
+    assert (row["SkuPriceId"], row["x_TokenKind"], row["BilledCost"]) == ("qwen2.5-7b-instruct/all", "", "4.00")
+    assert (row["ListUnitPrice"], row["PricingQuantity"]) == ("2.666666666667", "1.5")
