@@ -119,7 +119,7 @@ def test_a_conversation_sorts_costs_and_downloads_as_shown(agent, as_user) -> No
     finance = as_user("finance")
     by_attempt = cells(finance.get(conversation_url(sort="-attempt")).content.decode(), "conversation")
     # the retry first; the number it was sent as stays with it
-    assert [r[1] for r in by_attempt][0] == "req-act-2" and by_attempt[0][0] == "3"
+    assert by_attempt[0][1] == "req-act-2" and by_attempt[0][0] == "3"
     name, rows = download(finance, conversation_url(download="conversation", sort="-cost_CNY"))
     assert "conv-7" in name and "sort=-cost_CNY" in name
     assert rows[0][0] == "#" and rows[0][-1] == "Cost (CNY)"
