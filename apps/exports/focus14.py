@@ -11,7 +11,9 @@ of a line sum to it exactly and the export to the books.
   ('gpt-4o/uncached_prompt/pv3', 'qwen/output/pool2'), SkuMeter the kind of token
   ('Input Tokens', 'Cached Input Tokens', 'Output Tokens').
 - ListUnitPrice = ContractedUnitPrice: the price of a million tokens in the billing currency
-  (no discounts, no commitments); PricingCurrency*UnitPrice the same as priced.
+  (no discounts, no commitments); PricingCurrency*UnitPrice the same as priced. PricingCategory
+  is Standard for a price version's price, Dynamic for a cost pool's (it follows the pool's
+  hours and use) and idle capacity, Other for a line's mean price.
 - Idle capacity: SkuId 'pool:<name>', priced per pool-hour. Lines that are not split (corrections,
   supplier bill differences, a line whose priced rows the mapping no longer finds) are one row.
 - class, reason and caller: x_TokenClass, x_Reason, x_Caller (null where a line is not split).
@@ -102,6 +104,8 @@ COLUMNS = (
     "x_TokenKind",
 )
 CENT = Decimal("0.01")
+# A price version's price is the list's (Standard); a cost pool's follows the pool's hours and use.
+STANDARD, DYNAMIC = "Standard", "Dynamic"
 EXACT = Decimal(1).scaleb(-12)  # the priced rows' precision
 METERS = {"input": "Input Tokens", "cached_input": "Cached Input Tokens", "output": "Output Tokens"}
 TOKEN_UNIT = f"{TOKENS_PER_PRICING_UNIT} Tokens"
@@ -211,7 +215,7 @@ def focus14_rows(*, month: date, business_lines: list[str] | None = None) -> Ite
         "ChargeFrequency": "Usage-Based",
         "HostProviderName": provider,
         "InvoiceIssuerName": conf.get("LEDGER_FOCUS_INVOICE_ISSUER"),
-        "PricingCategory": "Standard",
+        "PricingCategory": STANDARD,
         "ServiceCategory": "AI and Machine Learning",
         "ServiceName": conf.get("LEDGER_FOCUS_SERVICE_NAME"),
         "ServiceProviderName": provider,
@@ -322,6 +326,7 @@ def _part_row(line: JournalLine, part: Part, billed: Decimal, priced: Decimal) -
         **_tokens(part.tokens),
         "ChargeDescription": f"{part.tokens} {kind} tokens of {line.model} ({part.reason}) for {line.cost_centre} "
         f"on {line.day}",
+        "PricingCategory": STANDARD if part.price_version is not None else DYNAMIC,
         "SkuId": line.model.name,
         "SkuMeter": METERS[COMPONENT_KIND[part.component]],
         "SkuPriceDetails": json.dumps(details, sort_keys=True),
@@ -343,6 +348,7 @@ def _unsplit_row(line: JournalLine, amount: Decimal) -> dict[str, str]:
         **_prices(price, line),
         **_tokens(line.tokens),
         "ChargeDescription": f"{line.tokens} tokens of {line.model} for {line.cost_centre} on {line.day}",
+        "PricingCategory": "Other",  # a mean over token kinds, not a price of the list
         **_sku(line.model.name, f"{line.model.name}/all", "Tokens", {}),
         **_unsplit_custom(),
     }
@@ -359,6 +365,7 @@ def _idle_row(line: JournalLine, amount: Decimal) -> dict[str, str]:
         f"for {line.cost_centre} on {line.day}",
         "ConsumedQuantity": _num(hours),
         "ConsumedUnit": "Hours",
+        "PricingCategory": DYNAMIC,
         "PricingQuantity": _num(hours),
         "PricingUnit": "Hours",
         **_sku(resource, f"{resource}/idle", "Idle Capacity", {"x_IdlePolicy": line.basis.get("idle_policy", IDLE)}),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -208,8 +209,8 @@ def _usage_not_null(row: dict[str, str]) -> list[str]:
     if row["ChargeCategory"] != "Usage" or row["ChargeClass"] == "Correction":
         return []
     needed = (
-        "SkuId", "SkuPriceId", "ListUnitPrice", "ContractedUnitPrice", "PricingQuantity", "ConsumedQuantity",
-        "PricingCurrencyListUnitPrice", "PricingCurrencyContractedUnitPrice",
+        "SkuId", "SkuPriceId", "PricingCategory", "ListUnitPrice", "ContractedUnitPrice", "PricingQuantity",
+        "ConsumedQuantity", "PricingCurrencyListUnitPrice", "PricingCurrencyContractedUnitPrice",
     )  # fmt: skip
     return [f"{c}: null on usage that is not a correction" for c in needed if not row.get(c)]
 
@@ -274,9 +275,23 @@ def _in_period(row: dict[str, str]) -> list[str]:
     return [] if bstart <= start < bend else ["ChargePeriodStart outside the billing period"]
 
 
+def _skus(rows: list[dict[str, str]]) -> list[str]:
+    """A SkuPriceId has one parent SkuId; a list price (Standard) is one price in one unit."""
+    parents: dict[str, set[str]] = defaultdict(set)
+    prices: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for row in rows:
+        if row.get("SkuPriceId"):
+            parents[row["SkuPriceId"]].add(row.get("SkuId", ""))
+            if row.get("PricingCategory") == "Standard" and row["ChargeClass"] != "Correction":
+                prices[row["SkuPriceId"]].add((row.get("PricingCurrencyListUnitPrice", ""), row.get("PricingUnit", "")))
+    found = [f"SkuPriceId {p} has SkuIds {sorted(s)}" for p, s in parents.items() if len(s) > 1]
+    return found + [f"SkuPriceId {p} has list prices {sorted(s)}" for p, s in prices.items() if len(s) > 1]
+
+
 def cost_and_usage_violations(header: list[str], rows: list[dict[str, str]]) -> list[str]:
     """Every FOCUS 1.4 Cost and Usage requirement the rows break ([] when they conform)."""
     found = _columns(COST_AND_USAGE, header) + [f"deprecated column {c}" for c in NOT_IN_14 if c in header]
+    found += _skus(rows)
     for i, row in enumerate(rows):
         problems = _cells(COST_AND_USAGE, row) + _periods(row)
         problems += _currencies(row, ("BillingCurrency", "PricingCurrency"))

@@ -108,7 +108,7 @@ def test_a_line_is_split_by_token_kind_reason_and_caller_and_sums_to_the_line(as
     web, batch = {"business_line": "search", "caller": "web"}, {"business_line": "search", "caller": "batch"}
     factories.hourly_cost(hour=hour, cost="0.333333", tokens=1_000_000, dims=web)
     factories.hourly_cost(hour=hour, cost="0.333333", tokens=1_000_000, dims=batch)
-    factories.hourly_cost(hour=hour, cost="1.000004", tokens=500_000, dims=web, component="output")
+    factories.hourly_cost(hour=hour, cost="1.0", tokens=500_000, dims=web, component="output")
     factories.hourly_cost(
         hour=hour, cost="0.2", tokens=100_000, dims=web, reason="effective.output", component="output"
     )
@@ -159,6 +159,9 @@ def test_the_conformance_test_catches_broken_rows(as_role: Any) -> None:
         assert any(message in f for f in found), (change, found)
     assert "missing column SkuId" in cost_and_usage_violations([c for c in header if c != "SkuId"], [row])
     assert "deprecated column ProviderName" in cost_and_usage_violations([*header, "ProviderName"], [row])
+    dearer = row | {"PricingCurrencyListUnitPrice": "2", "ListUnitPrice": "2", "ListCost": "3.00"}
+    assert any("has list prices" in f for f in cost_and_usage_violations(header, [row, dearer]))
+    assert any("has SkuIds" in f for f in cost_and_usage_violations(header, [row, row | {"SkuId": "other"}]))
 
 
 def test_focus_1_2_stays_an_option_and_a_bad_choice_is_refused(as_role: Any) -> None:
@@ -263,4 +266,4 @@ def test_a_line_booked_under_rules_since_changed_is_one_row_at_its_mean_price(as
     assert cost_and_usage_violations(header, rows) == []
     (row,) = rows
     assert (row["SkuPriceId"], row["x_TokenKind"], row["BilledCost"]) == ("qwen2.5-7b-instruct/all", "", "4.00")
-    assert (row["ListUnitPrice"], row["PricingQuantity"]) == ("2.666666666667", "1.5")
+    assert (row["ListUnitPrice"], row["PricingQuantity"], row["PricingCategory"]) == ("2.666666666667", "1.5", "Other")
