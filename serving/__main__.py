@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from serving import config as cfg
+from serving import genai_metrics
 from wire import attribution, budgets, keys
 
 MIDDLEWARE = "serving.middleware.CostplatformMiddleware"
@@ -66,6 +67,11 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="seconds a budget state stays usable without a fresh answer (default: 4 polls, at least 30)",
     )
+    p.add_argument(
+        "--otlp-metrics-endpoint",
+        help="push the OpenTelemetry GenAI token-usage metrics of every record over OTLP/HTTP to this URL, "
+        "e.g. http://collector:4318/v1/metrics (docs/serving.md). Default: off",
+    )
     p.add_argument("--no-segments", action="store_true", help="do not tokenize messages for system/tool counts")
     p.add_argument(
         "--no-middleware",
@@ -97,6 +103,7 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
         (cfg.ENV_MODEL_VERSION, args.model_version),
         (f"{keys.ENV_HASH_KEY}_FILE", args.hash_key_file),
         (cfg.ENV_CACHE_SALT, args.cache_salt_dim),
+        (genai_metrics.ENV_ENDPOINT, args.otlp_metrics_endpoint),
         (budgets.ENV_POLL, None if args.budget_poll is None else str(args.budget_poll)),
         (budgets.ENV_FAIL, args.budget_fail),
         (budgets.ENV_STALE, None if args.budget_stale is None else str(args.budget_stale)),
@@ -130,6 +137,8 @@ def _option(argv: list[str], name: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     args, rest = parser().parse_known_args(argv)
+    if args.otlp_metrics_endpoint and (missing := genai_metrics.missing_packages()):
+        parser().error(f"--otlp-metrics-endpoint needs {' and '.join(missing)} (pip install {' '.join(missing)})")
     try:
         command, env = vllm_command(args, rest)
     except (attribution.MapError, OSError) as exc:

@@ -16,12 +16,14 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter
 
+from serving import genai_metrics
 from serving.config import ServingConfig
 from wire import record as rec
 from wire.attribution import Policy
@@ -211,13 +213,26 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None or seconds < 0 else seconds * 1000.0
 
 
-class Emitter:
-    """A thread that turns joined requests into records and submits them to the pipeline."""
+# Told of each record once it is in the pipeline, on the emitter's thread: (record, served model).
+RecordObserver = Callable[[dict[str, Any], str | None], None]
 
-    def __init__(self, config: ServingConfig, pipeline: Any, *, served_model: str | None = None) -> None:
+
+class Emitter:
+    """A thread that turns joined requests into records and submits them to the pipeline, then
+    shows each to the observers (serving.genai_metrics)."""
+
+    def __init__(
+        self,
+        config: ServingConfig,
+        pipeline: Any,
+        *,
+        served_model: str | None = None,
+        observers: Sequence[RecordObserver] = (),
+    ) -> None:
         self.config = config
         self.pipeline = pipeline
         self.served_model = served_model
+        self.observers = list(observers)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tokenizer: Any = None
         self._tokenizer_failed = False
@@ -258,6 +273,14 @@ class Emitter:
                 BUILD_SECONDS.inc(time.thread_time() - began)
             RECORDS.labels(record["outcome"]["status"]).inc()
             self.pipeline.submit(record)
+            self._observe(record)
+
+    def _observe(self, record: dict[str, Any]) -> None:
+        for observe in self.observers:
+            try:
+                observe(record, self.served_model)
+            except Exception:  # an observer never costs a record
+                log.exception("record observer failed")
 
     def build(self, seen: Seen | None, counts: list[EngineCounts]) -> dict[str, Any]:
         status, finish_reason = outcome(seen, counts)
@@ -382,7 +405,9 @@ class Runtime:
         self.config = config
         self.policy = Policy(config.attribution_map, config.dims)
         self.pipeline = Pipeline(config.spool_dir, url=config.platform_url, key=config.collector_key).start()
-        self.emitter = Emitter(config, self.pipeline)
+        self.token_metrics = genai_metrics.TokenMetrics.from_env()
+        observers = [self.token_metrics.observe] if self.token_metrics is not None else []
+        self.emitter = Emitter(config, self.pipeline, observers=observers)
         self.join = Join(lambda counts: self.emitter.submit(None, [counts]))
         self.middleware_active = False
         self.served_model: str | None = None
