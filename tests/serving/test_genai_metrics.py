@@ -38,6 +38,7 @@ class Receiver:
     def __init__(self, stall: float = 0.0) -> None:
         self.requests: list[ExportMetricsServiceRequest] = []
         self.content_types: list[str] = []
+        self.authorizations: list[str | None] = []
         self.stall = stall
         self.busy = threading.Event()
         receiver = self
@@ -50,6 +51,7 @@ class Receiver:
                 message = ExportMetricsServiceRequest()
                 message.ParseFromString(body)
                 receiver.content_types.append(self.headers["Content-Type"])
+                receiver.authorizations.append(self.headers.get("Authorization"))
                 receiver.requests.append(message)
                 answer = ExportMetricsServiceResponse().SerializeToString()
                 self.send_response(200 if self.path == "/v1/metrics" else 404)
@@ -389,3 +391,19 @@ def test_without_the_sdk_the_launcher_refuses_and_the_server_serves_records(
     with pytest.raises(SystemExit):
         main(["--model", "m", "--costplatform-url", "http://p", "--collector-key", "k", "--otlp-metrics-endpoint", "x"])
     assert "pip install opentelemetry-sdk-metrics-x" in capsys.readouterr().err
+
+
+def test_the_sdk_settings_reach_the_collector(receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "authorization=Bearer%20collector-token")
+    monkeypatch.setenv(gm.ENV_ENDPOINT, receiver.url)
+    monkeypatch.setenv(gm.ENV_DEPRECATED, "0")
+    metrics = gm.TokenMetrics.from_env()
+    assert metrics is not None
+    try:
+        metrics.observe(records()[1])
+        assert metrics.flush()
+    finally:
+        metrics.shutdown()
+
+    assert receiver.authorizations[0] == "Bearer collector-token"
+    assert "gen_ai.client.token.usage" not in receiver.latest()
