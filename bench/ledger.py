@@ -216,7 +216,7 @@ def rows_generate(
 
 def plans_make(month: date, args: argparse.Namespace) -> None:
     from apps.ledger.models import ElasticWindow
-    from apps.ledger.services.planning import budget_set, revenue_set
+    from apps.plans.planning import budget_set, revenue_set
 
     start = datetime.combine(month, datetime.min.time(), UTC)
     for i in range(2):

@@ -102,7 +102,7 @@ def month_build(args: argparse.Namespace, url: str) -> dict[str, Any]:
     from apps.classification.services import reclassify_run
     from apps.ingest.models import DimSet
     from apps.ledger.services.accrual import month_accrue, month_of
-    from apps.ledger.services.planning import budget_set
+    from apps.plans.planning import budget_set
     from apps.pricing.services import reprice_run
 
     days = [date.fromisoformat(d) for d in made["days"]]

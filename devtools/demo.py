@@ -120,7 +120,7 @@ def demo_config(*, now: datetime, campaign: tuple[datetime, datetime]) -> list[s
     from apps.alerts.models import Rule
     from apps.common.buckets import month_of
     from apps.ledger.models import ElasticWindow
-    from apps.ledger.services.planning import budget_set
+    from apps.plans.planning import budget_set
     from apps.pricing.models import Price
     from apps.pricing.services import price_set
 

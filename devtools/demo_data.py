@@ -500,7 +500,7 @@ def plan_budgets(plan: Plan) -> list[str]:
     """Budgets of every business line against what the month costs (a month in progress: as
     its days so far project) and revenue of marketing, whose campaign spend passes 3 % of it,
     and of payments."""
-    from apps.ledger.services.planning import budget_set, revenue_set
+    from apps.plans.planning import budget_set, revenue_set
     from apps.pricing.selectors import class_usage
 
     rows = class_usage(

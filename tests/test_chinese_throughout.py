@@ -29,8 +29,8 @@ from apps.alerts.models import Channel
 from apps.alerts.preview import sample_alert
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger.models import CloseRequest, CostCentre, FindingReview, PeriodEvent
-from apps.reconciliation.models import Supplier
 from apps.ledger.services.closing import close_checklist
+from apps.reconciliation.models import Supplier
 
 pytestmark = pytest.mark.books_in("UTC")
 

@@ -27,22 +27,13 @@ from apps.alerts.selectors import health_series
 from apps.auditlog.models import AuditEntry
 from apps.audits.models import AuditReport
 from apps.ingest.models import Record, Rejection
-from apps.ledger.models import (
-    Budget,
-    CloseRequest,
-    CostCentre,
-    ElasticWindow,
-    Finding,
-    JournalEntry,
-    JournalLine,
-    Period,
-    Revenue,
-)
-from apps.reconciliation.matching import month_reconcile
+from apps.ledger.models import CloseRequest, CostCentre, ElasticWindow, Finding, JournalEntry, JournalLine, Period
 from apps.ledger.selectors import trial_balance
 from apps.ledger.services.closing import close_checklist, close_history
+from apps.plans.models import Budget, Revenue
 from apps.pricing.models import PoolIdleHour
 from apps.pricing.selectors import class_usage
+from apps.reconciliation.matching import month_reconcile
 from devtools.demo_ops import CHANNELS, LEGACY_KEY, LOCAL_CHANNEL, PLANTED_AMOUNT, PLANTED_DAY, RECEIVER_GONE
 
 pytestmark = pytest.mark.books_in("UTC")  # its days and months are UTC's

@@ -19,6 +19,7 @@ from django.db.migrations.executor import MigrationExecutor
 MOVED = {
     "reconciliation": ("supplier", "bill", "billline", "billrowerror", "billadjustment"),
     "currencies": ("exchangerate", "missingrate"),
+    "plans": ("budget", "revenue", "budgetoverride"),
 }
 BEFORE = ("ledger", "0014_dayreading")
 
@@ -34,6 +35,9 @@ def test_rows_written_before_the_move_are_read_after_it() -> None:
     executor = _migrate([*((app, None) for app in MOVED), BEFORE])
     old = executor.loader.project_state([BEFORE]).apps
     supplier = old.get_model("ledger", "Supplier").objects.create(name="moved-supplier", currency="USD")
+    budget = old.get_model("ledger", "Budget").objects.create(
+        business_line="moved-line", month=date(2026, 3, 1), currency="CNY", amount=Decimal("1200.00")
+    )
     rate = old.get_model("ledger", "ExchangeRate").objects.create(
         day=date(2026, 3, 2), currency="USD", to="CNY", rate=Decimal("7.1234"), source="central parity"
     )
@@ -48,12 +52,14 @@ def test_rows_written_before_the_move_are_read_after_it() -> None:
     executor = _migrate(executor.loader.graph.leaf_nodes())
 
     from apps.currencies.models import ExchangeRate
+    from apps.plans.models import Budget
     from apps.reconciliation.models import Supplier
 
     kept = Supplier.objects.get(pk=supplier.pk)
     assert (kept.name, kept.currency) == ("moved-supplier", "USD")
     assert (Supplier._meta.db_table, ExchangeRate._meta.db_table) == ("ledger_supplier", "ledger_exchangerate")
     assert ExchangeRate.objects.get(pk=rate.pk).rate == Decimal("7.1234")
+    assert Budget.objects.get(pk=budget.pk).amount == Decimal("1200.00")
     content_type.refresh_from_db()
     assert content_type.app_label == "reconciliation"
     assert group.permissions.filter(content_type__app_label="reconciliation", codename="change_supplier").exists()

@@ -22,8 +22,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from apps.common.buckets import day_start, month_days, next_month
-from apps.ledger.models import Account, Budget, JournalLine
+from apps.ledger.models import Account, JournalLine
 from apps.ledger.services.accrual import recent_accrue
+from apps.plans.models import Budget
 from apps.pricing.services import hours_price
 from tests.conftest import login_as
 from tests.factories import record
@@ -197,8 +198,8 @@ def own_books(collector: Any, settings: Any) -> None:
     settings.ACCOUNTING_TZ = "UTC"
     import random
 
-    from apps.ledger.services.accrual import month_accrue
     from apps.currencies.rates import rate_set
+    from apps.ledger.services.accrual import month_accrue
     from apps.pricing.services import price_set
     from tests import factories
 

@@ -40,7 +40,7 @@ OWNERS = {
     "/rules/1/try/": "classification",
     "/prices/": "pricing",
     "/collectors/": "ingest",  # the keys (accounts) with their rejections (ingest)
-    "/budgets/": "ledger",
+    "/budgets/": "plans",
     "/finance/": "finance",
     "/finance/reconciliation/": "reconciliation",
     "/audits/": "audits",

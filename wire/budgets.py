@@ -67,7 +67,7 @@ def config_error(poll: str | None, fail: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Budget:
-    """One budget of the platform's answer (apps/ledger/api/budget_state.py)."""
+    """One budget of the platform's answer (apps/plans/api/budget_state.py)."""
 
     id: int
     business_line: str

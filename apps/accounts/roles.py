@@ -86,6 +86,7 @@ ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("ledger", "*", ("add", "change", "view")),
         ("reconciliation", "*", ("add", "change", "view")),
         ("currencies", "*", ("add", "change", "view")),
+        ("plans", "*", ("add", "change", "view")),
         ("classification", "*", ("view",)),
         ("ingest", "*", ("view",)),
         ("audits", "*", ("view",)),

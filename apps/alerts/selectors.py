@@ -176,10 +176,10 @@ def _month_bounds(now: datetime) -> tuple[datetime, datetime]:
 
 def budget_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
     """Each budget of the month, a business line's own and those of its teams and callers, with
-    what it has used (apps.ledger.budget_state, the figures the edge and the budgets page read):
+    what it has used (apps.plans.budget_state, the figures the edge and the budgets page read):
     a money budget in its currency, a token budget as "<scope> tokens"."""
     from apps.alerts.detectors.money import BudgetInput
-    from apps.ledger.budget_state import budget_states
+    from apps.plans.budget_state import budget_states
 
     start, end = _month_bounds(now)
     states = budget_states(now=now, business_lines=[business_line] if business_line else None)

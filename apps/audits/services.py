@@ -195,8 +195,8 @@ def _summary_lines(report: AuditReport, findings: list[AuditFinding], *, whole: 
 def month_pack_link(month: date) -> str | None:
     """The absolute URL of the month's pack (finance's workbook) when the month is closed."""
     from apps.alerts.messages import absolute
-    from apps.ledger.models import Period
     from apps.finance.pack import month_pack_path
+    from apps.ledger.models import Period
 
     if not Period.objects.filter(month=month, status=Period.Status.CLOSED).exists():
         return None

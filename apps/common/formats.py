@@ -74,7 +74,7 @@ def cell_text(value: Any, kind: str) -> str:
 
 # Which side of a budget is favourable, by the nature of what it limits: spending less than an
 # expense budget is good, earning less than a revenue budget is not. The budgets' arithmetic is
-# the plans' (apps/ledger/variance.py); how a variance reads is every page's.
+# the plans' (apps/plans/variance.py); how a variance reads is every page's.
 EXPENSE, REVENUE = "expense", "revenue"
 FAVOURABLE_SIDE = {EXPENSE: "under", REVENUE: "over"}
 

@@ -27,8 +27,9 @@ from apps.ledger.finding_text import finding_text_of
 from apps.ledger.idle.allocation import policy_in_force, policy_label
 from apps.ledger.models import CloseRequest, CostCentre, Finding, FindingReview, Period, PeriodEvent
 from apps.ledger.names import SEEDED_NAMES, names_load
-from apps.ledger.selectors import budget_vs_actual, ledger_matrix, trial_balance
+from apps.ledger.selectors import ledger_matrix, trial_balance
 from apps.ledger.services.closing import detail_shown
+from apps.plans.selectors import budget_vs_actual
 
 CENT = Decimal("0.01")
 

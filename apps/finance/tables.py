@@ -19,10 +19,11 @@ from apps.common.buckets import previous_month
 from apps.common.charts import chart_html, month_axis, themed
 from apps.common.tables import Column, Table
 from apps.ledger.links import journal_href
-from apps.ledger.models import Account, Budget, Finding
+from apps.ledger.models import Account, Finding
 from apps.ledger.names import Names
 from apps.ledger.selectors import periods_status, trial_balance
-from apps.ledger.variance import EXPENSE, MonthProgress, forecast, month_progress, pro_rated, variance
+from apps.plans.models import Budget
+from apps.plans.variance import EXPENSE, MonthProgress, forecast, month_progress, pro_rated, variance
 
 ZERO = Decimal(0)
 TREND_MONTHS = 12
@@ -124,7 +125,7 @@ def centres_table(
     now: datetime | None = None,
 ) -> Table:
     """Per cost centre: this month, the previous month, the change, the budget, its part due by
-    `now` (pro-rated over the month's days gone, apps/ledger/variance.py) and the variance
+    `now` (pro-rated over the month's days gone, apps/plans/variance.py) and the variance
     against that part (actual - budget to date: positive is over, unfavourable for an expense),
     the forecast to the month's end, and tokens against a token budget. The lines with a
     budget have a total of their own: the month's total has no budget (idle capacity and the

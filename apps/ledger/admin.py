@@ -11,7 +11,6 @@ from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.accounts.roles import user_has_role
 from apps.ledger.models import (
     Account,
-    Budget,
     CloseRequest,
     CostCentre,
     ElasticWindow,
@@ -22,7 +21,6 @@ from apps.ledger.models import (
     MappingRuleRevision,
     Period,
     PeriodEvent,
-    Revenue,
 )
 from apps.ledger.services.periods import PeriodError, period_close, period_reopen
 
@@ -133,12 +131,6 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     inlines = [JournalLineInline]
 
 
-def _in_closed_month(obj: Budget | Revenue | None) -> bool:
-    """A closed month's budget or revenue is part of its books: not deleted here (the database
-    refuses it too); changes are refused by the models' validation with the same reason."""
-    return obj is not None and Period.first_closed([obj.month]) is not None
-
-
 @admin.register(CostCentre)
 class CostCentreAdmin(ScopedModelAdmin):
     """A business line's cost-centre code and name, as the finance pages show it."""
@@ -147,48 +139,6 @@ class CostCentreAdmin(ScopedModelAdmin):
     list_display = ["code", "name", "business_line", "active"]
     list_filter = ["active"]
     search_fields = ["code", "name", "business_line"]
-
-
-@admin.register(Budget)
-class BudgetAdmin(ScopedModelAdmin):
-    line_field = "business_line"
-    list_display = [
-        "month",
-        "business_line",
-        "team",
-        "caller",
-        "hard",
-        "amount",
-        "currency",
-        "tokens",
-        "updated_by",
-        "updated_at",
-    ]
-    list_filter = ["month", "hard"]
-    search_fields = ["business_line", "team", "caller"]
-    readonly_fields = ["updated_by", "updated_at"]
-
-    def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
-        obj.updated_by = request.user  # type: ignore[assignment]
-        super().save_model(request, obj, form, change)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Budget | None = None) -> bool:
-        return super().has_delete_permission(request, obj) and not _in_closed_month(obj)
-
-
-@admin.register(Revenue)
-class RevenueAdmin(ScopedModelAdmin):
-    line_field = "business_line"
-    list_display = ["month", "business_line", "amount", "currency", "entered_by", "entered_at"]
-    list_filter = ["month"]
-    readonly_fields = ["entered_by", "entered_at"]
-
-    def save_model(self, request: HttpRequest, obj: Revenue, form: Any, change: bool) -> None:
-        obj.entered_by = request.user  # type: ignore[assignment]
-        super().save_model(request, obj, form, change)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Revenue | None = None) -> bool:
-        return super().has_delete_permission(request, obj) and not _in_closed_month(obj)
 
 
 @admin.register(Finding)

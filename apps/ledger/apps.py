@@ -14,20 +14,16 @@ class LedgerConfig(AppConfig):
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
         from apps.currencies.signals import rate_changed
-        from apps.ledger import checks  # noqa: F401 (registers the system checks)
 
         lines_source(_lines_planned)
         rate_changed.connect(_rate_day_dirty, dispatch_uid="ledger.rate_day_dirty")
 
 
 def _lines_planned() -> set[str]:
-    """The business lines with a cost centre, a budget or revenue (a line may be planned before
-    its first record)."""
-    from apps.ledger.models import Budget, CostCentre, Revenue
+    """The business lines with a cost centre (a line may be planned before its first record)."""
+    from apps.ledger.models import CostCentre
 
-    lines = set(CostCentre.objects.values_list("business_line", flat=True))
-    lines |= set(Budget.objects.of_lines().values_list("business_line", flat=True).distinct())
-    return lines | set(Revenue.objects.values_list("business_line", flat=True).distinct())
+    return set(CostCentre.objects.values_list("business_line", flat=True))
 
 
 def _rate_day_dirty(sender: Any, *, day: date, **kwargs: Any) -> None:

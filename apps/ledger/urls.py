@@ -1,10 +1,7 @@
 from __future__ import annotations
 
-from apps.ledger.pages import budgets, close, holds, plans
+from apps.ledger.pages import close
 
 urlpatterns = [
     *close.urlpatterns,
-    *plans.urlpatterns,
-    *budgets.urlpatterns,
-    *holds.urlpatterns,
 ]

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from apps.ledger.budget_state import BudgetState
+from apps.plans.budget_state import BudgetState
 
 SCOPE = ["business_line", "team", "caller"]
 LABELS = [*SCOPE, "kind"]

@@ -16,9 +16,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from apps.classification.health import RATIOS, ratios_of
-from apps.ledger.budget_state import budget_states
 from apps.metrics.budgets import budget_families
 from apps.metrics.selectors import Snapshot, platform_snapshot
+from apps.plans.budget_state import budget_states
 
 WINDOWS = (("1h", "the current clock hour so far"), ("24h", "the 24 hour buckets ending with the current one"))
 ROLLING = (("1h", "the last 60 minutes"), ("24h", "the last 24 hours"))

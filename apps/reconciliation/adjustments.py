@@ -29,10 +29,10 @@ from django.utils.translation import gettext_noop
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_days, month_of, next_month
+from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.ingest.models import ServedModel
 from apps.ledger.models import Account, JournalEntry, JournalLine, Period
 from apps.ledger.rounding import round_half_up
-from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.pricing.models import MINOR_UNITS
 from apps.reconciliation.matching import Difference, Key, supplier_reconcile
 from apps.reconciliation.models import BillAdjustment, Supplier

@@ -14,7 +14,7 @@ from apps.reconciliation.matching import month_reconcile
 
 
 def supplier_bills(month: date, business_lines: list[str] | None, now: datetime) -> CheckItem:
-    """Each active supplier's month against its bill (apps/ledger/reconciliation): one not
+    """Each active supplier's month against its bill (apps/reconciliation/): one not
     reconciled has no bill yet or differences no posted adjustment explains."""
     found = month_reconcile(month=month)
     loose = [r for r in found if not r.reconciled]

@@ -90,7 +90,7 @@ def test_it_writes_but_sends_nothing_for_a_muted_rule(receiver):
 
 
 def test_it_sends_again_when_a_budget_level_rises(receiver):
-    from apps.ledger.models import Budget
+    from apps.plans.models import Budget
 
     factories.channel("slack", url=receiver.url())
     Budget.objects.create(business_line="search", month=NOW.date().replace(day=1), currency="CNY", amount=Decimal(1000))
@@ -105,7 +105,7 @@ def test_it_sends_again_when_a_budget_level_rises(receiver):
 
 
 def test_a_teams_and_a_callers_budget_alert_on_their_own_use():
-    from apps.ledger.models import Budget
+    from apps.plans.models import Budget
 
     month = NOW.date().replace(day=1)
     Budget.objects.create(business_line="search", month=month, currency="CNY", amount=Decimal(10_000))

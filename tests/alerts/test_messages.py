@@ -53,7 +53,7 @@ def trend() -> Alert:
 
 
 def budget() -> Alert:
-    from apps.ledger.models import Budget
+    from apps.plans.models import Budget
 
     Budget.objects.create(business_line="search", month=NOW.date().replace(day=1), currency="CNY", amount=Decimal(1000))
     factories.hourly_cost(hour=NOW - timedelta(days=2), cost="600", dims={**LINE, "feature": "rank"})
@@ -298,7 +298,7 @@ def test_the_pages_take_hour_windows_and_refuse_a_bad_one():
 
 
 def test_a_callers_and_a_teams_budget_are_named_in_the_channels_language():
-    from apps.ledger.models import Budget
+    from apps.plans.models import Budget
 
     month = NOW.date().replace(day=1)
     Budget.objects.create(business_line="search", caller="search-app", month=month, currency="CNY", amount=Decimal(500))

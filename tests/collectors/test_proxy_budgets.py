@@ -114,9 +114,9 @@ def test_a_line_is_served_until_its_hard_budget_is_spent_then_refused_and_served
     platform_rig: tuple[Rig, Pipeline, str],
 ) -> None:
     from apps.common.buckets import month_of
-    from apps.ledger.models import Budget
-    from apps.ledger.services.overrides import budget_override_grant
-    from apps.ledger.services.planning import budget_set
+    from apps.plans.models import Budget
+    from apps.plans.overrides import budget_override_grant
+    from apps.plans.planning import budget_set
     from tests.factories import finance_user
 
     rig, pipeline, _ = platform_rig
@@ -165,7 +165,7 @@ def test_a_line_is_served_until_its_hard_budget_is_spent_then_refused_and_served
 def test_its_refusals_are_recorded_as_rejected_with_no_tokens(platform_rig: tuple[Rig, Pipeline, str]) -> None:
     from apps.common.buckets import month_of
     from apps.ingest.models import Record
-    from apps.ledger.services.planning import budget_set
+    from apps.plans.planning import budget_set
 
     rig, pipeline, _ = platform_rig
     budget_set(business_line="refunds", month=month_of(datetime.now(UTC)), tokens=1, hard=True)
@@ -187,7 +187,7 @@ def test_a_callers_spent_budget_refuses_that_caller_only_and_names_it(
 ) -> None:
     from apps.common.buckets import month_of
     from apps.ingest.models import Record
-    from apps.ledger.services.planning import budget_set
+    from apps.plans.planning import budget_set
 
     rig, pipeline, _ = platform_rig
     month = month_of(datetime.now(UTC))

@@ -17,8 +17,8 @@ from django.test import Client
 from django.utils import translation
 
 from apps.common.charts import COLOURS, FONT, themed
-from apps.ledger.names import Names
 from apps.finance.tables import trend_table
+from apps.ledger.names import Names
 from tests.dashboards.conftest import T0, priced
 from tests.factories import record
 

@@ -23,10 +23,10 @@ from django.core.management import CommandError, call_command
 from django.db.models import Sum
 from moto.server import ThreadedMotoServer
 
+from apps.currencies.rates import rate_set
 from apps.ledger.models import JournalLine
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close
-from apps.currencies.rates import rate_set
 from apps.pricing.models import HourlyCost
 from apps.pricing.services import hours_price
 from tests import factories

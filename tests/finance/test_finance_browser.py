@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from apps.common.buckets import month_of
 from apps.common.formats import money_text
-from apps.ledger.models import Budget, CostCentre
+from apps.ledger.models import CostCentre
 from apps.ledger.services.accrual import month_accrue
+from apps.plans.models import Budget
 from tests.conftest import T0, month_like_records, priced
 from tests.dashboards.test_browser import browser, person, shot, sign_in
 

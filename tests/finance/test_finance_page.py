@@ -22,8 +22,9 @@ from apps.accounts.models import UserScope
 from apps.common.formats import money_text, pct_text
 from apps.dashboards.filters import Filters
 from apps.dashboards.selectors import breakdown
-from apps.ledger.models import Budget, CostCentre, ElasticWindow
+from apps.ledger.models import CostCentre, ElasticWindow
 from apps.ledger.services.accrual import month_accrue
+from apps.plans.models import Budget
 from apps.pricing.services import hours_price, price_set
 from tests import factories
 from tests.conftest import Collector

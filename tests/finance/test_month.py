@@ -12,8 +12,8 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from apps.ledger.models import Budget
 from apps.ledger.services.accrual import month_accrue
+from apps.plans.models import Budget
 from tests import factories
 from tests.ledger.helpers import DAY1, SEP, at
 

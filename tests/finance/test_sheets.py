@@ -37,7 +37,7 @@ from apps.common.sheets import (
 from apps.common.tables import Column, Table
 from apps.ledger.models import CloseRequest, CostCentre, ElasticWindow, Finding
 from apps.ledger.services.periods import period_close
-from apps.ledger.services.planning import budget_set, revenue_set
+from apps.plans.planning import budget_set, revenue_set
 from tests import factories
 from tests.ledger.helpers import DAY1, SEP, at
 

@@ -13,9 +13,10 @@ import pytest
 import time_machine
 from django.test import Client
 
-from apps.ledger.models import Budget, JournalLine, Period, Revenue
+from apps.ledger.models import JournalLine, Period
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close
+from apps.plans.models import Budget, Revenue
 from tests import factories
 from tests.ledger.helpers import DAY1, SEP, account, at
 

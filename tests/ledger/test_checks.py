@@ -14,7 +14,7 @@ from apps.ledger.models import ElasticWindow, Finding
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.checks import month_checks
 from apps.ledger.services.periods import period_close, period_reopen
-from apps.ledger.services.planning import revenue_set
+from apps.plans.planning import revenue_set
 from tests import factories
 from tests.ledger.helpers import DAY1, OCT, SEP, at
 

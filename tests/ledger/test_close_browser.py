@@ -17,7 +17,7 @@ from apps.common.buckets import month_of, next_month, previous_month
 from apps.ledger.models import CloseRequest, Period
 from apps.ledger.services.accrual import recent_accrue
 from apps.ledger.services.periods import period_reopen
-from apps.ledger.services.planning import budget_set
+from apps.plans.planning import budget_set
 from apps.pricing.services import dirty_hours_price, price_set
 from tests import factories
 from tests.dashboards.test_browser import browser, person, shot, sign_in  # noqa: F401 (browser: a fixture)

@@ -21,7 +21,7 @@ from apps.classification.models import HourlyClass
 from apps.ledger.models import CloseRequest, FindingReview, Period
 from apps.ledger.services.accrual import month_window
 from apps.ledger.services.closing import CloseError, close_check, close_request_approve, close_request_submit
-from apps.ledger.services.planning import budget_set
+from apps.plans.planning import budget_set
 from apps.reconciliation.imports import bill_import
 from apps.reconciliation.matching import supplier_reconcile
 from apps.reconciliation.models import Supplier

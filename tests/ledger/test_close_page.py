@@ -22,7 +22,7 @@ from apps.ledger.models import CloseRequest, Period, PeriodEvent
 from apps.ledger.services.accrual import recent_accrue
 from apps.ledger.services.closing import CloseError, close_checklist, close_request_submit
 from apps.ledger.services.periods import period_close
-from apps.ledger.services.planning import budget_set
+from apps.plans.planning import budget_set
 from apps.pricing.services import dirty_hours_price, price_set
 from tests import factories
 from tests.conftest import Collector

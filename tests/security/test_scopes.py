@@ -18,8 +18,8 @@ from apps.accounts.admin_scope import ScopedModelAdmin
 from apps.accounts.models import UserScope
 from apps.classification.models import RuleSet
 from apps.classification.services import ruleset_draft_create
-from apps.ledger.models import Budget
-from apps.ledger.services.planning import budget_set
+from apps.plans.models import Budget
+from apps.plans.planning import budget_set
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -32,11 +32,11 @@ LINE_BOUND = {
     "alerts.rule",
     "classification.healththreshold",
     "ingest.dimset",
-    "ledger.budget",
     "ledger.costcentre",
     "ledger.elasticwindow",
     "ledger.finding",
-    "ledger.revenue",
+    "plans.budget",
+    "plans.revenue",
 }
 
 
@@ -78,17 +78,17 @@ def test_it_refuses_a_scoped_finance_user_another_lines_budget_in_the_admin(budg
     _, scoped = staff("finance", name="fin-scoped", lines=[MINE])
     _, everyone = staff("finance", name="fin-all")
     other = budgets[OTHER]
-    change, delete = f"/admin/ledger/budget/{other.pk}/change/", f"/admin/ledger/budget/{other.pk}/delete/"
+    change, delete = f"/admin/plans/budget/{other.pk}/change/", f"/admin/plans/budget/{other.pk}/delete/"
 
-    assert OTHER in everyone.get("/admin/ledger/budget/").content.decode()  # the row is there to hide
+    assert OTHER in everyone.get("/admin/plans/budget/").content.decode()  # the row is there to hide
     assert everyone.get(change).status_code == 200
-    listed = scoped.get("/admin/ledger/budget/")
+    listed = scoped.get("/admin/plans/budget/")
     assert listed.status_code == 200 and MINE in listed.content.decode() and OTHER not in listed.content.decode()
     assert scoped.get(change).status_code == 404
-    assert scoped.get(f"/admin/ledger/budget/{other.pk}/history/").status_code == 404
+    assert scoped.get(f"/admin/plans/budget/{other.pk}/history/").status_code == 404
     assert scoped.post(change, budget_form(MINE, amount="1.00")).status_code == 404
     assert scoped.post(delete, {"post": "yes"}).status_code == 404
-    scoped.post("/admin/ledger/budget/", {"action": "delete_selected", "_selected_action": [other.pk], "post": "yes"})
+    scoped.post("/admin/plans/budget/", {"action": "delete_selected", "_selected_action": [other.pk], "post": "yes"})
 
     other.refresh_from_db()  # still there, unchanged
     assert (other.business_line, other.amount) == (OTHER, Decimal("100.00"))
@@ -99,9 +99,9 @@ def test_it_refuses_a_scoped_finance_user_a_budget_for_another_line(budgets):
     Budget.objects.filter(business_line=OTHER).delete()
     mine = budgets[MINE]
 
-    form = scoped.get("/admin/ledger/budget/add/").content.decode()
-    created = scoped.post("/admin/ledger/budget/add/", budget_form(OTHER))
-    moved = scoped.post(f"/admin/ledger/budget/{mine.pk}/change/", budget_form(OTHER))
+    form = scoped.get("/admin/plans/budget/add/").content.decode()
+    created = scoped.post("/admin/plans/budget/add/", budget_form(OTHER))
+    moved = scoped.post(f"/admin/plans/budget/{mine.pk}/change/", budget_form(OTHER))
 
     assert f'value="{MINE}"' in form and OTHER not in form  # the form offers only their lines
     assert created.status_code == 200 and "Select a valid choice" in created.content.decode()
@@ -115,7 +115,7 @@ def test_a_scoped_finance_user_edits_their_own_lines_budget(budgets):
     user, scoped = staff("finance", name="fin-scoped", lines=[MINE])
     mine = budgets[MINE]
 
-    answer = scoped.post(f"/admin/ledger/budget/{mine.pk}/change/", budget_form(MINE, amount="300.00"))
+    answer = scoped.post(f"/admin/plans/budget/{mine.pk}/change/", budget_form(MINE, amount="300.00"))
 
     assert answer.status_code == 302
     mine.refresh_from_db()
@@ -130,7 +130,7 @@ def test_a_scoped_user_gets_no_model_that_spans_business_lines_in_the_admin():
         assert everyone.get(url).status_code == 200
         assert scoped.get(url).status_code == 403
     index = scoped.get("/admin/").content.decode()
-    assert "/admin/ledger/budget/" in index and "/admin/auth/user/" not in index
+    assert "/admin/plans/budget/" in index and "/admin/auth/user/" not in index
     users = "/admin/autocomplete/?app_label=accounts&model_name=userscope&field_name=user&term="
     assert (everyone.get(users).status_code, scoped.get(users).status_code) == (200, 403)
 

@@ -66,7 +66,7 @@ PUBLIC = {
 
 # For collector keys only, never a person (their own tests check the key's scope).
 COLLECTOR_KEYS = {
-    "api/v1/budgets/state": "the edge's budget state; a key learns its lines' (tests/ledger/test_budget_holds.py)",
+    "api/v1/budgets/state": "the edge's budget state; a key learns its lines' (tests/plans/test_budget_holds.py)",
 }
 
 ENDPOINTS: dict[str, Endpoint] = {
@@ -313,7 +313,7 @@ def line_rows(line: str) -> dict[str, Model]:
     from apps.alerts.models import Alert
     from apps.classification.models import HealthThreshold
     from apps.ledger.models import CostCentre, ElasticWindow, Finding
-    from apps.ledger.services.planning import budget_set, revenue_set
+    from apps.plans.planning import budget_set, revenue_set
 
     now = datetime.now(UTC)
     month = now.date().replace(day=1)
@@ -399,7 +399,7 @@ def test_a_scoped_user_of_each_role_sees_and_edits_only_their_lines_in_the_admin
     # refused to the scoped user.
     viewable = {label for model in admin.site._registry if can_view(made, label := model._meta.label_lower)}
     assert shown == viewable & set(hidden) and open_to_everyone == viewable
-    assert role not in ("admin", "finance") or "ledger.budget" in shown
+    assert role not in ("admin", "finance") or "plans.budget" in shown
 
 
 def can_view(person: User, label: str) -> bool:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.ledger.api import budget_state, figures, periods, views
+from apps.ledger.api import figures, periods, views
 
 urlpatterns = [
     path("ledger/figures", figures.FiguresView.as_view(), name="ledger-figures"),
@@ -11,10 +11,6 @@ urlpatterns = [
     path("ledger/matrix", views.MatrixView.as_view(), name="ledger-matrix"),
     path("ledger/journal", views.JournalView.as_view(), name="ledger-journal"),
     path("ledger/journal/<int:pk>/usage", views.LineUsageView.as_view(), name="ledger-line-usage"),
-    path("ledger/budget-vs-actual", views.BudgetVsActualView.as_view(), name="ledger-budget-vs-actual"),
-    path("budgets/state", budget_state.BudgetStateView.as_view(), name="budgets-state"),
-    path("ledger/budgets", periods.BudgetsView.as_view(), name="ledger-budgets"),
-    path("ledger/revenue", periods.RevenueView.as_view(), name="ledger-revenue"),
     path("ledger/periods", periods.PeriodsView.as_view(), name="ledger-periods"),
     path("ledger/periods/<str:month>/close", periods.PeriodCloseView.as_view(), name="ledger-period-close"),
     path("ledger/periods/<str:month>/reopen", periods.PeriodReopenView.as_view(), name="ledger-period-reopen"),

@@ -31,7 +31,7 @@ from apps.ledger.api.common import (
     sees_money,
 )
 from apps.ledger.models import Account, JournalLine
-from apps.ledger.selectors import LineFilter, budget_vs_actual, journal_lines, ledger_matrix, line_usage, trial_balance
+from apps.ledger.selectors import LineFilter, journal_lines, ledger_matrix, line_usage, trial_balance
 
 PERIOD = OpenApiParameter("period", str, required=True, description="A month, YYYY-MM.")
 CSV_FORMAT = OpenApiParameter("format", str, enum=["json", "csv"], description="csv: the table as a CSV download.")
@@ -233,45 +233,6 @@ class LineUsageView(APIView):
             rows = [{k: v for k, v in row.items() if k not in self.MONEY} for row in rows]
         rows = [{k: str(v) if k in self.MONEY else v for k, v in row.items()} for row in rows]
         return as_download(Response(usage | {"rows": rows}), request, f"journal-line-{pk}-usage")
-
-
-class BudgetVsActualView(APIView):
-    """Per business line: the month's budget and what its expense accounts got in the month
-    (amount in the budget's currency, tokens), with the share used. Engineers: tokens only."""
-
-    permission_classes = [SeesLedgerOfLines]
-    renderer_classes = RENDERERS
-
-    class Output(MoneyAware):
-        class Meta:
-            ref_name = "LedgerBudgetVsActualRow"
-
-        money_fields = ("currency", "budget_amount", "actual_amount", "amount_used")
-        month = serializers.CharField()
-        business_line = serializers.CharField()
-        currency = serializers.CharField()
-        budget_amount = money(allow_null=True)
-        actual_amount = money()
-        amount_used = serializers.DecimalField(max_digits=12, decimal_places=4, allow_null=True)
-        budget_tokens = serializers.IntegerField(allow_null=True)
-        actual_tokens = serializers.IntegerField(help_text="Processed tokens booked to the line's expense accounts.")
-        used_tokens = serializers.IntegerField(
-            help_text="Tokens as a token budget counts them: prompt (cached included) + completion, as records arrive."
-        )
-        tokens_used = serializers.DecimalField(
-            max_digits=12, decimal_places=4, allow_null=True, help_text="used_tokens / budget_tokens."
-        )
-
-    @extend_schema(
-        operation_id="ledger_budget_vs_actual",
-        parameters=[PERIOD, CSV_FORMAT],
-        responses={200: rows_of(Output, "LedgerBudgetVsActualPage")},
-    )
-    def get(self, request: Request) -> Response:
-        month = month_param(request)
-        found = budget_vs_actual(month=month, business_lines=lines_of(request))
-        data = self.Output(found, many=True, context={"money": sees_money(request)}).data
-        return as_download(Response({"rows": data}), request, f"budget-vs-actual-{month:%Y-%m}")
 
 
 class AccountsView(APIView):

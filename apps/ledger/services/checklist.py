@@ -31,7 +31,7 @@ from apps.ledger import conf
 from apps.ledger.finding_text import finding_text_of
 from apps.ledger.links import month_waste_href
 from apps.ledger.mapping import mapping_load
-from apps.ledger.models import Account, AccrualDay, Budget, DirtyDay, Finding, FindingReview, JournalLine, Period
+from apps.ledger.models import Account, AccrualDay, DirtyDay, Finding, FindingReview, JournalLine, Period
 from apps.ledger.services.accrual import _fingerprints, analytic_cursor, month_window
 from apps.ledger.services.checks import month_findings
 from apps.pricing.models import DirtyHour
@@ -363,31 +363,6 @@ def _settled(entry: Entry) -> str:
     }
 
 
-def _budgets_unspent(month: date, business_lines: list[str] | None, now: datetime) -> CheckItem:
-    budgets = Budget.objects.of_lines().filter(month=month)
-    if business_lines is not None:
-        budgets = budgets.filter(business_line__in=business_lines)
-    booked = set(
-        JournalLine.objects.filter(day__gte=month, day__lt=next_month(month), account__kind=Account.Kind.EXPENSE)
-        .exclude(debit=0, credit=0, tokens=0)
-        .values_list("cost_centre", flat=True)
-        .distinct()
-    )
-    unspent = sorted((b for b in budgets if b.business_line not in booked), key=lambda b: b.business_line)
-    lines = [b.business_line for b in unspent]
-    detail = (
-        _("Budgeted but nothing booked: %(lines)s. A wrong business line in the budget, or records missing?")
-        % {"lines": ", ".join(lines[:10])}
-        if lines
-        else _("Every budgeted business line has booked spend.")
-    )
-    plans = reverse("finance-plans", kwargs={"month": f"{month:%Y-%m}"})
-    items = tuple(Entry(b.business_line, f"{b.amount} {b.currency}", plans) for b in unspent)
-    return CheckItem(
-        "budgets_unspent", gettext_noop("Budgets without actuals"), len(lines), not lines, detail, items=items
-    )
-
-
 Check = Callable[[date, "list[str] | None", datetime], CheckItem]
 # The checklist's lines by key, in their order: the books' own, and those of the apps built on
 # the books, added by `checklist_line_register` in their AppConfig.ready (the books name none).
@@ -414,7 +389,6 @@ def _books_lines_register() -> None:
             ("days_not_accrued", _not_accrued),
             ("dirty_days", _dirty),
             ("open_findings", _findings),
-            ("budgets_unspent", _budgets_unspent),
             ("missing_rates", _missing_rates),
         ),
         start=1,

@@ -3,13 +3,13 @@
 - effective ratio of a business line's computed tokens below the line's threshold (the health
   thresholds table, apps/classification/health.py: 75 % by default) -> notify the product owner
   (also for the company as a whole, business line "", against the defaults);
-- elastic spend > LEDGER_ELASTIC_REVENUE_MAX (3 %) of the month's revenue -> degradation
-  audit (no revenue entered while there is elastic spend -> a finding asking for it);
 - structural spend = 0 for LEDGER_STRUCTURAL_ZERO_MONTHS (2) months running, for a business
   line with token expense in each of them -> tech-debt warning;
 - and the checks of the apps built on the books, each registered by its app
-  (`month_check_register` in its AppConfig.ready): a supplier's bill leaving more unexplained
-  money than its threshold -> reconcile the bill (apps/reconciliation/findings.py).
+  (`month_check_register` in its AppConfig.ready): elastic spend > LEDGER_ELASTIC_REVENUE_MAX
+  (3 %) of the month's revenue -> degradation audit, no revenue entered while there is elastic
+  spend -> a finding asking for it (apps/plans/findings.py); a supplier's bill leaving more
+  unexplained money than its threshold -> reconcile the bill (apps/reconciliation/findings.py).
 
 The token share reads the class rollup (all classified tokens, priced or not); spend reads the
 journal lines of the month's usage days.
@@ -30,11 +30,12 @@ from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.ingest.models import DimSet
 from apps.ledger import conf
-from apps.ledger.models import Account, Finding, JournalLine, Revenue
+from apps.ledger.models import Account, Finding, JournalLine
 from apps.ledger.services.accrual import analytic_cursor, month_window
 
 
-def _pct(value: Decimal) -> str:
+def pct(value: Decimal) -> str:
+    """A share as the findings' messages write it: 0.0312 -> '3.1 %'."""
     return f"{(value * 100).quantize(Decimal('0.1'))} %"
 
 
@@ -116,15 +117,15 @@ def _effective_share(month: date) -> list[Finding]:
                         "share": str(share.quantize(Decimal("0.0001"))),
                         "minimum": str(minimum),
                     },
-                    message=f"Effective tokens were {_pct(share)} of {who}'s computed tokens in {month:%Y-%m} "
-                    f"(healthy: at least {_pct(minimum)}): notify the product owner to review prompts and "
+                    message=f"Effective tokens were {pct(share)} of {who}'s computed tokens in {month:%Y-%m} "
+                    f"(healthy: at least {pct(minimum)}): notify the product owner to review prompts and "
                     "output formats.",
                 )
             )
     return findings
 
 
-def _spend(start: date, end: date, role: str | None = None) -> dict[tuple[date, str, str], dict[str, Any]]:
+def spend_of(start: date, end: date, role: str | None = None) -> dict[tuple[date, str, str], dict[str, Any]]:
     """Net expense and tokens per (month, cost centre, currency) of usage days in [start, end)."""
     lines = JournalLine.objects.filter(day__gte=start, day__lt=end, account__kind=Account.Kind.EXPENSE)
     if role is not None:
@@ -141,47 +142,12 @@ def _spend(start: date, end: date, role: str | None = None) -> dict[tuple[date, 
     return spend
 
 
-def _elastic_vs_revenue(month: date) -> list[Finding]:
-    elastic = _spend(month, next_month(month), Account.Role.ELASTIC)
-    revenue = {(r.business_line, r.currency): r.amount for r in Revenue.objects.filter(month=month)}
-    maximum = Decimal(conf.get("LEDGER_ELASTIC_REVENUE_MAX"))
-    findings = []
-    for (_, bl, currency), got in sorted(elastic.items()):
-        amount = got["amount"]
-        if amount <= 0:
-            continue
-        income = revenue.get((bl, currency))
-        figures = {"elastic": str(amount), "currency": currency, "revenue": None if income is None else str(income)}
-        if income is None:
-            kind, action = Finding.Kind.REVENUE_MISSING, Finding.Action.ENTER_REVENUE
-            message = (
-                f"{bl} spent {amount} {currency} on elastic tokens in {month:%Y-%m} but no revenue "
-                "was entered for it: enter the month's revenue to check elastic spend against it."
-            )
-        elif income == 0 or amount / income > maximum:
-            ratio = amount / income if income else None
-            figures["ratio"] = None if ratio is None else str(ratio.quantize(Decimal("0.0001")))
-            figures["limit"] = str(maximum)
-            share = _pct(ratio) if ratio is not None else "all"
-            kind, action = Finding.Kind.ELASTIC_OVER_REVENUE, Finding.Action.DEGRADATION_AUDIT
-            message = (
-                f"Elastic token spend of {bl} in {month:%Y-%m} was {amount} {currency}, {share} of its "
-                f"revenue {income} {currency} (limit {_pct(maximum)}): start a degradation-strategy audit."
-            )
-        else:
-            continue
-        findings.append(
-            Finding(kind=kind, action=action, period=month, business_line=bl, figures=figures, message=message)
-        )
-    return findings
-
-
 def _structural_zero(month: date) -> list[Finding]:
     months = [month]
     for _ in range(int(conf.get("LEDGER_STRUCTURAL_ZERO_MONTHS")) - 1):
         months.insert(0, previous_month(months[0]))
-    usage = _spend(months[0], next_month(month))
-    structural = _spend(months[0], next_month(month), Account.Role.STRUCTURAL)
+    usage = spend_of(months[0], next_month(month))
+    structural = spend_of(months[0], next_month(month), Account.Role.STRUCTURAL)
     active: dict[str, set[date]] = defaultdict(set)
     spent: dict[str, set[date]] = defaultdict(set)
     for (m, cc, _), got in usage.items():
@@ -207,5 +173,4 @@ def _structural_zero(month: date) -> list[Finding]:
 
 
 month_check_register("effective_share", _effective_share, order=10)
-month_check_register("elastic_vs_revenue", _elastic_vs_revenue, order=20)
 month_check_register("structural_zero", _structural_zero, order=30)

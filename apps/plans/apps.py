@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PlansConfig(AppConfig):
+    """Plans and budgets: a month's budgets (soft and hard, held at the edge with their overrides)
+    and revenue, read against the books. Built on the books; registers with them its month-end
+    check (elastic spend against revenue), its line of the close checklist (budgets without
+    actuals) and the business lines it plans."""
+
+    name = "apps.plans"
+    label = "plans"
+    verbose_name = "Plans and budgets"
+
+    def ready(self) -> None:
+        from apps.accounts.lines import lines_source
+        from apps.ledger.services.checklist import checklist_line_register
+        from apps.ledger.services.checks import month_check_register
+        from apps.plans import checks  # noqa: F401 (registers the system check)
+        from apps.plans.checklist import budgets_unspent
+        from apps.plans.findings import elastic_vs_revenue
+
+        lines_source(_lines_planned)
+        month_check_register("elastic_vs_revenue", elastic_vs_revenue, order=20)
+        checklist_line_register("budgets_unspent", budgets_unspent, order=60)
+
+
+def _lines_planned() -> set[str]:
+    """The business lines with a budget or revenue (a line may be planned before its first record)."""
+    from apps.plans.models import Budget, Revenue
+
+    lines = set(Budget.objects.of_lines().values_list("business_line", flat=True).distinct())
+    return lines | set(Revenue.objects.values_list("business_line", flat=True).distinct())

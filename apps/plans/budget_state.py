@@ -1,0 +1,173 @@
+"""Where each budget of the accounting month stands: what its scope (the line, one team of it,
+one caller of it, or one caller within one team) has used so far, read from the hourly rollups,
+and whether a hard budget now holds (spent, no active override). A team is the rollups' `team`
+dim, a caller their `caller` dim (the attribution map's name of who called, set by the edges).
+
+The edge (wire/budgets.py, polling GET /api/v1/budgets/state) refuses new requests of a budget
+that holds; /metrics and the budgets page show the same figures. Money comes from pricing's
+HourlyCost in the budget's currency (so it lags by the pricing run), tokens from ingest's
+HourlyUsage (written with the records, so it lags only by the edge's shipping).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+
+from apps.common.buckets import month_end, month_of, month_start
+from apps.ingest.models import DimSet, HourlyUsage, Status
+from apps.plans.models import Budget, BudgetOverride, budget_scope
+from apps.pricing.models import HourlyCost
+
+# Tokens a budget counts: every prompt token (cached ones included) and every generated one.
+TOKENS = "(u.prompt + u.completion)"
+# A line's usage keyed by (business line, team, caller, ...); "" sums every team (caller).
+Usage = dict[tuple[Any, ...], Any]
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    id: int
+    business_line: str
+    team: str
+    caller: str
+    month: date
+    hard: bool
+    currency: str
+    amount: Decimal | None
+    tokens: int | None
+    used_amount: Decimal
+    used_tokens: int
+    refused: int  # requests of the scope rejected this month (refusals by the edge among them)
+    resets_at: datetime
+    override_until: datetime | None = None
+    override_reason: str = ""
+
+    @property
+    def spent(self) -> bool:
+        """Whether money or tokens reached the limit (either one spends the budget)."""
+        over_money = self.amount is not None and self.used_amount >= self.amount
+        return over_money or (self.tokens is not None and self.used_tokens >= self.tokens)
+
+    @property
+    def overridden(self) -> bool:
+        return self.override_until is not None
+
+    @property
+    def holds(self) -> bool:
+        """Whether the edge refuses the budget's new requests now."""
+        return self.hard and self.spent and not self.overridden
+
+    @property
+    def scope(self) -> str:
+        return budget_scope(self.business_line, self.team, self.caller)
+
+
+def budget_states(*, now: datetime, business_lines: list[str] | None = None) -> list[BudgetState]:
+    """The budgets of the accounting month holding `now`, with their use; only the lines in
+    `business_lines` unless it is None."""
+    month = month_of(now)
+    budgets = list(Budget.objects.filter(month=month).order_by("business_line", "team", "caller"))
+    if business_lines is not None:
+        budgets = [b for b in budgets if b.business_line in business_lines]
+    if not budgets:
+        return []
+    lines = sorted({b.business_line for b in budgets})
+    start, end = month_start(month), month_end(month)
+    money, tokens, refused = _money(lines, start, end), _tokens(lines, start, end), _refused(lines, start, end)
+    overrides = _active_overrides([b.id for b in budgets], now)
+    states = []
+    for b in budgets:
+        override = overrides.get(b.id)
+        scope = (b.business_line, b.team, b.caller)
+        states.append(
+            BudgetState(
+                id=b.id,
+                business_line=b.business_line,
+                team=b.team,
+                caller=b.caller,
+                month=month,
+                hard=b.hard,
+                currency=b.currency,
+                amount=b.amount,
+                tokens=b.tokens,
+                used_amount=money.get((*scope, b.currency), Decimal(0)),
+                used_tokens=int(tokens.get(scope, 0)),
+                refused=int(refused.get(scope, 0)),
+                resets_at=end,
+                override_until=override.until if override else None,
+                override_reason=override.reason if override else "",
+            )
+        )
+    return states
+
+
+def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _by_scope(rows: list[tuple[Any, ...]], width: int) -> Usage:
+    """Sum rows of (line, team, caller, *key, value) into every scope a budget may have: the
+    whole line (team "", caller ""), its team, its caller, and its caller within its team."""
+    out: Usage = defaultdict(int)
+    for row in rows:
+        line, team, caller, key, value = row[0], row[1] or "", row[2] or "", tuple(row[3:width]), row[width]
+        for scope_team in {"", team}:
+            for scope_caller in {"", caller}:
+                out[(line, scope_team, scope_caller, *key)] += value
+    return out
+
+
+# The scope of a rollup row: its line, team and caller (the edges' name of who called).
+_SCOPE = "d.business_line, d.dims->>'team', d.dims->>'caller'"
+_FROM_DIMS = (
+    f"JOIN {DimSet._meta.db_table} d ON d.id = {{t}}.dims_id "
+    "WHERE {t}.hour >= %s AND {t}.hour < %s AND d.business_line = ANY(%s)"
+)
+_USAGE = HourlyUsage._meta.db_table
+
+
+def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
+    sql = (
+        f"SELECT {_SCOPE}, c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
+        + _FROM_DIMS.format(t="c")
+        + " GROUP BY 1, 2, 3, 4"
+    )
+    return _by_scope(_rows(sql, [start, end, lines]), 4)
+
+
+def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
+    sql = f"SELECT {_SCOPE}, sum({TOKENS}) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
+    return _by_scope(_rows(sql + " GROUP BY 1, 2, 3", [start, end, lines]), 3)
+
+
+def tokens_by_line(*, month: date, unassigned: str) -> dict[str, int]:
+    """Tokens as a budget counts them (TOKENS), per business line, in an accounting month: every
+    line (those without a budget too), records of no line under `unassigned` (the ledger's cost
+    centre for them). What the budgets page compares with each line's token budget."""
+    sql = (
+        f"SELECT COALESCE(NULLIF(d.business_line, ''), %s), sum({TOKENS}) FROM {_USAGE} u "
+        f"JOIN {DimSet._meta.db_table} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
+    )
+    bounds = [month_start(month_of(month)), month_end(month_of(month))]
+    return {line: int(count) for line, count in _rows(sql, [unassigned, *bounds])}
+
+
+def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
+    sql = f"SELECT {_SCOPE}, sum(u.records) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
+    return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2, 3", [start, end, lines, Status.REJECTED]), 3)
+
+
+def _active_overrides(budget_ids: list[int], now: datetime) -> dict[int, BudgetOverride]:
+    """Per budget, its override running longest among those active at `now`."""
+    out: dict[int, BudgetOverride] = {}
+    for override in BudgetOverride.objects.filter(budget_id__in=budget_ids, until__gt=now).order_by("until"):
+        out[override.budget_id] = override
+    return out
