@@ -2,7 +2,8 @@
 meets only in wire/ and never imports Django or the apps, wire/ imports none of its users,
 apps.common imports no other app, no product package imports the tooling (devtools/), and the
 apps import only the ones before them in the record's way (common, auditlog, accounts, ingest,
-classification, pricing, ledger, the readers, pipeline). The same check as `make lint`, in the
+classification, pricing, currencies, the books (ledger), plans and reconciliation side by side, the
+readers, pipeline). The same check as `make lint`, in the
 suite."""
 
 from __future__ import annotations
