@@ -14,12 +14,9 @@ from django.utils import translation
 
 pytestmark = pytest.mark.django_db
 
-# Apps whose names follow once the ledger's split into apps has settled.
-LATER = {"ledger", "plans"}
-
 
 def ours() -> list[Any]:
-    return [m for m in admin.site._registry if m.__module__.startswith("apps.") and m._meta.app_label not in LATER]
+    return [m for m in admin.site._registry if m.__module__.startswith("apps.")]
 
 
 def test_every_app_and_model_of_the_platform_is_named_in_chinese_on_the_admin(django_user_model: Any) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ExportsConfig(AppConfig):
@@ -11,7 +12,7 @@ class ExportsConfig(AppConfig):
 
     name = "apps.exports"
     label = "exports"
-    verbose_name = "Exports"
+    verbose_name = _("Exports")
 
     def ready(self) -> None:
         from apps.ledger.signals import period_closed

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class FinanceConfig(AppConfig):
@@ -10,4 +11,4 @@ class FinanceConfig(AppConfig):
 
     name = "apps.finance"
     label = "finance"
-    verbose_name = "Finance"
+    verbose_name = _("Finance")

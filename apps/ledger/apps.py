@@ -4,12 +4,13 @@ from datetime import date
 from typing import Any
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class LedgerConfig(AppConfig):
     name = "apps.ledger"
     label = "ledger"
-    verbose_name = "Ledger"
+    verbose_name = _("Ledger")
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Func, Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
 
 from apps.classification.engine import CLASSES
 from apps.ingest.models import ServedModel
@@ -55,6 +56,8 @@ class Account(models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
+        verbose_name = _("account")
+        verbose_name_plural = _("accounts")
         ordering = ["code"]
         constraints = [
             models.UniqueConstraint(fields=["role"], condition=~Q(role=""), name="ledger_account_one_per_role"),
@@ -94,6 +97,8 @@ class MappingRule(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("mapping rule")
+        verbose_name_plural = _("mapping rules")
         ordering = ["priority", "id"]
 
     def __str__(self) -> str:
@@ -117,6 +122,8 @@ class MappingRuleRevision(models.Model):
     changed_at = models.DateTimeField(db_default=Now())
 
     class Meta:
+        verbose_name = _("mapping rule revision")
+        verbose_name_plural = _("mapping rule revisions")
         constraints = [models.UniqueConstraint(fields=["rule_id", "revision"], name="ledger_rulerevision_key")]
 
 
@@ -136,6 +143,8 @@ class ElasticWindow(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("elastic window")
+        verbose_name_plural = _("elastic windows")
         ordering = ["-start"]
         indexes = [models.Index(fields=["business_line", "start"], name="ledger_window_bl_start")]
         constraints = [models.CheckConstraint(condition=Q(end__gt=F("start")), name="ledger_window_range")]
@@ -168,6 +177,8 @@ class Period(models.Model):
     closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
 
     class Meta:
+        verbose_name = _("period")
+        verbose_name_plural = _("periods")
         ordering = ["-month"]
         constraints = [models.CheckConstraint(condition=Q(month__day=1), name="ledger_period_first_day")]
 
@@ -228,6 +239,8 @@ class JournalEntry(models.Model):
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
+        verbose_name = _("journal entry")
+        verbose_name_plural = _("journal entries")
         ordering = ["period", "day", "kind", "currency"]
         constraints = [
             models.UniqueConstraint(
@@ -352,6 +365,8 @@ class Finding(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("finding")
+        verbose_name_plural = _("findings")
         ordering = ["-period", "kind", "business_line"]
         constraints = [
             models.UniqueConstraint(fields=["kind", "period", "business_line"], name="ledger_finding_key"),
@@ -404,6 +419,8 @@ class CostCentre(models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
+        verbose_name = _("cost centre")
+        verbose_name_plural = _("cost centres")
         ordering = ["code", "business_line"]
 
     def __str__(self) -> str:
@@ -434,6 +451,8 @@ class CloseRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("close request")
+        verbose_name_plural = _("close requests")
         ordering = ["-submitted_at", "-id"]
         constraints = [
             # At most one request of a month waits for a decision.

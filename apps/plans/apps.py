@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class PlansConfig(AppConfig):
@@ -11,7 +12,7 @@ class PlansConfig(AppConfig):
 
     name = "apps.plans"
     label = "plans"
-    verbose_name = "Plans and budgets"
+    verbose_name = _("Plans and budgets")
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source

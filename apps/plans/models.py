@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.ledger.models import Period, validate_month
 from apps.pricing.models import Currency
@@ -68,6 +69,8 @@ class Budget(models.Model):
     objects = BudgetQuerySet.as_manager()
 
     class Meta:
+        verbose_name = _("budget")
+        verbose_name_plural = _("budgets")
         db_table = "ledger_budget"  # kept from when the ledger held it
         ordering = ["-month", "business_line"]
         constraints = [
@@ -107,6 +110,8 @@ class Revenue(models.Model):
     entered_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("revenue")
+        verbose_name_plural = _("revenues")
         db_table = "ledger_revenue"  # kept from when the ledger held it
         ordering = ["-month", "business_line"]
         constraints = [

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.ledger.models import Period, validate_month
 from apps.pricing.models import CostPool
@@ -72,8 +73,9 @@ class IdlePolicy(MonthSetting):
     changed_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("idle policy")
+        verbose_name_plural = _("idle policies")
         ordering = ["-month"]
-        verbose_name_plural = "idle policies"
         constraints = [models.CheckConstraint(condition=Q(month__day=1), name="ledger_idlepolicy_month")]
 
     def __str__(self) -> str:
@@ -102,6 +104,8 @@ class ReservedShare(MonthSetting):
     changed_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("reserved share")
+        verbose_name_plural = _("reserved shares")
         ordering = ["pool", "-month", "business_line"]
         constraints = [
             models.UniqueConstraint(fields=["pool", "business_line", "month"], name="ledger_reservedshare_key"),
