@@ -37,6 +37,7 @@ SERVICE_CATEGORIES = _allowed(
     "Multicloud", "Identity", "Integration", "Internet of Things", "Management and Governance", "Media",
     "Migration", "Mobile", "Networking", "Security", "Storage", "Web", "Other",
 )  # fmt: skip
+AI = "AI and Machine Learning"  # the parent of the subcategories below
 AI_SUBCATEGORIES = _allowed(
     "AI Platforms", "Bots", "Generative AI", "Machine Learning", "Natural Language Processing",
     "Other (AI and Machine Learning)",
@@ -296,6 +297,8 @@ def cost_and_usage_violations(header: list[str], rows: list[dict[str, str]]) -> 
         problems = _cells(COST_AND_USAGE, row) + _periods(row)
         problems += _currencies(row, ("BillingCurrency", "PricingCurrency"))
         problems += _usage_not_null(row) + _pairs(row) + _costs(row) + _in_period(row)
+        if row.get("ServiceSubcategory") in AI_SUBCATEGORIES and row.get("ServiceCategory") != AI:
+            problems.append("ServiceSubcategory under another parent than its ServiceCategory")
         tags = json.loads(row["Tags"]) if row.get("Tags") else {}
         problems += [f"Tags: {k} holds a {type(v).__name__}" for k, v in tags.items() if isinstance(v, dict | list)]
         found += [f"row {i}: {p}" for p in problems]

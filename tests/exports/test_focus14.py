@@ -152,6 +152,7 @@ def test_the_conformance_test_catches_broken_rows(as_role: Any) -> None:
         ({"SkuPriceId": ""}, "SkuPriceId: null on usage"),
         ({"SkuPriceDetails": '{"TokenKind": "input"}'}, "neither FOCUS-defined nor x_"),
         ({"ServiceSubcategory": "Chat"}, "ServiceSubcategory: 'Chat' is not an allowed value"),
+        ({"ServiceCategory": "Compute"}, "ServiceSubcategory under another parent"),
         ({"BillingAccountId": ""}, "BillingAccountId: null"),
     ]
     for change, message in broken:
