@@ -180,11 +180,24 @@ def test_focus_1_2_stays_an_option_and_a_bad_choice_is_refused(as_role: Any) -> 
     assert response.status_code == 400
 
 
-def test_a_scoped_user_gets_no_invoice_detail(as_role: Any) -> None:
+def test_a_scoped_user_gets_their_cost_centres_parts_and_no_invoice_detail(as_role: Any) -> None:
+    for line in ("search", "support"):
+        dims = {"business_line": line}
+        factories.hourly_cost(hour=at(DAY1, 1), cost="1.00", tokens=1000, dims=dims)
+        factories.hourly_cost(hour=at(DAY1, 1), cost="2.00", tokens=250, dims=dims, component="output")
+    month_accrue(month=SEP)
     user = factories.finance_user("scoped", role="finance")
     UserScope.objects.create(user=user, business_lines=["search"])
     client = Client()
     client.force_login(user)
+
+    header, rows = _get(client, "period=2026-09")
+
+    assert cost_and_usage_violations(header, rows) == []
+    assert sorted((r["SubAccountId"], r["x_TokenKind"], r["BilledCost"]) for r in rows) == [
+        ("search", "output", "2.00"),
+        ("search", "uncached_prompt", "1.00"),
+    ]
     assert client.get("/api/v1/exports/focus?period=2026-09&dataset=invoice-detail").status_code == 403
 
 
