@@ -14,8 +14,11 @@ class AccountsConfig(AppConfig):
         from django.contrib import admin
 
         from apps.accounts.admin_scope import site_scope_others
+        from apps.accounts.models import CollectorKey, UserScope
         from apps.accounts.roles import role_permissions_sync
+        from apps.auditlog.registry import audited
 
+        audited(CollectorKey, UserScope)
         post_migrate.connect(role_permissions_sync, dispatch_uid="accounts.role_permissions_sync")
         # Every admin module is loaded by now (the admin app, listed first, loads them in its
         # ready()): the ModelAdmins of other packages (auth's groups, the beat schedules) are

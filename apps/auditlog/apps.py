@@ -10,8 +10,7 @@ class AuditlogConfig(AppConfig):
     verbose_name = _("Audit log")
 
     def ready(self) -> None:
+        # The audited models are registered by their own apps (registry.audited).
         from apps.auditlog.lockouts import lockouts_connect
-        from apps.auditlog.receivers import receivers_connect
 
-        receivers_connect()
         lockouts_connect()

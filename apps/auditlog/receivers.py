@@ -1,43 +1,17 @@
-"""Model signals of every audited model write an AuditEntry in the same transaction as the
-change. Changes made with QuerySet.update() or bulk_create() send no signals: the services
-behind audited models save row by row (the admin's bulk actions included)."""
+"""Model signals of every audited model (each registered by its own app, `registry.audited`)
+write an AuditEntry in the same transaction as the change. Changes made with QuerySet.update() or
+bulk_create() send no signals: the services behind audited models save row by row (the admin's
+bulk actions included)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.db import models
 from django.db.models.signals import post_delete, post_save, pre_save
 
 from apps.auditlog.models import AuditEntry
 from apps.auditlog.services import audit_entry_record, snapshot
-
-AUDITED = (
-    "classification.RuleSet",
-    "classification.Rule",
-    "pricing.PriceVersion",
-    "pricing.Price",
-    "pricing.CostPool",
-    "ledger.Account",
-    "ledger.MappingRule",
-    "ledger.ElasticWindow",
-    "ledger.Period",
-    "plans.Budget",
-    "plans.BudgetOverride",
-    "plans.Revenue",
-    "ledger.CostCentre",
-    "ledger.CloseRequest",
-    "ledger.FindingReview",
-    "reconciliation.Supplier",
-    "reconciliation.BillAdjustment",
-    "currencies.ExchangeRate",
-    "ledger.IdlePolicy",
-    "ledger.ReservedShare",
-    "audits.ModelDowngrade",
-    "accounts.CollectorKey",
-    "accounts.UserScope",
-)
 
 
 def _stored(instance: models.Model) -> models.Model | None:
@@ -67,10 +41,8 @@ def _after_delete(sender: type[models.Model], instance: models.Model, **kwargs: 
     audit_entry_record(instance=instance, action=AuditEntry.Action.DELETE, before=snapshot(instance), after=None)
 
 
-def receivers_connect() -> None:
-    for label in AUDITED:
-        model = apps.get_model(label)
-        uid = f"auditlog.{label}"
-        pre_save.connect(_before_save, sender=model, dispatch_uid=f"{uid}.pre_save")
-        post_save.connect(_after_save, sender=model, dispatch_uid=f"{uid}.post_save")
-        post_delete.connect(_after_delete, sender=model, dispatch_uid=f"{uid}.post_delete")
+def receivers_connect(model: type[models.Model]) -> None:
+    uid = f"auditlog.{model._meta.label}"
+    pre_save.connect(_before_save, sender=model, dispatch_uid=f"{uid}.pre_save")
+    post_save.connect(_after_save, sender=model, dispatch_uid=f"{uid}.post_save")
+    post_delete.connect(_after_delete, sender=model, dispatch_uid=f"{uid}.post_delete")

@@ -8,3 +8,9 @@ class AuditsConfig(AppConfig):
     name = "apps.audits"
     label = "audits"
     verbose_name = _("Monthly token audit")
+
+    def ready(self) -> None:
+        from apps.auditlog.registry import audited
+        from apps.audits.models import ModelDowngrade
+
+        audited(ModelDowngrade)

@@ -8,3 +8,9 @@ class ClassificationConfig(AppConfig):
     name = "apps.classification"
     label = "classification"
     verbose_name = _("Token classification")
+
+    def ready(self) -> None:
+        from apps.auditlog.registry import audited
+        from apps.classification.models import Rule, RuleSet
+
+        audited(RuleSet, Rule)

@@ -13,8 +13,11 @@ class CurrenciesConfig(AppConfig):
     verbose_name = _("Currencies")
 
     def ready(self) -> None:
+        from apps.auditlog.registry import audited
         from apps.currencies import checks  # noqa: F401 (registers the system check)
+        from apps.currencies.models import ExchangeRate
         from apps.currencies.rates import rate_of_day
         from apps.pricing.conversion import rate_reader
 
+        audited(ExchangeRate)
         rate_reader(rate_of_day)  # a price list in another currency is converted at the day's rate

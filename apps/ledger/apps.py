@@ -14,8 +14,12 @@ class LedgerConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
+        from apps.auditlog.registry import audited
         from apps.currencies.signals import rate_changed
+        from apps.ledger import models as books
 
+        audited(books.Account, books.MappingRule, books.ElasticWindow, books.Period, books.CostCentre)
+        audited(books.CloseRequest, books.FindingReview, books.IdlePolicy, books.ReservedShare)
         lines_source(_lines_planned)
         rate_changed.connect(_rate_day_dirty, dispatch_uid="ledger.rate_day_dirty")
 

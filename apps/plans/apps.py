@@ -16,12 +16,15 @@ class PlansConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
+        from apps.auditlog.registry import audited
         from apps.ledger.services.checklist import checklist_line_register
         from apps.ledger.services.checks import month_check_register
         from apps.plans import checks  # noqa: F401 (registers the system check)
         from apps.plans.checklist import budgets_unspent
         from apps.plans.findings import elastic_vs_revenue
+        from apps.plans.models import Budget, BudgetOverride, Revenue
 
+        audited(Budget, BudgetOverride, Revenue)
         lines_source(_lines_planned)
         month_check_register("elastic_vs_revenue", elastic_vs_revenue, order=20)
         checklist_line_register("budgets_unspent", budgets_unspent, order=60)

@@ -10,4 +10,8 @@ class PricingConfig(AppConfig):
     verbose_name = _("Pricing")
 
     def ready(self) -> None:
+        from apps.auditlog.registry import audited
         from apps.pricing import checks  # noqa: F401  (registers the system checks)
+        from apps.pricing.models import CostPool, Price, PriceVersion
+
+        audited(PriceVersion, Price, CostPool)

@@ -11,7 +11,7 @@ day's rate the approval is refused, naming the day and pair.
 
 Like the close, proposing and deciding are company-wide acts: they need the finance or admin role
 and a user who sees every business line. Proposals and decisions are audit-logged (the model is
-in apps/auditlog/receivers.AUDITED)."""
+audited: apps.reconciliation.apps)."""
 
 from __future__ import annotations
 

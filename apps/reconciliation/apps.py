@@ -13,10 +13,13 @@ class ReconciliationConfig(AppConfig):
     verbose_name = _("Bill reconciliation")
 
     def ready(self) -> None:
+        from apps.auditlog.registry import audited
         from apps.ledger.services.checklist import checklist_line_register
         from apps.ledger.services.checks import month_check_register
         from apps.reconciliation.checklist import supplier_bills
         from apps.reconciliation.findings import bill_findings
+        from apps.reconciliation.models import BillAdjustment, Supplier
 
+        audited(Supplier, BillAdjustment)
         month_check_register("supplier_bills", lambda month: bill_findings(month=month), order=40)
         checklist_line_register("supplier_bills", supplier_bills, order=80)

@@ -188,3 +188,43 @@ def test_the_admin_shows_entries_but_offers_no_add_change_or_delete(admin_user):
         bulk = {"action": "delete_selected", "_selected_action": [entry.pk], "post": "yes"}
         admin.post("/admin/auditlog/auditentry/", bulk)
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+# Each app registers its own audited models (apps.auditlog.registry.audited, from its ready()).
+AUDITED_BY_THEIR_APPS = {
+    "accounts.CollectorKey",
+    "accounts.UserScope",
+    "audits.ModelDowngrade",
+    "classification.Rule",
+    "classification.RuleSet",
+    "currencies.ExchangeRate",
+    "ledger.Account",
+    "ledger.CloseRequest",
+    "ledger.CostCentre",
+    "ledger.ElasticWindow",
+    "ledger.FindingReview",
+    "ledger.IdlePolicy",
+    "ledger.MappingRule",
+    "ledger.Period",
+    "ledger.ReservedShare",
+    "plans.Budget",
+    "plans.BudgetOverride",
+    "plans.Revenue",
+    "pricing.CostPool",
+    "pricing.Price",
+    "pricing.PriceVersion",
+    "reconciliation.BillAdjustment",
+    "reconciliation.Supplier",
+}
+
+
+def test_every_app_registers_its_audited_models_and_each_save_is_heard() -> None:
+    from django.db.models.signals import post_delete, post_save, pre_save
+
+    from apps.auditlog.registry import audited_models
+
+    models = audited_models()
+    assert {m._meta.label for m in models} == AUDITED_BY_THEIR_APPS
+    for model in models:
+        for signal in (pre_save, post_save, post_delete):
+            assert signal.has_listeners(model), (model, signal)
