@@ -2,8 +2,8 @@
 """WAL and time a record costs the primary, stage by stage (docs/scaling.md, the capacity plan):
 ingest (apps.pipeline's `batch_ingest`, the ingest API's: stored and classified in one statement,
 on bench/ingest.py's generated bodies of 5,000 records), pricing the hours its class rollup marked
-(`price_dirty_hours`, beat's job) and accruing the days
-(`accrue_recent`). For each stage: seconds, records/s of this one process and its backend, WAL
+(`dirty_hours_price`, beat's job) and accruing the days
+(`recent_accrue`). For each stage: seconds, records/s of this one process and its backend, WAL
 bytes (pg_current_wal_lsn before and after) and WAL bytes a record.
 
 The database named in DATABASE_URL (default costplatform_bench_wal) is DROPPED and recreated; its
@@ -73,10 +73,10 @@ def _timed(name: str, records: int, work: Any) -> dict[str, Any]:
 
 def stages(bodies: list[bytes], records: int) -> list[dict[str, Any]]:
     from apps.accounts.services import collector_key_create
-    from apps.ledger.tasks import accrue_recent
+    from apps.ledger.tasks import recent_accrue
     from apps.pipeline.records import batch_ingest
     from apps.pricing.services import price_set
-    from apps.pricing.tasks import price_dirty_hours
+    from apps.pricing.tasks import dirty_hours_price
     from bench.reclassify import PRICES
 
     key = collector_key_create(name="bench-wal", backfill=True).key
@@ -90,8 +90,8 @@ def stages(bodies: list[bytes], records: int) -> list[dict[str, Any]]:
 
     return [
         _timed("ingest (batch_ingest, bodies of 5,000)", records, ingest),
-        _timed("pricing (price_dirty_hours)", records, price_dirty_hours),
-        _timed("accrual (accrue_recent)", records, accrue_recent),
+        _timed("pricing (dirty_hours_price)", records, dirty_hours_price),
+        _timed("accrual (recent_accrue)", records, recent_accrue),
     ]
 
 

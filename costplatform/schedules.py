@@ -23,7 +23,7 @@ BEAT_SCHEDULE = {
     },
     # Hours whose classified tokens changed, and pool-hours that ended, are priced within a minute.
     "pricing-price-dirty-hours": {
-        "task": "apps.pricing.tasks.price_dirty_hours",
+        "task": "apps.pricing.tasks.dirty_hours_price",
         "schedule": 60.0,
         "options": {"expires": 60},
     },
@@ -35,7 +35,7 @@ BEAT_SCHEDULE = {
     },
     # Days where a late record may have made stored records duplicates (DirtyDay) are reclassified.
     "classification-reclassify-dirty-days": {
-        "task": "apps.classification.tasks.reclassify_dirty_days",
+        "task": "apps.classification.tasks.dirty_days_reclassify",
         "schedule": 5 * 60.0,
         "options": {"expires": 5 * 60},
     },
@@ -47,13 +47,13 @@ BEAT_SCHEDULE = {
     },
     # The pages' daily rollups follow the hourly ones: days that changed are rebuilt within a minute.
     "dashboards-refresh-daily-rollups": {
-        "task": "apps.dashboards.tasks.refresh_daily_rollups",
+        "task": "apps.dashboards.tasks.daily_rollups_refresh",
         "schedule": 60.0,
         "options": {"expires": 60},
     },
     # The ledger's journal follows the priced rows: recent days, dirty days and open months (idempotent).
     "ledger-accrue-recent": {
-        "task": "apps.ledger.tasks.accrue_recent",
+        "task": "apps.ledger.tasks.recent_accrue",
         "schedule": 5 * 60.0,
         "options": {"expires": 5 * 60},
     },
@@ -73,7 +73,7 @@ BEAT_SCHEDULE = {
     # (the 1st of the accounting zone is the 28th to the 2nd in UTC); the task runs it once,
     # from 04:00 on the local 1st, and returns at once otherwise.
     "audits-previous-month": {
-        "task": "apps.audits.tasks.audit_previous_month",
+        "task": "apps.audits.tasks.previous_month_audit",
         "schedule": crontab(minute=0, day_of_month="1,2,28-31"),
         "options": {"expires": HOUR},
     },

@@ -476,7 +476,7 @@ def price_and_accrue(plan: Plan) -> tuple[int, int]:
     last = plan.end.replace(minute=0)
     hours_price(start=plan.start, end=last)
     entries = sum(r.entries_written for r in range_accrue(start=plan.month, end=day_of(plan.end) + timedelta(days=1)))
-    # What the beat's accrue_recent would do within five minutes: take in the days pricing
+    # What the beat's recent_accrue would do within five minutes: take in the days pricing
     # marked dirty (booked just now, so skipped by fingerprint) and clear the marks.
     entries += sum(r.entries_written for r in recent_accrue())
     return hours, entries

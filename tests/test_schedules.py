@@ -33,5 +33,5 @@ def test_a_beat_entry_names_a_real_task_and_fits_its_signature(name: str) -> Non
 
 def test_a_moved_task_or_a_wrong_argument_is_caught() -> None:
     any_entry = next(iter(BEAT_SCHEDULE.values()))
-    assert "no task named" in problem_of({**any_entry, "task": "apps.ledger.tasks.close_period_moved"})
+    assert "no task named" in problem_of({**any_entry, "task": "apps.ledger.tasks.period_close_moved"})
     assert "does not take" in problem_of({**any_entry, "kwargs": {"no_such_argument": 1}})

@@ -4,7 +4,7 @@ from celery import shared_task
 
 
 @shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
-def reclassify_range(start: str, end: str, ruleset_version: int | None = None) -> int:
+def reclassify_run(start: str, end: str, ruleset_version: int | None = None) -> int:
     """Reclassify the days in [start, end) (ISO dates) with the active rule set (or the given
     version); resumes a run that stopped."""
     from datetime import date
@@ -18,7 +18,7 @@ def reclassify_range(start: str, end: str, ruleset_version: int | None = None) -
 
 
 @shared_task
-def reclassify_dirty_days() -> int:
+def dirty_days_reclassify() -> int:
     """Reclassify the days where late records may have made stored ones duplicates."""
     from apps.classification.services import dirty_days_reclassify
 

@@ -28,6 +28,6 @@ def _warehouse_export_after_commit(sender: Any, *, month: Any, **kwargs: Any) ->
 
     if not getattr(settings, "WAREHOUSE_EXPORT_TO", ""):
         return
-    from apps.exports.tasks import export_parquet
+    from apps.exports.tasks import month_export
 
-    transaction.on_commit(lambda: export_parquet.delay(f"{month:%Y-%m}"))
+    transaction.on_commit(lambda: month_export.delay(f"{month:%Y-%m}"))

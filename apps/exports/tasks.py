@@ -4,7 +4,7 @@ from celery import shared_task
 
 
 @shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
-def export_parquet(month: str, to: str = "") -> list[str]:
+def month_export(month: str, to: str = "") -> list[str]:
     """Write a month's Parquet files (to `to`, else COSTPLATFORM_WAREHOUSE_EXPORT_TO); queued
     after each close. Idempotent: a run replaces the month's files."""
     from django.conf import settings

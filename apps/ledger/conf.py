@@ -14,7 +14,7 @@ DEFAULTS: dict[str, Any] = {
     "LEDGER_IDLE_COST_CENTRE": "unassigned",
     # Account of priced rows that no mapping rule matches (the seeded rules match everything).
     "LEDGER_FALLBACK_ACCOUNT": "6401.01",
-    # accrue_recent looks at the months holding the last few days and every open month this recent.
+    # recent_accrue looks at the months holding the last few days and every open month this recent.
     "LEDGER_RECENT_DAYS": 3,
     "LEDGER_OPEN_LOOKBACK_DAYS": 62,
     # Month-end checks (seed 003); the effective ratio's threshold is the health thresholds table's.

@@ -4,7 +4,7 @@ from celery import shared_task
 
 
 @shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
-def accrue_range(start: str, end: str, force: bool = False) -> int:
+def range_accrue(start: str, end: str, force: bool = False) -> int:
     """Bring the journal of the months touching [start, end) (ISO dates) in line with the
     priced rows; closed months get adjusting entries. Idempotent."""
     from datetime import date
@@ -18,7 +18,7 @@ def accrue_range(start: str, end: str, force: bool = False) -> int:
 
 
 @shared_task
-def accrue_recent() -> int:
+def recent_accrue() -> int:
     """The beat job: accrue the recent days, the days marked dirty and the open months."""
     from apps.ledger.services.accrual import recent_accrue
 
@@ -26,7 +26,7 @@ def accrue_recent() -> int:
 
 
 @shared_task(acks_late=True)
-def close_period(month: str, user_id: int | None = None) -> int:
+def period_close(month: str, user_id: int | None = None) -> int:
     """Close a month (YYYY-MM); returns the number of findings."""
     from django.contrib.auth import get_user_model
 

@@ -4,7 +4,7 @@ from celery import shared_task
 
 
 @shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
-def reprice_range(start: str, end: str) -> int:
+def reprice_run(start: str, end: str) -> int:
     """Recompute costs of the days in [start, end) (ISO dates); resumes a run that stopped."""
     from datetime import date
 
@@ -15,7 +15,7 @@ def reprice_range(start: str, end: str) -> int:
 
 
 @shared_task
-def price_dirty_hours() -> int:
+def dirty_hours_price() -> int:
     """Price the hours whose tokens changed and the pool-hours that have ended."""
     from apps.pricing.services import dirty_hours_price
 

@@ -243,13 +243,13 @@ def test_it_sends_the_summary_in_the_channels_language(report: AuditReport, sett
 
 
 def test_the_beat_job_audits_the_previous_month_on_the_first() -> None:
-    from apps.audits.tasks import audit_previous_month
+    from apps.audits.tasks import previous_month_audit
 
     entry = BEAT_SCHEDULE["audits-previous-month"]
-    assert entry["task"] == "apps.audits.tasks.audit_previous_month"
+    assert entry["task"] == "apps.audits.tasks.previous_month_audit"
     assert entry["schedule"].day_of_month == {1, 2, 28, 29, 30, 31}
     with time_machine.travel(datetime(2026, 12, 1, 4, tzinfo=UTC), tick=False):
-        audit_previous_month.apply(kwargs={}).get()  # no channels: the summary goes nowhere
+        previous_month_audit.apply(kwargs={}).get()  # no channels: the summary goes nowhere
     assert list(AuditReport.objects.values_list("month", flat=True)) == [date(2026, 11, 1)]
 
 
@@ -263,12 +263,12 @@ def test_the_beat_job_audits_the_previous_month_on_the_first() -> None:
 def test_the_beat_job_audits_once_from_four_on_the_local_first(
     settings: Any, zone: str, before: datetime, at: datetime
 ) -> None:
-    from apps.audits.tasks import audit_previous_month
+    from apps.audits.tasks import previous_month_audit
 
     settings.ACCOUNTING_TZ = zone
     for moment, runs in ((before, 0), (at, 1), (at + timedelta(hours=1), 1)):
         with time_machine.travel(moment, tick=False):
-            audit_previous_month.apply(kwargs={}).get()
+            previous_month_audit.apply(kwargs={}).get()
         assert AuditReport.objects.filter(month=date(2026, 11, 1)).count() == runs, moment
     first = AuditReport.objects.get(month=date(2026, 11, 1))
     assert first.started_at == at  # the first run after 04:00 local audited it; later ones left it

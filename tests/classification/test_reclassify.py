@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.db.models import Sum
 
-from apps.classification import services
+from apps.classification import services, tasks
 from apps.classification.models import DirtyDay, HourlyClass, Reason, RuleSet
 from apps.classification.services import (
     ReasonMove,
@@ -27,7 +27,6 @@ from apps.classification.services import (
     ruleset_draft_create,
     ruleset_try,
 )
-from apps.classification.tasks import reclassify_dirty_days, reclassify_range
 from apps.common.models import JobRun
 from apps.pricing.models import DirtyHour
 from tests.classification.helpers import ruleset_activated, snapshot, store
@@ -167,7 +166,7 @@ def test_an_older_version_can_be_applied_by_number(three_days: None) -> None:
 
 
 def test_the_celery_task_runs_a_range(three_days: None) -> None:
-    run_id = reclassify_range.apply(args=["2025-03-10", "2025-03-13"]).get()
+    run_id = tasks.reclassify_run.apply(args=["2025-03-10", "2025-03-13"]).get()
     assert JobRun.objects.get(pk=run_id).status == JobRun.Status.DONE
 
 
@@ -179,12 +178,12 @@ def test_the_beat_task_reclassifies_the_days_a_late_record_made_dirty(source: in
     assert "waste.duplicate" not in classes()
     DirtyHour.objects.all().delete()
 
-    assert reclassify_dirty_days.apply().get() == 1
+    assert tasks.dirty_days_reclassify.apply().get() == 1
 
     assert classes()["waste.duplicate"] == 1000 + 200 - 600  # the later record's uncached prompt and output
     assert not DirtyDay.objects.exists()
     assert DirtyHour.objects.filter(hour=at.replace(minute=0)).exists()
-    assert reclassify_dirty_days.apply().get() == 0
+    assert tasks.dirty_days_reclassify.apply().get() == 0
 
 
 def test_trying_a_draft_counts_the_tokens_that_would_move_and_writes_nothing(source: int) -> None:

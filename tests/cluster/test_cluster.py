@@ -133,13 +133,13 @@ def _kill_a_worker_mid_task(cluster: Cluster) -> str:
         holder.execute("SELECT pg_advisory_lock(%s::int, %s::int)", list(key))
         with app.connection_for_write(cluster.env["CELERY_BROKER_URL"]) as connection:
             app.send_task(
-                "apps.classification.tasks.reclassify_range",
+                "apps.classification.tasks.reclassify_run",
                 [day.isoformat(), (day + timedelta(days=1)).isoformat()],
                 connection=connection,
                 queue="pipeline",
             )
         wait_until(lambda: lock_waiters(url, "advisory", key), 90, "the reclassify run to wait at its day")
-        running = next(w for w in cluster.workers if "reclassify_range" in w.tail())
+        running = next(w for w in cluster.workers if "reclassify_run" in w.tail())
         running.kill()
         wait_until(lambda: lock_waiters(url, "advisory", key), 90, "the other worker to take the task again")
     done = f"SELECT count(*) FROM common_jobrun WHERE kind = '{RECLASSIFY_KIND}' AND status = 'done'"

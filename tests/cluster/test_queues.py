@@ -22,4 +22,4 @@ def test_every_app_task_and_beat_entry_goes_to_a_named_queue() -> None:
     assert unrouted == []
     assert {_queue(task) for task in tasks} <= set(QUEUES)
     assert _queue("apps.alerts.tasks.notification_send") == "alerts"
-    assert _queue("apps.ledger.tasks.close_period") == "ledger"
+    assert _queue("apps.ledger.tasks.period_close") == "ledger"

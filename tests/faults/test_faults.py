@@ -230,9 +230,9 @@ def kill_both_mid_job(url: str, env: dict[str, str], broker: str, data: dict[str
         pair += [Worker(env, log).launch(), Worker(env, log).launch()]
         for worker in pair:
             worker.ready()
-        enqueue(broker, "apps.ledger.tasks.close_period", f"{month:%Y-%m}")
+        enqueue(broker, "apps.ledger.tasks.period_close", f"{month:%Y-%m}")
         wait_until(lambda: lock_waiters(url, lock, month_key), 60, f"the close to wait at {lock}")
-        enqueue(broker, "apps.classification.tasks.reclassify_range", first.isoformat(), end.isoformat())
+        enqueue(broker, "apps.classification.tasks.reclassify_run", first.isoformat(), end.isoformat())
         wait_until(lambda: lock_waiters(url, "advisory", day_key), 60, "the reclassify run to wait at its day")
         # Two days run at once (RECLASSIFY_WORKERS): the day before the held one may still be
         # committing while the held one waits; it commits, the held one does not.

@@ -31,7 +31,7 @@ def test_it_accrues_a_range_from_the_command_line_and_the_task() -> None:
     factories.hourly_cost(hour=at(DAY1), cost="1.00")
 
     call_command("accrue", "--from", "2026-09-01", "--to", "2026-10-01")
-    tasks.accrue_range.run("2026-09-01", "2026-10-01", force=True)
+    tasks.range_accrue.run("2026-09-01", "2026-10-01", force=True)
 
     assert spend() == {("6401.01", "customer-service"): Decimal("1.00")}
     assert JournalEntry.objects.count() == 1
@@ -40,7 +40,7 @@ def test_it_accrues_a_range_from_the_command_line_and_the_task() -> None:
 def test_it_closes_from_the_task() -> None:
     factories.hourly_cost(hour=at(DAY1), cost="1.00")
 
-    tasks.close_period.run("2026-09")
+    tasks.period_close.run("2026-09")
 
     assert Period.objects.get(month=SEP).status == "closed"
 
@@ -76,7 +76,7 @@ def test_it_closes_from_the_admin_for_finance_and_reopens_only_for_admins() -> N
 
 def test_it_shows_the_journal_read_only_in_the_admin() -> None:
     factories.hourly_cost(hour=at(DAY1), cost="1.00")
-    tasks.accrue_range.run("2026-09-01", "2026-10-01")
+    tasks.range_accrue.run("2026-09-01", "2026-10-01")
     entry = JournalEntry.objects.get()
     browser = _staff("admin")
 

@@ -15,10 +15,9 @@ from django.db import connection
 
 from apps.common import dayrun
 from apps.common.models import JobRun
-from apps.pricing import services
+from apps.pricing import services, tasks
 from apps.pricing.models import DirtyHour, HourlyCost, PoolIdleHour
 from apps.pricing.services import hours_mark_dirty, price_set, reprice_run
-from apps.pricing.tasks import price_dirty_hours, reprice_range
 from tests import factories
 from tests.pricing.helpers import DAY1, at, costs
 
@@ -111,7 +110,7 @@ def test_it_shows_progress_and_a_clear_error(three_days: None) -> None:
 
 
 def test_it_reprices_from_the_celery_task(three_days: None) -> None:
-    run_id = reprice_range.apply(args=["2025-03-10", "2025-03-13"]).get()
+    run_id = tasks.reprice_run.apply(args=["2025-03-10", "2025-03-13"]).get()
     assert JobRun.objects.get(pk=run_id).status == JobRun.Status.DONE
     assert HourlyCost.objects.count() == 27
 
@@ -122,13 +121,13 @@ def test_it_prices_dirty_hours_from_the_beat_task() -> None:
     hours_mark_dirty(hours=[at(5).replace(minute=17), at(5)])
     assert DirtyHour.objects.count() == 1
 
-    assert price_dirty_hours.apply().get() == 1
+    assert tasks.dirty_hours_price.apply().get() == 1
 
     assert [(r[0], r[4]) for r in costs()] == [(at(5), 2)]
     assert not DirtyHour.objects.exists()
     factories.hourly_class(hour=at(5), tokens=1_000_000, model="llama-3-8b", dims={"team": "x"})
     hours_mark_dirty(hours=[at(5)])
-    price_dirty_hours.apply()
+    tasks.dirty_hours_price.apply()
     assert [r[4] for r in costs()] == [2, 2]
 
 
