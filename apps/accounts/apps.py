@@ -19,8 +19,21 @@ class AccountsConfig(AppConfig):
         from apps.auditlog.registry import audited
 
         audited(CollectorKey, UserScope)
+        _roles_granted(self.label)
         post_migrate.connect(role_permissions_sync, dispatch_uid="accounts.role_permissions_sync")
         # Every admin module is loaded by now (the admin app, listed first, loads them in its
         # ready()): the ModelAdmins of other packages (auth's groups, the beat schedules) are
         # scoped too, as models spanning business lines.
         site_scope_others(admin.site)
+
+
+def _roles_granted(label: str) -> None:
+    """The admin role has every permission; accounts grants on its own models and on the leaf's
+    (apps.common imports no app, so the runs' progress is granted here)."""
+    from apps.accounts.roles import ACTIONS, role_grants
+
+    role_grants("*", {"admin": ACTIONS})
+    # What a key may write is an admin's (docs/security.md); an engineer sees the keys.
+    role_grants(label, {"engineer": ("view",)}, model="collectorkey")
+    # The runs' progress, read as the tables they fill.
+    role_grants("common", {role: ("view",) for role in ("engineer", "finance", "viewer")}, model="jobrun")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
@@ -67,52 +68,53 @@ class IsReader(BasePermission):
         return user_has_role(request.user, *ROLES)
 
 
-# Django admin permissions of each role, as (app label, model or "*", actions). Admin access
-# also needs the user's staff flag; a superuser has everything.
-ROLE_PERMISSIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
-    "admin": (("*", "*", ("add", "change", "delete", "view")),),
-    "engineer": (
-        ("classification", "ruleset", ("add", "change", "view")),
-        ("classification", "rule", ("add", "change", "delete", "view")),
-        ("classification", "*", ("view",)),
-        ("ingest", "*", ("view",)),
-        ("accounts", "collectorkey", ("view",)),  # what a key may write is an admin's (docs/security.md)
-        ("audits", "modeldowngrade", ("add", "change", "delete", "view")),
-        ("audits", "*", ("view",)),
-        ("common", "jobrun", ("view",)),
-    ),
-    "finance": (
-        ("pricing", "*", ("add", "change", "view")),
-        ("ledger", "*", ("add", "change", "view")),
-        ("reconciliation", "*", ("add", "change", "view")),
-        ("currencies", "*", ("add", "change", "view")),
-        ("plans", "*", ("add", "change", "view")),
-        ("classification", "*", ("view",)),
-        ("ingest", "*", ("view",)),
-        ("audits", "*", ("view",)),
-        ("common", "jobrun", ("view",)),
-    ),
-    "viewer": (
-        ("ingest", "*", ("view",)),
-        ("classification", "*", ("view",)),
-        ("common", "jobrun", ("view",)),  # the runs' progress, as the classification tables
-    ),
-}
+# The Django admin permissions of each role, declared by the app that owns the models (in its
+# AppConfig.ready(), `role_grants(self.label, {...})`), so accounts names no app above it. Admin
+# access also needs the user's staff flag; a superuser has everything.
+ACTIONS = ("add", "change", "delete", "view")
+
+
+@dataclass(frozen=True)
+class Grant:
+    app_label: str  # or "*": every app
+    model: str  # a model's name in lower case, or "*": every model of the app
+    actions: tuple[str, ...]
+
+
+_grants: dict[str, list[Grant]] = {role: [] for role in ROLES}
+
+
+def role_grants(app_label: str, grants: Mapping[str, Sequence[str]], *, model: str = "*") -> None:
+    """Give roles admin permissions on the models of `app_label` (one model when `model` names
+    it): `role_grants(self.label, {"finance": ("add", "change", "view")})`. Grants add up; the
+    groups get them at the next migrate (`role_permissions_sync`)."""
+    for role, actions in grants.items():
+        if role not in _grants:
+            raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+        if not actions or set(actions) - set(ACTIONS):
+            raise ValueError(f"actions are some of {', '.join(ACTIONS)}, not {actions!r}")
+        grant = Grant(app_label, model, tuple(actions))
+        if grant not in _grants[role]:
+            _grants[role].append(grant)
+
+
+def role_grants_of(role: str) -> tuple[Grant, ...]:
+    return tuple(_grants[role])
 
 
 def role_permissions_sync(**kwargs: Any) -> None:
     """Give each role group exactly its admin permissions (run after every migrate, so models
-    added later are covered, and a permission taken from a role here is taken from its group)."""
+    added later are covered, and a permission taken from a role is taken from its group)."""
     from django.contrib.auth.models import Group, Permission
 
-    for role, grants in ROLE_PERMISSIONS.items():
+    for role, grants in _grants.items():
         group, _ = Group.objects.get_or_create(name=role)
         wanted = Permission.objects.none()
-        for app_label, model, actions in grants:
-            perms = Permission.objects.filter(codename__regex=rf"^({'|'.join(actions)})_")
-            if app_label != "*":
-                perms = perms.filter(content_type__app_label=app_label)
-            if model != "*":
-                perms = perms.filter(content_type__model=model)
+        for grant in grants:
+            perms = Permission.objects.filter(codename__regex=rf"^({'|'.join(grant.actions)})_")
+            if grant.app_label != "*":
+                perms = perms.filter(content_type__app_label=grant.app_label)
+            if grant.model != "*":
+                perms = perms.filter(content_type__model=grant.model)
             wanted = wanted | perms
         group.permissions.set(wanted.distinct())

@@ -10,7 +10,11 @@ class AuditsConfig(AppConfig):
     verbose_name = _("Monthly token audit")
 
     def ready(self) -> None:
+        from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
         from apps.audits.models import ModelDowngrade
 
         audited(ModelDowngrade)
+        # Engineers decide the downgrades; finance reads the audits.
+        role_grants(self.label, {"engineer": ("add", "change", "delete", "view")}, model="modeldowngrade")
+        role_grants(self.label, {"engineer": ("view",), "finance": ("view",)})

@@ -13,6 +13,7 @@ class CurrenciesConfig(AppConfig):
     verbose_name = _("Currencies")
 
     def ready(self) -> None:
+        from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
         from apps.currencies import checks  # noqa: F401 (registers the system check)
         from apps.currencies.models import ExchangeRate
@@ -20,4 +21,5 @@ class CurrenciesConfig(AppConfig):
         from apps.pricing.conversion import rate_reader
 
         audited(ExchangeRate)
+        role_grants(self.label, {"finance": ("add", "change", "view")})
         rate_reader(rate_of_day)  # a price list in another currency is converted at the day's rate

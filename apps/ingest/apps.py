@@ -11,8 +11,10 @@ class IngestConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
+        from apps.accounts.roles import role_grants
 
         lines_source(_lines_recorded)
+        role_grants(self.label, {role: ("view",) for role in ("engineer", "finance", "viewer")})
 
 
 def _lines_recorded() -> list[str]:

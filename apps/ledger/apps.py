@@ -14,12 +14,14 @@ class LedgerConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
+        from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
         from apps.currencies.signals import rate_changed
         from apps.ledger import models as books
 
         audited(books.Account, books.MappingRule, books.ElasticWindow, books.Period, books.CostCentre)
         audited(books.CloseRequest, books.FindingReview, books.IdlePolicy, books.ReservedShare)
+        role_grants(self.label, {"finance": ("add", "change", "view")})
         lines_source(_lines_planned)
         rate_changed.connect(_rate_day_dirty, dispatch_uid="ledger.rate_day_dirty")
 

@@ -16,6 +16,7 @@ class PlansConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
+        from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
         from apps.ledger.services.checklist import checklist_line_register
         from apps.ledger.services.checks import month_check_register
@@ -25,6 +26,7 @@ class PlansConfig(AppConfig):
         from apps.plans.models import Budget, BudgetOverride, Revenue
 
         audited(Budget, BudgetOverride, Revenue)
+        role_grants(self.label, {"finance": ("add", "change", "view")})
         lines_source(_lines_planned)
         month_check_register("elastic_vs_revenue", elastic_vs_revenue, order=20)
         checklist_line_register("budgets_unspent", budgets_unspent, order=60)

@@ -10,8 +10,10 @@ class PricingConfig(AppConfig):
     verbose_name = _("Pricing")
 
     def ready(self) -> None:
+        from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
         from apps.pricing import checks  # noqa: F401  (registers the system checks)
         from apps.pricing.models import CostPool, Price, PriceVersion
 
         audited(PriceVersion, Price, CostPool)
+        role_grants(self.label, {"finance": ("add", "change", "view")})

@@ -13,6 +13,7 @@ class ReconciliationConfig(AppConfig):
     verbose_name = _("Bill reconciliation")
 
     def ready(self) -> None:
+        from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
         from apps.ledger.services.checklist import checklist_line_register
         from apps.ledger.services.checks import month_check_register
@@ -21,5 +22,6 @@ class ReconciliationConfig(AppConfig):
         from apps.reconciliation.models import BillAdjustment, Supplier
 
         audited(Supplier, BillAdjustment)
+        role_grants(self.label, {"finance": ("add", "change", "view")})
         month_check_register("supplier_bills", lambda month: bill_findings(month=month), order=40)
         checklist_line_register("supplier_bills", supplier_bills, order=80)
