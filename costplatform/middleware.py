@@ -11,7 +11,7 @@ from django.urls import Resolver404, resolve
 from django.utils import timezone
 
 from apps.common.buckets import display_zone as zone_of
-from apps.common.replica import replica_reads
+from apps.common.replica import replica_reads, replica_view_of
 from costplatform.routers import health
 
 DISPLAY_ZONE = "display_zone"  # the session key of the reader's zone (costplatform.views.display_zone_set)
@@ -52,40 +52,14 @@ def display_zone(get_response: Callable[[HttpRequest], HttpResponse]) -> Callabl
     return middleware
 
 
-# The pages and report APIs whose GETs read from the replica (by URL name; docs/scaling.md).
-# Explicit, one place: a view joins by being named here, after checking it writes nothing and
-# needs no read of its own writes. Sign-in, sessions and roles stay on the primary (routers.py).
-REPLICA_VIEWS = frozenset(
-    {
-        "dashboards:overview",
-        "dashboards:waste",
-        "dashboards:requests",
-        "dashboards:record",
-        "dashboards:duplicates",
-        "dashboards:conversation",
-        "finance",
-        "finance-journal",
-        "month-pack",
-        "audits",
-        "audit-report",
-        "usage",
-        "records",
-        "usage-classes",
-        "ledger-trial-balance",
-        "ledger-matrix",
-        "ledger-journal",
-        "ledger-line-usage",
-        "ledger-budget-vs-actual",
-        # Not the FOCUS export: it streams, and its rows are read after the view has returned,
-        # outside replica_reads(); half of one export from each copy could disagree.
-    }
-)
 _READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 class ReplicaPages:
-    """GETs of REPLICA_VIEWS run inside `replica_reads()`; when the replica fails one mid-way
-    (stopped, restarted), the view runs again with every read on the primary, so the page answers."""
+    """GETs of the views marked `@replica_view` (apps.common.replica; docs/scaling.md) run inside
+    `replica_reads()`; when the replica fails one mid-way (stopped, restarted), the view runs again
+    with every read on the primary, so the page answers. Sign-in, sessions and roles stay on the
+    primary whatever the view (routers.py)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -112,6 +86,6 @@ def _replica_view(request: HttpRequest) -> bool:
     if not settings.DATABASE_REPLICA_URL or request.method not in _READ_METHODS:
         return False
     try:
-        return resolve(request.path_info).view_name in REPLICA_VIEWS
+        return replica_view_of(resolve(request.path_info).func)
     except Resolver404:
         return False

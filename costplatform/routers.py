@@ -3,7 +3,8 @@
 With DATABASE_REPLICA_URL set, settings add the `replica` database and this router. A read goes
 to the replica only when all of these hold, else to the primary (`default`):
 
-- it runs inside `apps.common.replica.replica_reads()` (the page middleware opts pages in by name);
+- it runs inside `apps.common.replica.replica_reads()` (the page middleware puts it around the views
+  marked `@replica_view`);
 - its model's app is not one of ALWAYS_PRIMARY (sign-in, sessions, roles and scopes, the audit
   log: who may see what must never lag behind a change to it);
 - the primary connection is in no transaction (`transaction.atomic`, `select_for_update` and the

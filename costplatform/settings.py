@@ -71,7 +71,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "apps.auditlog.context.audit_context_middleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    # GETs of the pages it names read from the replica when one is configured (below).
+    # GETs of the views marked @replica_view read from the replica when one is configured (below).
     "costplatform.middleware.ReplicaPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "apps.common.csp.content_security_policy",

@@ -15,6 +15,7 @@ from apps.accounts.scopes import business_lines_of
 from apps.audits.models import KIND_LABELS, AuditReport
 from apps.audits.selectors import READERS, report_csv_rows, report_findings, report_for_month, scope_totals
 from apps.common.buckets import BucketError, parse_month
+from apps.common.replica import replica_view
 from apps.common.sheets import CSV_TYPE, rows_csv
 
 MONEY_READERS = ("finance", "admin")
@@ -26,6 +27,7 @@ def _allowed(request: HttpRequest) -> bool:
     return user_has_role(request.user, *MONEY_READERS)
 
 
+@replica_view
 @require_GET
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
@@ -39,6 +41,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
     return render(request, "audits/list.html", context)
 
 
+@replica_view
 @require_GET
 @login_required
 def report_page(request: HttpRequest, month: str) -> HttpResponse:

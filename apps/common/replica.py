@@ -1,20 +1,21 @@
 """Which reads may come from the hot standby: the opt-in marker the database router reads.
 
 Nothing reads from the replica unless its caller said so: `with replica_reads():` around a unit
-of read-only work (the page middleware, costplatform/middleware.py, puts it around the pages and
-report APIs it names). Inside it, Django's router (costplatform/routers.py) sends the ORM's reads
-to the replica while the replica is up and its replay lag is under the bound; raw SQL reads ask
-`read_connection()` for the same choice. Writes, and every read inside a transaction on the
-primary, stay on the primary whatever the marker says.
+of read-only work. A view opts its GETs in where it is written, with `@replica_view` (function
+views and class views alike): the page middleware (costplatform/middleware.py) reads the mark of
+the view a request resolves to and puts `replica_reads()` around it. Inside it, Django's router
+(costplatform/routers.py) sends the ORM's reads to the replica while the replica is up and its
+replay lag is under the bound; raw SQL reads ask `read_connection()` for the same choice. Writes,
+and every read inside a transaction on the primary, stay on the primary whatever the marker says.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -57,3 +58,22 @@ def read_connection(model: Any = None) -> BaseDatabaseWrapper:
     """The connection a raw SQL read (of `model`'s table, or of page data when None) uses now:
     the router's choice, as the ORM's reads get it."""
     return connections[router.db_for_read(model)]
+
+
+_MARK = "replica_reads"
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def replica_view(view: View) -> View:
+    """Mark a view whose GETs may read from the replica (docs/scaling.md). A view joins after
+    checking that it writes nothing and needs no read of its own writes; one that streams its
+    rows after returning (the FOCUS export) does not, as half of it could come from each copy.
+    Put it outermost, above the role checks, on a function view, or on a view class."""
+    setattr(view, _MARK, True)
+    return view
+
+
+def replica_view_of(view: Callable[..., Any]) -> bool:
+    """Whether the view (as resolved from a URL: a function, or a class's `as_view()`) is marked."""
+    marked = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
+    return bool(getattr(marked, _MARK, False) or getattr(view, _MARK, False))

@@ -24,6 +24,7 @@ from apps.classification.engine import CLASSES
 from apps.classification.reasons import explained
 from apps.common.buckets import day_of
 from apps.common.labels import label
+from apps.common.replica import replica_view
 from apps.common.tables import Column, Table
 from apps.dashboards import selectors
 from apps.dashboards.figures import class_series_figure, sparkline_figure
@@ -103,6 +104,7 @@ def _dim_choices(flt: Filters, lines: list[str] | None) -> list[dict[str, Any]]:
     return choices
 
 
+@replica_view
 @reader_required
 def overview(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
@@ -428,6 +430,7 @@ def _group_choices(flt: Filters) -> list[tuple[str, str, str]]:
     return [(name, label(name), waste + flt.query(group=name)) for name in groups()]
 
 
+@replica_view
 @reader_required
 def waste(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
@@ -478,6 +481,7 @@ def waste(request: HttpRequest) -> HttpResponse:
 DUPLICATE = "waste.duplicate"
 
 
+@replica_view
 @reader_required
 def duplicates(request: HttpRequest) -> HttpResponse:
     """The actual duplicates in the window (of one prompt hash with ?hash=), each beside the
@@ -558,6 +562,7 @@ def _duplicates_table(
     return {"rows": rows, "sort": sort, "currencies": totals, "table_name": table.name}
 
 
+@replica_view
 @reader_required
 def requests_list(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
@@ -659,6 +664,7 @@ def _record_query(flt: Filters, record: Record) -> str:
     return flt.query() + "&" + urlencode(named)
 
 
+@replica_view
 @reader_required
 def record_page(request: HttpRequest) -> HttpResponse:
     flt = filters_from(request)
@@ -740,6 +746,7 @@ def _conversation_href(record: Record) -> str:
     return reverse("dashboards:conversation") + around.query() + "&" + urlencode({"id": conversation_id})
 
 
+@replica_view
 @reader_required
 def conversation(request: HttpRequest) -> HttpResponse:
     """One conversation's requests in order, oldest first: where an agent's loops show."""

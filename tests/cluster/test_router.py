@@ -125,3 +125,65 @@ def test_a_page_whose_replica_fails_mid_way_is_read_again_from_the_primary(dead_
     answer = reader.get("/api/v1/usage", {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"})
     assert answer.status_code == 200, answer.content[:500]
     assert answer.json()["rows"] == []
+
+
+# The views that mark themselves @replica_view (their GETs may read from the replica), by URL name.
+REPLICA_VIEWS = {
+    "dashboards:overview",
+    "dashboards:waste",
+    "dashboards:requests",
+    "dashboards:record",
+    "dashboards:duplicates",
+    "dashboards:conversation",
+    "finance",
+    "finance-journal",
+    "month-pack",
+    "audits",
+    "audit-report",
+    "usage",
+    "records",
+    "usage-classes",
+    "ledger-trial-balance",
+    "ledger-matrix",
+    "ledger-journal",
+    "ledger-line-usage",
+    "ledger-budget-vs-actual",
+}
+
+
+def url_views() -> Iterator[tuple[str, object]]:
+    from django.urls import get_resolver
+
+    def walk(patterns: list[object], namespace: str) -> Iterator[tuple[str, object]]:
+        for pattern in patterns:
+            if hasattr(pattern, "url_patterns"):
+                inner = getattr(pattern, "namespace", None)
+                yield from walk(pattern.url_patterns, f"{namespace}{inner}:" if inner else namespace)
+            elif getattr(pattern, "name", None):
+                yield f"{namespace}{pattern.name}", pattern.callback  # type: ignore[attr-defined]
+
+    return walk(get_resolver().url_patterns, "")
+
+
+def test_the_views_that_read_from_the_replica_are_the_marked_ones() -> None:
+    from apps.common.replica import replica_view_of
+
+    marked = {name for name, view in url_views() if replica_view_of(view)}  # type: ignore[arg-type]
+    assert marked == REPLICA_VIEWS
+    assert "exports-focus" not in marked  # it streams after returning (docs/scaling.md)
+
+
+@pytest.mark.django_db
+def test_a_marked_view_s_get_reads_inside_replica_reads_and_an_unmarked_one_does_not() -> None:
+    from django.test import Client
+
+    from tests import factories
+
+    reader = Client()
+    reader.force_login(factories.finance_user("reader", role="viewer"))
+    window = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}
+    with override_settings(DATABASE_REPLICA_URL="postgresql://postgres@127.0.0.1:9/none"):
+        marked, unmarked = reader.get("/api/v1/usage", window), reader.get("/api/v1/rejections")
+    assert (marked.status_code, unmarked.status_code) == (200, 200)
+    assert hasattr(marked.wsgi_request, "replica_reads")
+    assert not hasattr(unmarked.wsgi_request, "replica_reads")

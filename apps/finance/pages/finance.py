@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of
+from apps.common.replica import replica_view
 from apps.common.sheets import table_download
 from apps.common.tables import Table
 from apps.finance.journal import JOURNAL_PAGE, journal_table
@@ -52,6 +53,7 @@ def _download(request: HttpRequest, table: Table | None, name: str, filename: st
     return table_download(table, fmt=request.GET.get("format", "csv"), filename=filename)
 
 
+@replica_view
 @require_GET
 @login_required
 def finance_dashboard(request: HttpRequest) -> HttpResponse:
@@ -109,6 +111,7 @@ def _entry(value: str) -> int | None:
     return int(value) if value else None
 
 
+@replica_view
 @require_GET
 @login_required
 def finance_journal(request: HttpRequest) -> HttpResponse:

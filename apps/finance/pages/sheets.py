@@ -13,11 +13,13 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
+from apps.common.replica import replica_view
 from apps.common.sheets import xlsx_response
 from apps.finance.pack import PackError, month_pack_tables
 from apps.ledger.services.periods import parse_month
 
 
+@replica_view
 @require_GET
 @login_required
 def month_pack(request: HttpRequest, month: str) -> HttpResponse:

@@ -20,6 +20,7 @@ from apps.accounts.authentication import CollectorKeyAuthentication
 from apps.accounts.models import CollectorKey
 from apps.accounts.roles import IsReader
 from apps.accounts.scopes import SeesAllLines, business_lines_of
+from apps.common.replica import replica_view
 from apps.ingest.api.body import PayloadTooLarge, body_inflate, body_read, charset_check
 from apps.ingest.api.params import dim_filters, page_limit, parse_time, usage_parameters, usage_window
 from apps.ingest.contract import STATUSES, BodyError, TooManyRecords
@@ -99,6 +100,7 @@ class RecordOut(serializers.Serializer):
         return bytes(record.prompt_hash).hex() if record.prompt_hash is not None else None
 
 
+@replica_view
 class RecordsView(APIView):
     """POST: collectors send records (collector key). GET: people list records (login).
 
@@ -256,6 +258,7 @@ def _source_id(name: str | None) -> int | None:
     return key.pk
 
 
+@replica_view
 class UsageView(APIView):
     permission_classes = [IsPerson, IsReader]
 

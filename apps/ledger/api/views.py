@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.common.replica import replica_view
 from apps.ingest.api.params import page_limit
 from apps.ledger.api.common import (
     CSVRenderer,
@@ -38,6 +39,7 @@ CSV_FORMAT = OpenApiParameter("format", str, enum=["json", "csv"], description="
 RENDERERS = [JSONRenderer, CSVRenderer]
 
 
+@replica_view
 class TrialBalanceView(APIView):
     """Per currency (the functional one; a supplier bill's own if one was posted in another),
     every account's debits and credits posted in the period, and what of them was priced in
@@ -92,6 +94,7 @@ class TrialBalanceView(APIView):
         return as_download(Response(data), request, f"trial-balance-{month:%Y-%m}")
 
 
+@replica_view
 class MatrixView(APIView):
     """Net amount and tokens per month x account x cost centre (expense accounts; `kind=all`
     adds the payable). Engineers get tokens only."""
@@ -135,6 +138,7 @@ class MatrixView(APIView):
         return as_download(Response({"rows": data}), request, f"ledger-matrix-{start:%Y-%m}-{end:%Y-%m}")
 
 
+@replica_view
 class JournalView(APIView):
     """Journal lines posted in a period, each with what it was booked from (`basis`: reasons,
     price versions, pools, mapping rule revisions, windows, the exact amount). Engineers get
@@ -211,6 +215,7 @@ class JournalView(APIView):
         return as_download(Response({"rows": data, "next_offset": nxt}), request, f"journal-{month:%Y-%m}")
 
 
+@replica_view
 class LineUsageView(APIView):
     """The priced hourly rows behind a journal line (the pool-hours for idle capacity, each with
     the line's share of its idle under the idle policy): hour,

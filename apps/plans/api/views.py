@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.common.replica import replica_view
 from apps.ledger.api.common import (
     MoneyAware,
     SeesLedger,
@@ -36,6 +37,7 @@ from apps.plans.selectors import budget_vs_actual
 from apps.pricing.models import Currency
 
 
+@replica_view
 class BudgetVsActualView(APIView):
     """Per business line: the month's budget and what its expense accounts got in the month
     (amount in the budget's currency, tokens), with the share used. Engineers: tokens only."""

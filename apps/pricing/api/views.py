@@ -10,10 +10,12 @@ from rest_framework.views import APIView
 
 from apps.accounts.roles import IsReader
 from apps.accounts.scopes import business_lines_of, sees_money
+from apps.common.replica import replica_view
 from apps.ingest.api.params import usage_parameters, usage_window
 from apps.pricing.selectors import CLASS_GROUPS, class_usage, unpriced_message, unpriced_models
 
 
+@replica_view
 class ClassUsageView(APIView):
     permission_classes = [IsReader]
 
