@@ -12,3 +12,13 @@ class FinanceConfig(AppConfig):
     name = "apps.finance"
     label = "finance"
     verbose_name = _("Finance")
+
+    def ready(self) -> None:
+        from django.urls import reverse
+
+        from apps.ledger.links import page_link_register
+
+        # The books link to the finance page, the journal and the month pack by these names.
+        page_link_register("finance", lambda: reverse("finance"))
+        page_link_register("journal", lambda: reverse("finance-journal"))
+        page_link_register("month pack", lambda month: reverse("month-pack", kwargs={"month": month}))

@@ -1,16 +1,46 @@
-"""Where a finance number leads: its journal lines (/finance/journal/), and from a journal line
-the usage it was booked from (the /waste/ drill-down of that day, line and model)."""
+"""Where a finance number leads: its journal lines, and from a journal line the usage it was
+booked from (the waste drill-down of that day, line and model), the bill behind an adjustment.
+
+Those pages belong to the apps above the books (the finance reader, the dashboards, the plans,
+the reconciliation), which the books may not name: each registers its page here under a name the
+books give it (`PAGES`), from its AppConfig.ready(), `page_link_register("journal", builder)`.
+A link to a page no app registered is "" (a page shows no link then)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 from urllib.parse import urlencode
-
-from django.urls import reverse
 
 from apps.common.buckets import month_days
 from apps.ledger import conf
 from apps.ledger.models import Account, JournalEntry, JournalLine
+
+# The pages the books link to, by what they show: the finance page of a month, the journal, the
+# usage behind a cost (filtered by day, line, model, reason, class), a month's plans (month=
+# "YYYY-MM"), the supplier bills of a month and the closed month's pack (month="YYYY-MM").
+PAGES = ("finance", "journal", "usage", "plans", "bills", "month pack")
+_pages: dict[str, Callable[..., str]] = {}
+
+
+def page_link_register(name: str, builder: Callable[..., str]) -> None:
+    """The path of the page the books call `name`: `builder(**kwargs)` (a month for some)."""
+    if name not in PAGES:
+        raise ValueError(f"the books link to no page {name!r}: one of {', '.join(PAGES)}")
+    _pages[name] = builder
+
+
+def page_link(name: str, **kwargs: str) -> str:
+    """The path of the registered page, "" where no app registered one."""
+    if name not in PAGES:
+        raise ValueError(f"the books link to no page {name!r}: one of {', '.join(PAGES)}")
+    builder = _pages.get(name)
+    return builder(**kwargs) if builder else ""
+
+
+def _with_query(page: str, query: dict[str, str]) -> str:
+    return f"{page}?{urlencode(query)}" if page else ""
+
 
 # The token class an account books, for the /waste/ link of its lines (elastic and idle: any).
 ROLE_CLASS = {
@@ -30,17 +60,17 @@ def journal_href(
             query[name] = value
     if expense:
         query["side"] = "expense"
-    return reverse("finance-journal") + "?" + urlencode(query)
+    return _with_query(page_link("journal"), query)
 
 
 def waste_href(*, first: date, last: date, business_line: str, **more: str) -> str:
-    """/waste/ for the days [first, last] of one business line (the unassigned cost centre is
+    """The usage page for the days [first, last] of one business line (the unassigned cost centre is
     usage without a line, which the page cannot filter to: all lines then)."""
     query = {"from": f"{first:%Y-%m-%d}", "to": f"{last:%Y-%m-%d}"}
     if business_line and business_line != conf.get("LEDGER_UNASSIGNED"):
         query["dims.business_line"] = business_line
     query.update({k: v for k, v in more.items() if v})
-    return reverse("dashboards:waste") + "?" + urlencode(query)
+    return _with_query(page_link("usage"), query)
 
 
 def month_waste_href(*, month: date, business_line: str, **more: str) -> str:
@@ -54,12 +84,12 @@ def bill_href(*, entry: JournalEntry) -> str:
     basis = entry.basis or {}
     if entry.kind != JournalEntry.Kind.BILL or "bill_adjustment" not in basis:
         return ""
-    page = reverse("finance-reconciliation") + "?" + urlencode({"month": basis["month"]})
-    return f"{page}#adjustment-{basis['bill_adjustment']}"
+    page = _with_query(page_link("bills"), {"month": basis["month"]})
+    return f"{page}#adjustment-{basis['bill_adjustment']}" if page else ""
 
 
 def usage_href(*, line: JournalLine) -> str:
-    """The usage behind an expense line: /waste/ filtered to its day, line and model, at the
+    """The usage behind an expense line: the usage page filtered to its day, line and model, at the
     reason when the line holds one reason only (then the breakdown leads to the requests)."""
     if line.model_id is None or line.account.kind != Account.Kind.EXPENSE:
         return ""

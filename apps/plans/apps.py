@@ -15,9 +15,12 @@ class PlansConfig(AppConfig):
     verbose_name = _("Plans and budgets")
 
     def ready(self) -> None:
+        from django.urls import reverse
+
         from apps.accounts.lines import lines_source
         from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
+        from apps.ledger.links import page_link_register
         from apps.ledger.services.checklist import checklist_line_register
         from apps.ledger.services.checks import month_check_register
         from apps.plans import checks  # noqa: F401 (registers the system check)
@@ -28,6 +31,7 @@ class PlansConfig(AppConfig):
         audited(Budget, BudgetOverride, Revenue)
         role_grants(self.label, {"finance": ("add", "change", "view")})
         lines_source(_lines_planned)
+        page_link_register("plans", lambda month: reverse("finance-plans", kwargs={"month": month}))
         month_check_register("elastic_vs_revenue", elastic_vs_revenue, order=20)
         checklist_line_register("budgets_unspent", budgets_unspent, order=60)
 

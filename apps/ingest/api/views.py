@@ -129,7 +129,7 @@ class RecordsView(APIView):
 
     def _ingest(self) -> Callable[..., IngestResult]:
         if self.ingest is None:
-            raise ImproperlyConfigured("RecordsView needs ingest=...: mount it as apps.pipeline.urls does")
+            raise ImproperlyConfigured("RecordsView needs ingest=...: the app composing the stages mounts it")
         return self.ingest
 
     @extend_schema(

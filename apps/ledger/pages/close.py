@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of, next_month, previous_month, zone_name
+from apps.ledger.links import page_link
 from apps.ledger.models import CloseRequest, Finding, FindingReview, Period
 from apps.ledger.services.accrual import month_window
 from apps.ledger.services.closing import (
@@ -89,7 +90,10 @@ def close_page(request: HttpRequest, month: str) -> HttpResponse:
         "can_decide": company and waiting is not None and waiting.prepared_by_id != request.user.pk,
         "can_withdraw": company and waiting is not None and waiting.prepared_by_id == request.user.pk,
         "can_reopen": company and closed and user_has_role(request.user, "admin"),
-        "pack": reverse("month-pack", kwargs={"month": f"{first:%Y-%m}"}) if closed else "",
+        "pack": page_link("month pack", month=f"{first:%Y-%m}") if closed else "",
+        # The pages of the apps built on the books, as they registered them (apps.ledger.links).
+        "pages": {name: page_link(name) for name in ("finance", "bills")}
+        | {"plans": page_link("plans", month=f"{first:%Y-%m}")},
     }
     return render(request, "ledger/close.html", context)
 

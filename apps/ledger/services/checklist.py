@@ -29,7 +29,7 @@ from apps.currencies.rates import missing_rates
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.finding_text import finding_text_of
-from apps.ledger.links import month_waste_href
+from apps.ledger.links import journal_href, month_waste_href, page_link
 from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, AccrualDay, DirtyDay, Finding, FindingReview, JournalLine, Period
 from apps.ledger.services.accrual import _fingerprints, analytic_cursor, month_window
@@ -239,8 +239,8 @@ def _not_accrued(month: date, business_lines: list[str] | None, now: datetime) -
         if days
         else _("Every priced day up to today is booked as its rows stand.")
     )
-    journal = reverse("finance-journal")
-    items = tuple(Entry(f"{d:%Y-%m-%d}", _("to book"), f"{journal}?month={month:%Y-%m}&day={d:%Y-%m-%d}") for d in days)
+    journal = journal_href(month=month)
+    items = tuple(Entry(f"{d:%Y-%m-%d}", _("to book"), f"{journal}&day={d:%Y-%m-%d}" if journal else "") for d in days)
     return CheckItem("days_not_accrued", gettext_noop("Days not yet accrued"), len(days), not days, detail, items=items)
 
 
@@ -317,11 +317,12 @@ def _finding_link(finding: Finding) -> str:
     """Where the finding's action is taken."""
     month, line = finding.period, finding.business_line
     if finding.kind in (Finding.Kind.ELASTIC_OVER_REVENUE, Finding.Kind.REVENUE_MISSING):
-        return reverse("finance-plans", kwargs={"month": f"{month:%Y-%m}"})
+        return page_link("plans", month=f"{month:%Y-%m}")
     if finding.kind == Finding.Kind.BILL_UNRECONCILED:
-        return f"{reverse('finance-reconciliation')}?month={month:%Y-%m}"
+        bills = page_link("bills")
+        return f"{bills}?month={month:%Y-%m}" if bills else ""
     if finding.kind == Finding.Kind.STRUCTURAL_ZERO:
-        return f"{reverse('finance-journal')}?month={month:%Y-%m}&cost_centre={line}&side=expense"
+        return journal_href(month=month, cost_centre=line, expense=True)
     return month_waste_href(month=month, business_line=line)
 
 
