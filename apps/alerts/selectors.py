@@ -25,17 +25,19 @@ from apps.common.buckets import (
     month_start,
     zone_name,
 )
+from apps.common.composed import SQL, Composable, table, text
 from apps.ingest.models import DimSet, HourlyUsage, Rejection, ServedModel
 from apps.pricing.models import HourlyCost
 
 HOUR = timedelta(hours=1)
-TOKENS = "(u.prompt + u.completion)"
-_USAGE, _DIMS, _MODELS = HourlyUsage._meta.db_table, DimSet._meta.db_table, ServedModel._meta.db_table
+TOKENS = SQL("(u.prompt + u.completion)")
+_USAGE, _DIMS, _MODELS = table(HourlyUsage), table(DimSet), table(ServedModel)
+NOTHING = SQL("")
 
 
-def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def _rows(statement: Composable, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(text(statement), params)
         return cursor.fetchall()
 
 
@@ -67,11 +69,11 @@ def finance_link(month: datetime | Any) -> str:
     return f"{FINANCE}?month={month:%Y-%m}"
 
 
-def _line_filter(business_line: str, params: list[Any]) -> str:
+def _line_filter(business_line: str, params: list[Any]) -> Composable:
     if not business_line:
-        return ""
+        return NOTHING
     params.append(business_line)
-    return " AND d.business_line = %s"
+    return SQL(" AND d.business_line = %s")
 
 
 def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
@@ -87,30 +89,8 @@ def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterat
         raise ValueError(problem)
     hour = hour_floor(now)
     hours = [hour - timedelta(weeks=k) for k in range(params["weeks"] + 1)]
-    sql_params: list[Any] = []
-    if by == "model":
-        group = "%s::text, m.name"
-        sql_params.append(business_line)
-    elif by == "business_line":
-        group = "d.business_line, d.business_line"
-    else:
-        group = "d.business_line, d.dims ->> %s"
-        sql_params.append(by)
-    sql_params.append(hours)
-    if by == "model" or business_line:
-        where = _line_filter(business_line, sql_params)
-    else:
-        where = " AND d.business_line <> ''"
-    if by not in ("model", "business_line"):
-        where += " AND coalesce(d.dims ->> %s, '') <> ''"
-        sql_params.append(by)
-    sql = (
-        f"SELECT {group}, u.hour, sum({TOKENS})::bigint FROM {_USAGE} u "
-        f"JOIN {_DIMS} d ON d.id = u.dims_id JOIN {_MODELS} m ON m.id = u.model_id "
-        f"WHERE u.hour = ANY(%s){where} GROUP BY 1, 2, 3"
-    )
     series: dict[tuple[str, str], dict[datetime, int]] = defaultdict(dict)
-    for line, name, at, tokens in _rows(sql, sql_params):
+    for line, name, at, tokens in _rows(*spike_query(by=by, business_line=business_line, hours=hours)):
         series[(line, name)][at] = int(tokens)
     elapsed = min(max((now - hour) / HOUR, 1e-6), 1.0)
     for (line, name), by_hour in series.items():
@@ -120,6 +100,34 @@ def spike_series(*, params: Params, business_line: str, now: datetime) -> Iterat
         window = (hour, hour + HOUR)
         subject = Subject(_spike_key(by, name, line), line, link, model, window, "tokens", dims)
         yield subject, SpikeInput(by_hour.get(hour, 0), [by_hour.get(h, 0) for h in hours[1:]], elapsed)
+
+
+def spike_query(*, by: str, business_line: str, hours: list[datetime]) -> tuple[Composable, list[Any]]:
+    """Tokens of each (business line, subject) at each of `hours`: the subject is the model, the
+    line itself, or a rollup dim's value (rows without the dim left out)."""
+    params: list[Any] = []
+    if by == "model":
+        group = SQL("%s::text, m.name")
+        params.append(business_line)
+    elif by == "business_line":
+        group = SQL("d.business_line, d.business_line")
+    else:
+        group = SQL("d.business_line, d.dims ->> %s")
+        params.append(by)
+    params.append(hours)
+    if by == "model" or business_line:
+        where = _line_filter(business_line, params)
+    else:
+        where = SQL(" AND d.business_line <> ''")
+    if by not in ("model", "business_line"):
+        where = SQL("{} AND coalesce(d.dims ->> %s, '') <> ''").format(where)
+        params.append(by)
+    statement = SQL(
+        "SELECT {group}, u.hour, sum({tokens})::bigint FROM {usage} u "
+        "JOIN {dims} d ON d.id = u.dims_id JOIN {models} m ON m.id = u.model_id "
+        "WHERE u.hour = ANY(%s){where} GROUP BY 1, 2, 3"
+    ).format(group=group, tokens=TOKENS, usage=_USAGE, dims=_DIMS, models=_MODELS, where=where)
+    return statement, params
 
 
 def spike_by_problem(by: Any) -> str:
@@ -150,11 +158,11 @@ def unit_cost_series(*, params: Params, business_line: str, now: datetime) -> It
     today = day_start(local_today)
     days = [day_start(local_today - timedelta(days=k)) for k in range(params["days"] + 1, 0, -1)]
     sql_params: list[Any] = [zone_name(), days[0], today]
-    sql = (
+    sql = SQL(
         "SELECT d.business_line, c.currency, date_trunc('day', c.hour, %s), sum(c.cost), sum(c.tokens) "
-        f"FROM {HourlyCost._meta.db_table} c JOIN {_DIMS} d ON d.id = c.dims_id "
-        f"WHERE c.hour >= %s AND c.hour < %s{_line_filter(business_line, sql_params)} GROUP BY 1, 2, 3"
-    )
+        "FROM {costs} c JOIN {dims} d ON d.id = c.dims_id "
+        "WHERE c.hour >= %s AND c.hour < %s{where} GROUP BY 1, 2, 3"
+    ).format(costs=table(HourlyCost), dims=_DIMS, where=_line_filter(business_line, sql_params))
     per_1k: dict[tuple[str, str], dict[datetime, Decimal]] = defaultdict(dict)
     for line, currency, day, cost, tokens in _rows(sql, sql_params):
         if tokens:
@@ -203,20 +211,20 @@ def health_series(*, params: Params, business_line: str, now: datetime) -> Itera
     start = end - params["window_hours"] * HOUR
     sql_params: list[Any] = [start, end]
     line_filter = _line_filter(business_line, sql_params)
-    sql = (
-        f"SELECT d.business_line, r.name, sum(c.tokens) FROM {HourlyClass._meta.db_table} c "
-        f"JOIN {Reason._meta.db_table} r ON r.id = c.reason_id JOIN {_DIMS} d ON d.id = c.dims_id "
-        f"WHERE c.hour >= %s AND c.hour < %s{line_filter} GROUP BY 1, 2"
-    )
+    sql = SQL(
+        "SELECT d.business_line, r.name, sum(c.tokens) FROM {classes} c "
+        "JOIN {reasons} r ON r.id = c.reason_id JOIN {dims} d ON d.id = c.dims_id "
+        "WHERE c.hour >= %s AND c.hour < %s{where} GROUP BY 1, 2"
+    ).format(classes=table(HourlyClass), reasons=table(Reason), dims=_DIMS, where=line_filter)
     reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for line, reason, tokens in _rows(sql, sql_params):
         reasons[line][reason] += int(tokens)
-    sql = (
-        f"SELECT d.business_line, sum(u.prompt), sum(u.prompt_cached) FROM {_USAGE} u "
-        f"JOIN {_DIMS} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s{line_filter} GROUP BY 1"
-    )
+    sql = SQL(
+        "SELECT d.business_line, sum(u.prompt), sum(u.prompt_cached) FROM {usage} u "
+        "JOIN {dims} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s{where} GROUP BY 1"
+    ).format(usage=_USAGE, dims=_DIMS, where=line_filter)
     prompts = {line: (int(p), int(c)) for line, p, c in _rows(sql, sql_params)}
-    table = threshold_table()
+    thresholds = threshold_table()
     for line, by_reason in reasons.items():
         if not line:
             continue  # unattributed tokens have a detector of their own
@@ -224,7 +232,7 @@ def health_series(*, params: Params, business_line: str, now: datetime) -> Itera
         for reason, tokens in by_reason.items():
             by_class[reason.split(".", 1)[0]] += tokens
         prompt, cached = prompts.get(line, (0, 0))
-        data = HealthInput(dict(by_class), prompt, cached, table.of(line), dict(by_reason))
+        data = HealthInput(dict(by_class), prompt, cached, thresholds.of(line), dict(by_reason))
         link = page_link(start=start, end=end, business_line=line)
         yield Subject(key=line, business_line=line, link=link, window=(start, end), rank_by="waste"), data
 
@@ -238,12 +246,12 @@ def unattributed_series(*, params: Params, business_line: str, now: datetime) ->
     from apps.alerts.detectors.usage import ShareInput
 
     start, width = _windows(now, params)
-    sql = (
+    sql = SQL(
         "SELECT floor(extract(epoch FROM (%s - u.hour)) / %s)::int, "
-        f"sum({TOKENS}) FILTER (WHERE d.business_line = ''), sum({TOKENS}) "
-        f"FROM {_USAGE} u JOIN {_DIMS} d ON d.id = u.dims_id "
+        "sum({tokens}) FILTER (WHERE d.business_line = ''), sum({tokens}) "
+        "FROM {usage} u JOIN {dims} d ON d.id = u.dims_id "
         "WHERE u.hour >= %s GROUP BY 1"
-    )
+    ).format(tokens=TOKENS, usage=_USAGE, dims=_DIMS)
     shares = {
         int(w): float((none or 0) / total)
         for w, none, total in _rows(sql, [now, width.total_seconds(), start])
@@ -260,10 +268,10 @@ def rejection_series(*, params: Params, business_line: str, now: datetime) -> It
     from apps.alerts.detectors.ops import CountInput
 
     start, width = _windows(now, params)
-    sql = (
-        f"SELECT floor(extract(epoch FROM (%s - received_at)) / %s)::int, count(*) FROM {Rejection._meta.db_table} "
+    sql = SQL(
+        "SELECT floor(extract(epoch FROM (%s - received_at)) / %s)::int, count(*) FROM {rejections} "
         "WHERE received_at >= %s GROUP BY 1"
-    )
+    ).format(rejections=table(Rejection))
     counts = {int(w): int(n) for w, n in _rows(sql, [now, width.total_seconds(), start])}
     previous = [counts.get(w, 0) for w in range(1, params["windows"] + 1)]
     subject = Subject(key="rejections", link=COLLECTORS, window=(now - width, now))
@@ -304,37 +312,45 @@ def finding_series(*, params: Params, business_line: str, now: datetime) -> Iter
 
 # What a firing subject's window is ranked by, to name its top contributors: a table, the
 # value summed, and a condition on it.
-CONTRIBUTORS = {
-    "tokens": (_USAGE, TOKENS, ""),
+CONTRIBUTORS: dict[str, tuple[Composable, Composable, Composable]] = {
+    "tokens": (_USAGE, TOKENS, NOTHING),
     "waste": (
-        HourlyClass._meta.db_table,
-        "u.tokens",
-        f" AND u.reason_id IN (SELECT id FROM {Reason._meta.db_table}"
-        " WHERE split_part(name, '.', 1) IN ('waste', 'shadow'))",
+        table(HourlyClass),
+        SQL("u.tokens"),
+        SQL(" AND u.reason_id IN (SELECT id FROM {} WHERE split_part(name, '.', 1) IN ('waste', 'shadow'))").format(
+            table(Reason)
+        ),
     ),
-    "cost": (HourlyCost._meta.db_table, "u.cost", ""),
+    "cost": (table(HourlyCost), SQL("u.cost"), NOTHING),
 }
+
+
+def contributors_query(*, subject: Subject) -> tuple[Composable, list[Any]]:
+    """(model, feature, step, the subject's `rank_by` summed) over its window, line, model and dims."""
+    assert subject.window is not None
+    rollup, value, condition = CONTRIBUTORS[subject.rank_by]
+    params: list[Any] = [subject.window[0], subject.window[1]]
+    where = [_line_filter(subject.business_line, params)]
+    if subject.model:
+        where.append(SQL(" AND m.name = %s"))
+        params.append(subject.model)
+    for dim, dim_value in subject.dims:
+        where.append(SQL(" AND d.dims->>%s = %s"))
+        params += [dim, dim_value]
+    statement = SQL(
+        "SELECT m.name, coalesce(d.dims->>'feature', ''), coalesce(d.dims->>'step', ''), sum({value}) "
+        "FROM {rollup} u JOIN {dims} d ON d.id = u.dims_id JOIN {models} m ON m.id = u.model_id "
+        "WHERE u.hour >= %s AND u.hour < %s{where}{condition} GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3"
+    ).format(value=value, rollup=rollup, dims=_DIMS, models=_MODELS, where=SQL("").join(where), condition=condition)
+    return statement, params
 
 
 def contributors_top(*, subject: Subject, top: int = 3) -> list[dict[str, Any]]:
     """The `top` (model, feature, step) of the subject's window by its `rank_by`, with their share."""
     if subject.window is None or subject.rank_by not in CONTRIBUTORS:
         return []
-    table, value, condition = CONTRIBUTORS[subject.rank_by]
-    sql_params: list[Any] = [subject.window[0], subject.window[1]]
-    where = _line_filter(subject.business_line, sql_params)
-    if subject.model:
-        where += " AND m.name = %s"
-        sql_params.append(subject.model)
-    for dim, dim_value in subject.dims:
-        where += " AND d.dims->>%s = %s"
-        sql_params += [dim, dim_value]
-    sql = (
-        f"SELECT m.name, coalesce(d.dims->>'feature', ''), coalesce(d.dims->>'step', ''), sum({value}) "
-        f"FROM {table} u JOIN {_DIMS} d ON d.id = u.dims_id JOIN {_MODELS} m ON m.id = u.model_id "
-        f"WHERE u.hour >= %s AND u.hour < %s{where}{condition} GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3"
-    )
-    rows = [(model, feature, step, Decimal(amount)) for model, feature, step, amount in _rows(sql, sql_params)]
+    found = _rows(*contributors_query(subject=subject))
+    rows = [(model, feature, step, Decimal(amount)) for model, feature, step, amount in found]
     total = sum((amount for *_, amount in rows), Decimal(0))
     if total <= 0:
         return []
