@@ -119,6 +119,7 @@ lint: install
 	$(VENV)/bin/lint-imports
 	$(PY) -m tests.test_one_record_contract
 	$(PY) -m tests.test_public_faces
+	$(PY) -m tests.test_no_upward_names
 
 bench: install services
 	DATABASE_URL=$${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/costplatform_bench} \

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.csvcells import csv_text
+from apps.currencies.links import PAGES
 from apps.currencies.models import ExchangeRate, MissingRate
 from apps.currencies.rates import COLUMNS, RateError, functional_currency, rate_set, rates_import
 from apps.pricing.models import Currency
@@ -52,6 +53,7 @@ def rates_page(request: HttpRequest) -> HttpResponse:
         "currencies": [c for c in Currency.values if c != functional],
         "columns": ",".join(COLUMNS),
         "company": business_lines_of(request.user) is None,
+        "finance": PAGES.link("finance"),
     }
     return render(request, "currencies/rates.html", context)
 

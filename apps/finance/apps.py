@@ -16,9 +16,12 @@ class FinanceConfig(AppConfig):
     def ready(self) -> None:
         from django.urls import reverse
 
+        from apps.currencies.links import PAGES as rates_links
         from apps.ledger.links import page_link_register
 
-        # The books link to the finance page, the journal and the month pack by these names.
+        # The books (and the rates page) link to the finance page, the journal and the month pack
+        # by these names.
+        rates_links.register("finance", lambda: reverse("finance"))
         page_link_register("finance", lambda: reverse("finance"))
         page_link_register("journal", lambda: reverse("finance-journal"))
         page_link_register("month pack", lambda month: reverse("month-pack", kwargs={"month": month}))

@@ -4,38 +4,24 @@ booked from (the waste drill-down of that day, line and model), the bill behind 
 Those pages belong to the apps above the books (the finance reader, the dashboards, the plans,
 the reconciliation), which the books may not name: each registers its page here under a name the
 books give it (`PAGES`), from its AppConfig.ready(), `page_link_register("journal", builder)`.
-A link to a page no app registered is "" (a page shows no link then)."""
+A link to a page no app registered is "" (a page shows no link then; apps.common.links)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date
 from urllib.parse import urlencode
 
 from apps.common.buckets import month_days
+from apps.common.links import PageLinks
 from apps.ledger import conf
 from apps.ledger.models import Account, JournalEntry, JournalLine
 
 # The pages the books link to, by what they show: the finance page of a month, the journal, the
 # usage behind a cost (filtered by day, line, model, reason, class), a month's plans (month=
 # "YYYY-MM"), the supplier bills of a month and the closed month's pack (month="YYYY-MM").
-PAGES = ("finance", "journal", "usage", "plans", "bills", "month pack")
-_pages: dict[str, Callable[..., str]] = {}
-
-
-def page_link_register(name: str, builder: Callable[..., str]) -> None:
-    """The path of the page the books call `name`: `builder(**kwargs)` (a month for some)."""
-    if name not in PAGES:
-        raise ValueError(f"the books link to no page {name!r}: one of {', '.join(PAGES)}")
-    _pages[name] = builder
-
-
-def page_link(name: str, **kwargs: str) -> str:
-    """The path of the registered page, "" where no app registered one."""
-    if name not in PAGES:
-        raise ValueError(f"the books link to no page {name!r}: one of {', '.join(PAGES)}")
-    builder = _pages.get(name)
-    return builder(**kwargs) if builder else ""
+PAGES = PageLinks("the books", ("finance", "journal", "usage", "plans", "bills", "month pack"))
+page_link_register = PAGES.register
+page_link = PAGES.link
 
 
 def _with_query(page: str, query: dict[str, str]) -> str:

@@ -26,6 +26,7 @@ from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.common.sheets import table_download
+from apps.ledger.links import page_link
 from apps.ledger.models import Period
 from apps.ledger.services.periods import parse_month
 from apps.reconciliation.adjustments import (
@@ -80,6 +81,7 @@ def reconciliation_page(request: HttpRequest) -> HttpResponse:
         "suppliers": Supplier.objects.filter(active=True),
         "open_keys": [(r.supplier, d) for r in board.reconciliations for d in r.open if lines is None],
         "user_id": request.user.pk,
+        "pages": {name: page_link(name) for name in ("finance", "journal")},
     }
     return render(request, "reconciliation/reconciliation.html", context)
 

@@ -1,6 +1,6 @@
 """The books link to the pages of the apps above them by names of their own
-(`apps.ledger.links.PAGES`); each app registers its page (apps.ledger.links.page_link_register,
-from its ready()), so the books name none of those apps."""
+(`apps.ledger.links.PAGES`, an `apps.common.links.PageLinks`); each app registers its page
+(`page_link_register`, from its ready()), so the books name none of those apps."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ PATHS = {
 
 def test_every_page_the_books_link_to_is_registered_by_its_app() -> None:
     months = {"plans", "month pack"}
-    found = {name: page_link(name, **({"month": "2026-11"} if name in months else {})) for name in PAGES}
+    found = {name: page_link(name, **({"month": "2026-11"} if name in months else {})) for name in PAGES.names}
     assert found == PATHS
 
 
@@ -39,7 +39,7 @@ def test_the_links_carry_their_query() -> None:
 
 @pytest.fixture
 def unregistered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(links, "_pages", {})
+    monkeypatch.setattr(links.PAGES, "_builders", {})
     yield
 
 
@@ -49,7 +49,13 @@ def test_a_page_no_app_registered_is_no_link(unregistered: None) -> None:
 
 
 def test_it_refuses_a_page_the_books_do_not_name(unregistered: None) -> None:
-    with pytest.raises(ValueError, match="no page 'overview'"):
+    with pytest.raises(ValueError, match="the books link to no page 'overview'"):
         page_link_register("overview", lambda: "/overview/")
-    with pytest.raises(ValueError, match="no page 'overview'"):
+    with pytest.raises(ValueError, match="the books link to no page 'overview'"):
         page_link("overview")
+
+
+def test_the_rates_page_links_to_the_finance_page_its_app_registered() -> None:
+    from apps.currencies.links import PAGES as rates_links
+
+    assert rates_links.link("finance") == "/finance/"

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts.roles import user_has_role
 from apps.accounts.scopes import business_lines_of
 from apps.common.buckets import month_of, next_month, previous_month
+from apps.ledger.links import page_link
 from apps.ledger.models import CostCentre, Period
 from apps.ledger.services.periods import parse_month
 from apps.plans.planning import (
@@ -138,6 +139,7 @@ def plans_page(request: HttpRequest, month: str) -> HttpResponse:
         "closed": Period.first_closed([first]) is not None,
         "scoped": lines is not None,
         "page_error": page_error,
+        "finance": page_link("finance"),
     }
     return render(request, "plans/plans.html", context, status=status)
 
