@@ -22,15 +22,20 @@ COMPOSED = (
     "apps/dashboards/queries.py",
     "apps/dashboards/rollup.py",
     "apps/dashboards/selectors.py",
+    "apps/exports/focus14.py",
+    "apps/finance/waste.py",
     "apps/ingest/partitions.py",
     "apps/ingest/queries.py",
     "apps/ingest/ratelimit.py",
     "apps/ingest/retention.py",
     "apps/ingest/selectors.py",
     "apps/ingest/services.py",
+    "apps/ledger",
     "apps/metrics/selectors.py",
+    "apps/plans/budget_state.py",
     "apps/pricing/selectors.py",
     "apps/pricing/services.py",
+    "apps/reconciliation/matching.py",
 )
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT INTO|DELETE FROM|UPDATE|JOIN|WHERE|LOCK TABLE|TRUNCATE|COPY|SET LOCAL)\b")
 

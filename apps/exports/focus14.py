@@ -35,6 +35,7 @@ from typing import Any
 
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.common.buckets import month_of
+from apps.common.composed import SQL, text
 from apps.common.csvcells import safe_dict
 from apps.exports.focus import TOKENS_PER_PRICING_UNIT, _cost, _idle_what, _num, _tags, _Windows
 from apps.ledger import conf
@@ -109,13 +110,12 @@ METERS = {"input": "Input Tokens", "cached_input": "Cached Input Tokens", "outpu
 TOKEN_UNIT = f"{TOKENS_PER_PRICING_UNIT} Tokens"
 
 # A day's priced rows at the grain a line is split by, with the mapping rule that books them.
-_PARTS_SQL = (
+# {rule}: the mapping's rule of a row (Mapping.usage_sql); {priced}: PRICED_HOURS_FROM.
+_PARTS_SQL = SQL(
     """
 SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s), c.model_id, {rule} AS rule_id, r.name,
        c.component, COALESCE(d.dims->>'caller', ''), c.price_version_id, c.pool_id, SUM(c.tokens)::bigint, SUM(c.cost)
-"""
-    + PRICED_HOURS_FROM
-    + """WHERE c.hour >= %s AND c.hour < %s
+{priced}WHERE c.hour >= %s AND c.hour < %s
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 """
 )
@@ -178,7 +178,7 @@ class _DayParts:
         parts: dict[PartKey, list[Part]] = defaultdict(list)
         with analytic_cursor() as cursor:  # one large aggregate: no JIT, room to sort
             cursor.execute(
-                _PARTS_SQL.format(rule=self.mapping.usage_sql),
+                text(_PARTS_SQL.format(rule=self.mapping.usage_sql, priced=PRICED_HOURS_FROM)),
                 [conf.get("LEDGER_UNASSIGNED"), *self.mapping.usage_params, start, end],
             )
             for currency, cc, model, rule, reason, component, caller, version, pool, tokens, cost in cursor:

@@ -32,6 +32,7 @@ from django.utils.translation import gettext as _
 
 from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import day_end, day_start, month_days, zone_name
+from apps.common.composed import SQL, table, text
 from apps.common.formats import int_text, money_text
 from apps.common.replica import read_connection
 from apps.common.tables import Column, Table
@@ -47,23 +48,25 @@ from apps.ledger.services.accrual import PRICED_HOURS_FROM, MonthWindow, month_w
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
 
-_PRICED_SQL = (
+# {rule}: the mapping's rule of a row (Mapping.usage_sql); {priced}: PRICED_HOURS_FROM; {hours}: the
+# hours read (readings.hours_where).
+_PRICED_SQL = SQL(
     """
 SELECT c.currency, d.business_line, r.name, {rule} AS rule_id, (c.hour AT TIME ZONE %s)::date AS day,
        SUM(c.tokens)::bigint, SUM(c.cost)
-"""
-    + PRICED_HOURS_FROM
-    + """WHERE ({hours}) AND r.name LIKE 'waste.%%'
+{priced}WHERE ({hours}) AND r.name LIKE 'waste.%%'
 GROUP BY 1, 2, 3, 4, 5
 """
 )
 
-_TOKENS_SQL = f"""
-SELECT d.business_line, (c.hour AT TIME ZONE %s)::date AS day, SUM(c.tokens)::bigint FROM {HourlyClass._meta.db_table} c
-JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
-WHERE ({{hours}}) AND r.name LIKE 'waste.%%'
+_TOKENS_SQL = SQL(
+    """
+SELECT d.business_line, (c.hour AT TIME ZONE %s)::date AS day, SUM(c.tokens)::bigint FROM {classes} c
+JOIN {dims} d ON d.id = c.dims_id JOIN {reasons} r ON r.id = c.reason_id
+WHERE ({hours}) AND r.name LIKE 'waste.%%'
 GROUP BY 1, 2
 """
+)
 
 # (currency, business line as in the dim set, reason, mapping rule, accounting day, tokens, cost)
 Priced = tuple[str, str, str, int | None, date, int, Decimal]
@@ -80,20 +83,20 @@ class _Reading:
 
 
 def _priced_rows(mapping: Mapping, zone: ZoneInfo, hours: Hours) -> list[Priced]:
-    where, params = hours_where("c.hour", hours)
+    where, params = hours_where(SQL("c.hour"), hours)
+    statement = _PRICED_SQL.format(rule=mapping.usage_sql, priced=PRICED_HOURS_FROM, hours=where)
     with read_connection().cursor() as cursor:
-        cursor.execute(
-            _PRICED_SQL.format(rule=mapping.usage_sql, hours=where), [*mapping.usage_params, zone.key, *params]
-        )
+        cursor.execute(text(statement), [*mapping.usage_params, zone.key, *params])
         return [
             (cur, line, reason, rule, day, int(tokens), cost) for cur, line, reason, rule, day, tokens, cost in cursor
         ]
 
 
 def _token_rows(zone: ZoneInfo, hours: Hours) -> list[tuple[str, date, int]]:
-    where, params = hours_where("c.hour", hours)
+    where, params = hours_where(SQL("c.hour"), hours)
+    statement = _TOKENS_SQL.format(classes=table(HourlyClass), dims=table(DimSet), reasons=table(Reason), hours=where)
     with read_connection().cursor() as cursor:
-        cursor.execute(_TOKENS_SQL.format(hours=where), [zone.key, *params])
+        cursor.execute(text(statement), [zone.key, *params])
         return [(line, day, int(tokens)) for line, day, tokens in cursor]
 
 

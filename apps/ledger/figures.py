@@ -25,6 +25,7 @@ from django.db.models import F, Q, Sum
 
 from apps.classification.models import HourlyClass
 from apps.common.buckets import accounting_zone, day_end, day_of, day_start, zone_name
+from apps.common.composed import SQL, table, text
 from apps.common.replica import read_connection
 from apps.currencies.models import MissingRate
 from apps.currencies.rates import functional_currency
@@ -168,15 +169,15 @@ def tokens(*, start: datetime, end: datetime, lines: list[str] | None = None) ->
 def _tokens_by_day(hours: list[tuple[datetime, datetime]]) -> dict[date, list[list]]:
     """Per accounting day of the `hours`: [business line, classified tokens, priced tokens] per
     line of the dim sets (as stored: empty for none)."""
-    where, params = hours_where("c.hour", hours)
+    where, params = hours_where(SQL("c.hour"), hours)
     found: dict[date, dict[str, list[int]]] = defaultdict(dict)
     with read_connection().cursor() as cursor:
-        for i, table in enumerate((HourlyClass._meta.db_table, HourlyCost._meta.db_table)):
-            cursor.execute(
-                f"SELECT d.business_line, (c.hour AT TIME ZONE %s)::date, SUM(c.tokens)::bigint FROM {table} c "
-                f"JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id WHERE {where} GROUP BY 1, 2",
-                [zone_name(), *params],
-            )
+        for i, rollup in enumerate((HourlyClass, HourlyCost)):
+            statement = SQL(
+                "SELECT d.business_line, (c.hour AT TIME ZONE %s)::date, SUM(c.tokens)::bigint FROM {rollup} c "
+                "JOIN {dims} d ON d.id = c.dims_id WHERE {where} GROUP BY 1, 2"
+            ).format(rollup=table(rollup), dims=table(DimSet), where=where)
+            cursor.execute(text(statement), [zone_name(), *params])
             for line, day, count in cursor.fetchall():
                 found[day].setdefault(line, [line, 0, 0])[1 + i] += int(count)
     return {day: list(lines.values()) for day, lines in found.items()}

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from apps.common.composed import SQL, Composable, Literal
 from apps.ledger import conf
 from apps.ledger.models import Account, ConfigVersion, MappingRule
 
@@ -32,7 +33,7 @@ class Mapping:
     """The active rules and accounts as of one config version."""
 
     version: int
-    usage_sql: str
+    usage_sql: Composable  # the mapping rule of a priced row (c, d, r, w of PRICED_HOURS_FROM)
     usage_params: list[Any]
     rules: dict[int, RuleRef]
     idle_rule: RuleRef | None
@@ -50,22 +51,22 @@ class MappingError(RuntimeError):
     pass
 
 
-def _condition(rule: MappingRule, params: list[Any]) -> str:
+def _condition(rule: MappingRule, params: list[Any]) -> Composable:
     parts = []
     if rule.token_class:
-        parts.append("r.name LIKE %s")
+        parts.append(SQL("r.name LIKE %s"))
         params.append(f"{rule.token_class}.%")
     if rule.reason:
-        parts.append("r.name = %s")
+        parts.append(SQL("r.name = %s"))
         params.append(rule.reason)
     if rule.dims:
-        parts.append("d.dims @> %s::jsonb")
+        parts.append(SQL("d.dims @> %s::jsonb"))
         params.append(json.dumps(rule.dims, sort_keys=True))
     if rule.elastic == MappingRule.Elastic.INSIDE:
-        parts.append("w.window_id IS NOT NULL")
+        parts.append(SQL("w.window_id IS NOT NULL"))
     elif rule.elastic == MappingRule.Elastic.OUTSIDE:
-        parts.append("w.window_id IS NULL")
-    return " AND ".join(parts) or "TRUE"
+        parts.append(SQL("w.window_id IS NULL"))
+    return SQL(" AND ").join(parts) if parts else SQL("TRUE")
 
 
 def mapping_load() -> Mapping:
@@ -74,11 +75,11 @@ def mapping_load() -> Mapping:
     rules = list(MappingRule.objects.filter(active=True, account__active=True).order_by("priority", "id"))
     params: list[Any] = []
     whens = [
-        f"WHEN {_condition(rule, params)} THEN {int(rule.pk)}"
+        SQL("WHEN {} THEN {}").format(_condition(rule, params), Literal(int(rule.pk)))
         for rule in rules
         if rule.applies_to == MappingRule.AppliesTo.USAGE
     ]
-    usage_sql = f"(CASE {' '.join(whens)} END)::bigint" if whens else "NULL::bigint"
+    usage_sql = SQL("(CASE {} END)::bigint").format(SQL(" ").join(whens)) if whens else SQL("NULL::bigint")
     refs = {rule.pk: RuleRef(rule.pk, rule.revision, rule.account_id) for rule in rules}
     idle = next((refs[r.pk] for r in rules if r.applies_to == MappingRule.AppliesTo.IDLE), None)
     accounts = dict(Account.objects.values_list("code", "pk"))

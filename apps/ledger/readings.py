@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 
 from apps.common.buckets import day_end, day_start
+from apps.common.composed import SQL, Composable, table, text
 from apps.common.replica import read_connection
 from apps.ledger.models import AccrualDay, DayReading
 from apps.ledger.services.accrual import booked_days
@@ -36,12 +37,16 @@ from apps.pricing.services import pool_ready_before
 Hours = list[tuple[datetime, datetime]]
 
 # A day's marks and unpriced hours, for its key.
-_DAY_STATE_SQL = f"""
-SELECT 'dirty', (hour AT TIME ZONE %s)::date, 0, 0 FROM {DirtyHour._meta.db_table} WHERE hour >= %s AND hour < %s
+_DAY_STATE_SQL = text(
+    SQL(
+        """
+SELECT 'dirty', (hour AT TIME ZONE %s)::date, 0, 0 FROM {dirty} WHERE hour >= %s AND hour < %s
 UNION ALL
-SELECT 'unpriced', (hour AT TIME ZONE %s)::date, count(*), max(id) FROM {UnpricedHour._meta.db_table}
+SELECT 'unpriced', (hour AT TIME ZONE %s)::date, count(*), max(id) FROM {unpriced}
 WHERE hour >= %s AND hour < %s GROUP BY 2
 """
+    ).format(dirty=table(DirtyHour), unpriced=table(UnpricedHour))
+)
 
 
 def day_keys(days: list[date], zone: ZoneInfo) -> dict[date, str]:
@@ -75,10 +80,10 @@ def day_runs(days: list[date], zone: ZoneInfo) -> Hours:
     return runs
 
 
-def hours_where(column: str, hours: Hours) -> tuple[str, list[datetime]]:
+def hours_where(column: Composable, hours: Hours) -> tuple[Composable, list[datetime]]:
     """A WHERE condition (without the keyword) for `column` in one of the ranges `hours`."""
-    condition = " OR ".join([f"({column} >= %s AND {column} < %s)"] * len(hours))
-    return condition, [bound for pair in hours for bound in pair]
+    one = SQL("({column} >= %s AND {column} < %s)").format(column=column)
+    return SQL(" OR ").join([one] * len(hours)), [bound for pair in hours for bound in pair]
 
 
 def day_readings(

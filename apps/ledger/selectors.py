@@ -15,6 +15,7 @@ from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from apps.accounts.models import CollectorKey
 from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month
+from apps.common.composed import SQL, table, text
 from apps.common.replica import read_connection
 from apps.currencies.rates import functional_currency, rates_between
 from apps.ledger import conf
@@ -158,17 +159,16 @@ def journal_lines(*, flt: LineFilter) -> QuerySet[JournalLine]:
     return lines.order_by("entry__day", "entry_id", "id")
 
 
-_USAGE_SQL = (
-    f"""
+# {rule}: the mapping's rule of a row (Mapping.usage_sql).
+_USAGE_SQL = SQL(
+    """
 SELECT * FROM (
     SELECT c.id, c.hour, k.name, d.dims, d.business_line, r.name, c.component, c.tokens, c.cost, c.currency,
-           c.price_version_id, c.pool_id, {{rule}} AS rule_id, w.window_id,
-           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM {HourlyClass._meta.db_table} h
+           c.price_version_id, c.pool_id, {rule} AS rule_id, w.window_id,
+           (SELECT array_agg(DISTINCT h.ruleset_id ORDER BY h.ruleset_id) FROM {classes} h
             WHERE h.hour = c.hour AND h.source_id = c.source_id AND h.model_id = c.model_id
               AND h.dims_id = c.dims_id AND h.reason_id = c.reason_id AND h.component = c.component) AS rulesets
-"""
-    + PRICED_HOURS_FROM
-    + f"""    JOIN {CollectorKey._meta.db_table} k ON k.id = c.source_id
+{priced}    JOIN {keys} k ON k.id = c.source_id
     WHERE c.hour >= %s AND c.hour < %s AND c.currency = %s AND c.model_id = %s
       AND COALESCE(NULLIF(d.business_line, ''), %s) = %s
 ) usage ORDER BY hour, id
@@ -192,7 +192,14 @@ def line_usage(*, line: JournalLine) -> dict[str, Any]:
     mapping = mapping_load()
     with read_connection().cursor() as cursor:
         cursor.execute(
-            _USAGE_SQL.format(rule=mapping.usage_sql),
+            text(
+                _USAGE_SQL.format(
+                    rule=mapping.usage_sql,
+                    classes=table(HourlyClass),
+                    priced=PRICED_HOURS_FROM,
+                    keys=table(CollectorKey),
+                )
+            ),
             [
                 *mapping.usage_params,
                 start,

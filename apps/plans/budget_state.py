@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connection
 
 from apps.common.buckets import month_end, month_of, month_start
+from apps.common.composed import SQL, Composable, col, table, text
 from apps.ingest.models import DimSet, HourlyUsage, Status
 from apps.plans.models import Budget, BudgetOverride, budget_scope
 from apps.pricing.models import HourlyCost
@@ -107,9 +108,9 @@ def budget_states(*, now: datetime, business_lines: list[str] | None = None) -> 
     return states
 
 
-def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def _rows(statement: Composable, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(text(statement), params)
         return cursor.fetchall()
 
 
@@ -126,43 +127,51 @@ def _by_scope(rows: list[tuple[Any, ...]], width: int) -> Usage:
 
 
 # The scope of a rollup row: its line, team and caller (the edges' name of who called).
-_SCOPE = "d.business_line, d.dims->>'team', d.dims->>'caller'"
-_FROM_DIMS = (
-    f"JOIN {DimSet._meta.db_table} d ON d.id = {{t}}.dims_id "
-    "WHERE {t}.hour >= %s AND {t}.hour < %s AND d.business_line = ANY(%s)"
+_SCOPE = SQL("d.business_line, d.dims->>'team', d.dims->>'caller'")
+_USAGE, _COSTS, _DIMS = table(HourlyUsage), table(HourlyCost), table(DimSet)
+
+
+def _from_dims(alias: str) -> Composable:
+    """The join to the row's dim set and the window and lines of the budgets read."""
+    hour = col(alias, "hour")
+    return SQL(
+        "JOIN {dims} d ON d.id = {row_dims} WHERE {hour} >= %s AND {hour} < %s AND d.business_line = ANY(%s)"
+    ).format(dims=_DIMS, row_dims=col(alias, "dims_id"), hour=hour)
+
+
+_MONEY = SQL("SELECT {scope}, c.currency, sum(c.cost) FROM {costs} c {where} GROUP BY 1, 2, 3, 4").format(
+    scope=_SCOPE, costs=_COSTS, where=_from_dims("c")
 )
-_USAGE = HourlyUsage._meta.db_table
+_TOKENS = SQL("SELECT {scope}, sum({tokens}) FROM {usage} u {where} GROUP BY 1, 2, 3").format(
+    scope=_SCOPE, tokens=SQL(TOKENS), usage=_USAGE, where=_from_dims("u")
+)
+_REFUSED = SQL("SELECT {scope}, sum(u.records) FROM {usage} u {where} AND u.status = %s GROUP BY 1, 2, 3").format(
+    scope=_SCOPE, usage=_USAGE, where=_from_dims("u")
+)
+_LINE_TOKENS = SQL(
+    "SELECT COALESCE(NULLIF(d.business_line, ''), %s), sum({tokens}) FROM {usage} u "
+    "JOIN {dims} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
+).format(tokens=SQL(TOKENS), usage=_USAGE, dims=_DIMS)
 
 
 def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = (
-        f"SELECT {_SCOPE}, c.currency, sum(c.cost) FROM {HourlyCost._meta.db_table} c "
-        + _FROM_DIMS.format(t="c")
-        + " GROUP BY 1, 2, 3, 4"
-    )
-    return _by_scope(_rows(sql, [start, end, lines]), 4)
+    return _by_scope(_rows(_MONEY, [start, end, lines]), 4)
 
 
 def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = f"SELECT {_SCOPE}, sum({TOKENS}) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
-    return _by_scope(_rows(sql + " GROUP BY 1, 2, 3", [start, end, lines]), 3)
+    return _by_scope(_rows(_TOKENS, [start, end, lines]), 3)
 
 
 def tokens_by_line(*, month: date, unassigned: str) -> dict[str, int]:
     """Tokens as a budget counts them (TOKENS), per business line, in an accounting month: every
     line (those without a budget too), records of no line under `unassigned` (the ledger's cost
     centre for them). What the budgets page compares with each line's token budget."""
-    sql = (
-        f"SELECT COALESCE(NULLIF(d.business_line, ''), %s), sum({TOKENS}) FROM {_USAGE} u "
-        f"JOIN {DimSet._meta.db_table} d ON d.id = u.dims_id WHERE u.hour >= %s AND u.hour < %s GROUP BY 1"
-    )
     bounds = [month_start(month_of(month)), month_end(month_of(month))]
-    return {line: int(count) for line, count in _rows(sql, [unassigned, *bounds])}
+    return {line: int(count) for line, count in _rows(_LINE_TOKENS, [unassigned, *bounds])}
 
 
 def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    sql = f"SELECT {_SCOPE}, sum(u.records) FROM {_USAGE} u " + _FROM_DIMS.format(t="u")
-    return _by_scope(_rows(sql + " AND u.status = %s GROUP BY 1, 2, 3", [start, end, lines, Status.REJECTED]), 3)
+    return _by_scope(_rows(_REFUSED, [start, end, lines, Status.REJECTED]), 3)
 
 
 def _active_overrides(budget_ids: list[int], now: datetime) -> dict[int, BudgetOverride]:

@@ -27,6 +27,7 @@ from fnmatch import fnmatchcase
 
 from apps.classification.engine import CACHED, OUTPUT, REASONING, STRUCTURAL, UNCACHED
 from apps.common.buckets import month_days, month_of
+from apps.common.composed import SQL, table, text
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.rounding import round_half_up
@@ -130,30 +131,42 @@ def bill_side(bill: Bill | None) -> dict[Key, Side]:
     return sides
 
 
-_HOSTED_SQL = f"""
-SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), m.name, {{key}}, d.business_line,
+# {key}: the bill's key of a row, the value of the supplier's key dim ('' without one).
+_HOSTED_SQL = SQL(
+    """
+SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), m.name, {key}, d.business_line,
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0),
        SUM(c.cost)
-FROM {HourlyCost._meta.db_table} c
-JOIN {ServedModel._meta.db_table} m ON m.id = c.model_id
-JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
+FROM {costs} c
+JOIN {models} m ON m.id = c.model_id
+JOIN {dims} d ON d.id = c.dims_id
 WHERE c.hour >= %s AND c.hour < %s AND c.price_version_id IS NOT NULL AND c.currency = %s
 GROUP BY 1, 2, 3, 4
 """
+)
+_KEY_DIM, _NO_KEY = SQL("COALESCE(d.dims->>%s, '')"), SQL("''")
 
-_POOL_COST_SQL = f"""
-SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), SUM(pool_cost) FROM {PoolIdleHour._meta.db_table}
+_POOL_COST_SQL = text(
+    SQL(
+        """
+SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), SUM(pool_cost) FROM {idle}
 WHERE pool_id = %s AND hour >= %s AND hour < %s GROUP BY 1
 """
+    ).format(idle=table(PoolIdleHour))
+)
 
-_POOL_TOKENS_SQL = f"""
+_POOL_TOKENS_SQL = text(
+    SQL(
+        """
 SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), d.business_line,
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0)
-FROM {HourlyCost._meta.db_table} c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
+FROM {costs} c JOIN {dims} d ON d.id = c.dims_id
 WHERE c.pool_id = %s AND c.hour >= %s AND c.hour < %s GROUP BY 1, 2
 """
+    ).format(costs=table(HourlyCost), dims=table(DimSet))
+)
 
 # Input (cached, uncached) and output as a bill counts them: reasoning is billed as output.
 _COMPONENTS = [CACHED, UNCACHED, STRUCTURAL, OUTPUT, REASONING]
@@ -169,10 +182,13 @@ def platform_side(supplier: Supplier, month: date) -> dict[Key, Side]:
 
 
 def _hosted_side(supplier: Supplier, head: list[object], start: object, end: object) -> dict[Key, Side]:
-    key_sql = "COALESCE(d.dims->>%s, '')" if supplier.key_dim and supplier.col_key else "''"
-    params = [*head, *([supplier.key_dim] if key_sql != "''" else []), *_COMPONENTS, start, end, supplier.currency]
+    keyed = bool(supplier.key_dim and supplier.col_key)
+    params = [*head, *([supplier.key_dim] if keyed else []), *_COMPONENTS, start, end, supplier.currency]
+    statement = _HOSTED_SQL.format(
+        key=_KEY_DIM if keyed else _NO_KEY, costs=table(HourlyCost), models=table(ServedModel), dims=table(DimSet)
+    )
     with analytic_cursor() as cursor:
-        cursor.execute(_HOSTED_SQL.format(key=key_sql), params)
+        cursor.execute(text(statement), params)
         rows = cursor.fetchall()
     sides: dict[Key, Side] = defaultdict(Side)
     for day, model, key, line, inputs, outputs, cost in rows:

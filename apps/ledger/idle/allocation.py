@@ -29,6 +29,7 @@ from typing import Any
 from django.db import connection
 from django.utils.translation import gettext
 
+from apps.common.composed import SQL, table, text
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.idle.models import IdlePolicy, ReservedShare, reserved_in_force
@@ -77,17 +78,25 @@ class IdlePart:
     allocated: bool  # given to the cost centre by the policy; False: kept as a platform cost
 
 
-_HOURS_SQL = f"""
-SELECT pool_id, hour, currency, idle FROM {PoolIdleHour._meta.db_table}
+_HOURS_SQL = text(
+    SQL(
+        """
+SELECT pool_id, hour, currency, idle FROM {idle}
 WHERE hour >= %s AND hour < %s AND idle > 0 ORDER BY hour, pool_id
 """
+    ).format(idle=table(PoolIdleHour))
+)
 # Each cost centre's tokens of each pool-hour, per component (weighted in Python by the pool's weights).
-_USE_SQL = f"""
+_USE_SQL = text(
+    SQL(
+        """
 SELECT c.pool_id, c.hour, COALESCE(NULLIF(d.business_line, ''), %s), c.component, SUM(c.tokens)
-FROM {HourlyCost._meta.db_table} c JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
+FROM {costs} c JOIN {dims} d ON d.id = c.dims_id
 WHERE c.hour >= %s AND c.hour < %s AND c.pool_id IS NOT NULL
 GROUP BY 1, 2, 3, 4 HAVING SUM(c.tokens) > 0
 """
+    ).format(costs=table(HourlyCost), dims=table(DimSet))
+)
 
 
 def idle_parts(*, start: datetime, end: datetime, month: date, cursor: Any = None) -> list[IdlePart]:

@@ -60,6 +60,7 @@ from apps.common.buckets import (
     previous_month,
     zone_name,
 )
+from apps.common.composed import SQL, table, text
 from apps.common.dayrun import jobrun_run
 from apps.currencies.models import MissingRate
 from apps.currencies.rates import DayRate, functional_currency, rates_between
@@ -205,26 +206,27 @@ class DayTarget:
 
 # The priced hours (c) with their dimensions (d), reason (r) and the elastic window (w.window_id)
 # each falls in: what booking reads and what a line's drill-down shows, joined one way.
-PRICED_HOURS_FROM = f"""
-FROM {HourlyCost._meta.db_table} c
-JOIN {DimSet._meta.db_table} d ON d.id = c.dims_id
-JOIN {Reason._meta.db_table} r ON r.id = c.reason_id
+PRICED_HOURS_FROM = SQL(
+    """
+FROM {costs} c
+JOIN {dims} d ON d.id = c.dims_id
+JOIN {reasons} r ON r.id = c.reason_id
 LEFT JOIN LATERAL (
-    SELECT min(ew.id) AS window_id FROM {ElasticWindow._meta.db_table} ew
+    SELECT min(ew.id) AS window_id FROM {windows} ew
     WHERE ew.business_line = d.business_line AND ew.start <= c.hour AND c.hour < ew."end"
 ) w ON TRUE
 """
+).format(costs=table(HourlyCost), dims=table(DimSet), reasons=table(Reason), windows=table(ElasticWindow))
 
-_USAGE_SQL = (
+# {rule}: the mapping's rule of a row (Mapping.usage_sql); {priced}: PRICED_HOURS_FROM.
+_USAGE_SQL = SQL(
     """
 SELECT c.currency, COALESCE(NULLIF(d.business_line, ''), %s) AS cc, c.model_id, {rule} AS rule_id, r.name,
        SUM(c.tokens), SUM(c.cost),
        array_agg(DISTINCT c.price_version_id) FILTER (WHERE c.price_version_id IS NOT NULL),
        array_agg(DISTINCT c.pool_id) FILTER (WHERE c.pool_id IS NOT NULL),
        array_agg(DISTINCT w.window_id) FILTER (WHERE w.window_id IS NOT NULL),
-       array_agg(DISTINCT c.dims_id)"""
-    + PRICED_HOURS_FROM
-    + """WHERE c.hour >= %s AND c.hour < %s
+       array_agg(DISTINCT c.dims_id){priced}WHERE c.hour >= %s AND c.hour < %s
 GROUP BY 1, 2, 3, 4, 5
 """
 )
@@ -278,7 +280,7 @@ def day_target(
     start, end = bounds or (window or month_window(month_of(day))).bounds(day)
     with analytic_cursor() as cursor:
         cursor.execute(
-            _USAGE_SQL.format(rule=mapping.usage_sql),
+            text(_USAGE_SQL.format(rule=mapping.usage_sql, priced=PRICED_HOURS_FROM)),
             [conf.get("LEDGER_UNASSIGNED"), *mapping.usage_params, start, end],
         )
         usage = cursor.fetchall()
@@ -368,14 +370,32 @@ class DayResult:
     unchanged: int = 0
 
 
+_PERIOD_OPEN = text(
+    SQL("INSERT INTO {} (month, status, tz) VALUES (%s, 'open', %s) ON CONFLICT (month) DO NOTHING").format(
+        table(Period)
+    )
+)
+_PERIOD_STATUS = text(SQL("SELECT status FROM {} WHERE month = %s FOR SHARE").format(table(Period)))
+
+
+# The rows of the priced hours and of the pool-hours by local day (the fingerprint's parts): the
+# local date held to the month's days, the edge hours a closed neighbour's zone gives this month
+# belonging to its first or last day (see MonthWindow.bounds).
+_ROWS_BY_DAY = tuple(
+    text(
+        SQL(
+            "SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), count(*), max(id) FROM {} "
+            "WHERE hour >= %s AND hour < %s GROUP BY 1"
+        ).format(table(model))
+    )
+    for model in (HourlyCost, PoolIdleHour)
+)
+
+
 def _period_lock(cursor: Any, month: date) -> str:
     """The period's status, its row locked FOR SHARE (a close waits for us, or we see it)."""
-    cursor.execute(
-        f"INSERT INTO {Period._meta.db_table} (month, status, tz) VALUES (%s, 'open', %s) "
-        "ON CONFLICT (month) DO NOTHING",
-        [month, zone_name()],
-    )
-    cursor.execute(f"SELECT status FROM {Period._meta.db_table} WHERE month = %s FOR SHARE", [month])
+    cursor.execute(_PERIOD_OPEN, [month, zone_name()])
+    cursor.execute(_PERIOD_STATUS, [month])
     return str(cursor.fetchone()[0])
 
 
@@ -619,14 +639,8 @@ def _fingerprints(window: MonthWindow, version: int, only: list[date] | None = N
         start, end = max(start, window.bounds(min(only))[0]), min(end, window.bounds(max(only))[1])
     parts: dict[date, list[str]] = defaultdict(lambda: ["-", "-"])
     with analytic_cursor() as cursor:
-        for i, table in enumerate((HourlyCost._meta.db_table, PoolIdleHour._meta.db_table)):
-            # The local date, held to the month's days: the edge hours a closed neighbour's
-            # zone gives this month belong to its first or last day (see MonthWindow.bounds).
-            cursor.execute(
-                f"SELECT LEAST(GREATEST((hour AT TIME ZONE %s)::date, %s), %s), count(*), max(id) FROM {table} "
-                "WHERE hour >= %s AND hour < %s GROUP BY 1",
-                [window.zone.key, days[0], days[-1], start, end],
-            )
+        for i, statement in enumerate(_ROWS_BY_DAY):
+            cursor.execute(statement, [window.zone.key, days[0], days[-1], start, end])
             for day, count, max_id in cursor.fetchall():
                 parts[day][i] = f"{count}:{max_id}"
     rates = rates_between(start=days[0], end=days[-1] + DAY)

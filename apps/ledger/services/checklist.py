@@ -25,6 +25,7 @@ from django.utils.translation import gettext_noop, pgettext
 from apps.classification.models import DirtyDay as ClassDirtyDay
 from apps.classification.models import HourlyClass
 from apps.common.buckets import day_of, month_days, month_of, next_month, zone_name
+from apps.common.composed import SQL, table, text
 from apps.currencies.rates import missing_rates
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
@@ -162,18 +163,22 @@ def _missing_rates(month: date, business_lines: list[str] | None, now: datetime)
     )
 
 
+# Each model's classified tokens of the window without a business line, and all of them.
+_UNASSIGNED_BY_MODEL = text(
+    SQL(
+        "SELECT m.name, COALESCE(SUM(h.tokens) FILTER (WHERE d.business_line = ''), 0), COALESCE(SUM(h.tokens), 0) "
+        "FROM {classes} h JOIN {dims} d ON d.id = h.dims_id JOIN {models} m ON m.id = h.model_id "
+        "WHERE h.hour >= %s AND h.hour < %s GROUP BY m.name ORDER BY 2 DESC, m.name"
+    ).format(classes=table(HourlyClass), dims=table(DimSet), models=table(ServedModel))
+)
+
+
 def _unattributed(month: date, business_lines: list[str] | None, now: datetime) -> CheckItem:
     """The share of the month's tokens without a business line; its items are the models they
     were served by, each with its tokens without a line."""
     window = month_window(month)
     with analytic_cursor() as cursor:
-        cursor.execute(
-            "SELECT m.name, COALESCE(SUM(h.tokens) FILTER (WHERE d.business_line = ''), 0), COALESCE(SUM(h.tokens), 0) "
-            f"FROM {HourlyClass._meta.db_table} h JOIN {DimSet._meta.db_table} d ON d.id = h.dims_id "
-            f"JOIN {ServedModel._meta.db_table} m ON m.id = h.model_id "
-            "WHERE h.hour >= %s AND h.hour < %s GROUP BY m.name ORDER BY 2 DESC, m.name",
-            [window.start, window.end],
-        )
+        cursor.execute(_UNASSIGNED_BY_MODEL, [window.start, window.end])
         rows = cursor.fetchall()
     unassigned, total = sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows)
     share = Decimal(unassigned) / Decimal(total) if total else Decimal(0)

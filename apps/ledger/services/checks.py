@@ -28,6 +28,7 @@ from django.db.models import F, Sum
 from apps.classification.health import ratios_of, threshold_table
 from apps.classification.models import HourlyClass, Reason
 from apps.common.buckets import month_of, next_month, previous_month
+from apps.common.composed import SQL, table, text
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.models import Account, Finding, JournalLine
@@ -82,15 +83,19 @@ def _instants(month: date) -> tuple[datetime, datetime]:
     return window.start, window.end
 
 
+# Each cost centre's classified tokens of a month by class.
+_CLASS_TOKENS = text(
+    SQL(
+        "SELECT COALESCE(NULLIF(d.business_line, ''), %s), split_part(r.name, '.', 1), SUM(h.tokens) "
+        "FROM {classes} h JOIN {dims} d ON d.id = h.dims_id JOIN {reasons} r ON r.id = h.reason_id "
+        "WHERE h.hour >= %s AND h.hour < %s GROUP BY 1, 2"
+    ).format(classes=table(HourlyClass), dims=table(DimSet), reasons=table(Reason))
+)
+
+
 def _effective_share(month: date) -> list[Finding]:
     with analytic_cursor() as cursor:
-        cursor.execute(
-            "SELECT COALESCE(NULLIF(d.business_line, ''), %s), split_part(r.name, '.', 1), SUM(h.tokens) "
-            f"FROM {HourlyClass._meta.db_table} h JOIN {DimSet._meta.db_table} d ON d.id = h.dims_id "
-            f"JOIN {Reason._meta.db_table} r ON r.id = h.reason_id "
-            "WHERE h.hour >= %s AND h.hour < %s GROUP BY 1, 2",
-            [conf.get("LEDGER_UNASSIGNED"), *_instants(month)],
-        )
+        cursor.execute(_CLASS_TOKENS, [conf.get("LEDGER_UNASSIGNED"), *_instants(month)])
         rows = cursor.fetchall()
     tokens: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for bl, token_class, count in rows:
