@@ -116,6 +116,7 @@ def test_applying_writes_one_version_from_the_hour_with_the_rest_copied() -> Non
         pricelist_apply(preview=again)
 
 
+@pytest.mark.books_in("UTC")  # the version's first accounting day is its UTC date
 def test_a_list_in_another_currency_needs_the_days_rate() -> None:
     book({"gpt-4o": ("36", "18", "108")}, currency="CNY")
     names = served("gpt-4o")
