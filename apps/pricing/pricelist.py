@@ -27,12 +27,10 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from django.db import transaction
-
 from apps.common.buckets import day_of
 from apps.pricing import conversion
 from apps.pricing.models import Currency, Kind, PriceVersion
-from apps.pricing.services import PricingError, _prices_put, _version_copy
+from apps.pricing.services import prices_set
 
 MILLION = Decimal(1_000_000)
 PLACES = Decimal("0.000001")  # Price.per_million keeps six decimals
@@ -235,19 +233,13 @@ def pricelist_apply(*, preview: Preview) -> PriceVersion:
     changes: dict[str, dict[str, Decimal]] = {}
     for change in preview.changes:
         changes.setdefault(change.pattern, {})[change.kind] = change.after
-    with transaction.atomic():
-        version = PriceVersion.objects.select_for_update().filter(effective_from=preview.effective_from).first()
-        if version is None:
-            version = _version_copy(base=preview.base, effective_from=preview.effective_from, currency=preview.currency)
-        elif version.currency != preview.currency:
-            raise PricingError(f"the version from {preview.effective_from} is in {version.currency}")
-        _prices_put(version=version, prices=changes)
-        rate = f", {preview.rate} {preview.currency} a unit of the list's currency" if preview.rate else ""
-        version.note = (version.note + "\n" if version.note else "") + (
-            f"{len(preview.changes)} prices from {preview.source}{rate}"
-        )
-        version.save(update_fields=["note"])
-    return version
+    rate = f", {preview.rate} {preview.currency} a unit of the list's currency" if preview.rate else ""
+    return prices_set(
+        prices=changes,
+        effective_from=preview.effective_from,
+        currency=preview.currency,
+        note=f"{len(preview.changes)} prices from {preview.source}{rate}",
+    )
 
 
 def pricelist_refresh(*, location: str, patterns: Iterable[str] = (), now: datetime | None = None) -> Preview:

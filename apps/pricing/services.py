@@ -97,9 +97,21 @@ def _prices_put(*, version: PriceVersion, prices: Mapping[str, Mapping[str, Deci
 def price_set(
     *, model_pattern: str, prices: Mapping[str, Decimal], effective_from: datetime, currency: str | None = None
 ) -> PriceVersion:
-    """Change one model's prices from `effective_from`: the version starting then is updated,
-    or a new one is made as a copy of the version in force then, with these prices changed."""
-    unknown = set(prices) - set(Kind.values)
+    """Change one model's prices from `effective_from` (prices_set of one pattern)."""
+    return prices_set(prices={model_pattern: prices}, effective_from=effective_from, currency=currency)
+
+
+def prices_set(
+    *,
+    prices: Mapping[str, Mapping[str, Decimal]],
+    effective_from: datetime,
+    currency: str | None = None,
+    note: str = "",
+) -> PriceVersion:
+    """Change prices[model pattern][kind] from `effective_from`: the version starting then is
+    updated, or a new one is made as a copy of the version in force then, with these prices
+    changed; `note` is added to the version's."""
+    unknown = {kind for by_kind in prices.values() for kind in by_kind} - set(Kind.values)
     if unknown:
         raise PricingError(f"unknown price kinds {sorted(unknown)}; use {', '.join(Kind.values)}")
     with transaction.atomic():
@@ -107,12 +119,15 @@ def price_set(
         if version is None:
             base = PriceVersion.objects.filter(effective_from__lte=effective_from).first()  # newest first
             version = _version_copy(base=base, effective_from=effective_from, currency=currency)
-        elif currency and currency != version.currency and version.prices.exclude(model_pattern=model_pattern).exists():
-            raise PricingError(ONE_CURRENCY.format(base=version, base_currency=version.currency))
         elif currency and currency != version.currency:
+            if version.prices.exclude(model_pattern__in=list(prices)).exists():
+                raise PricingError(ONE_CURRENCY.format(base=version, base_currency=version.currency))
             version.currency = currency
             version.save(update_fields=["currency"])
-        _prices_put(version=version, prices={model_pattern: prices})
+        _prices_put(version=version, prices=prices)
+        if note:
+            version.note = f"{version.note}\n{note}" if version.note else note
+            version.save(update_fields=["note"])
     return version
 
 
