@@ -59,6 +59,14 @@ def sorted_rows(rows: Sequence[Any], sort: Sort, value: Callable[[Any, str], Any
     return sorted(present, key=lambda r: _comparable(value(r, sort.key)), reverse=sort.desc) + missing
 
 
+def sorted_as_asked(
+    request: HttpRequest, rows: Sequence[dict[str, Any]], keys: Iterable[str], default: Sort, *, table: str = ""
+) -> tuple[list[Any], Sort]:
+    """The table's rows (dicts by column key) in the order the query asks for (sort_of), and that sort."""
+    sort = sort_of(request, keys, default, table=table)
+    return sorted_rows(rows, sort, lambda row, key: row.get(key)), sort
+
+
 def _comparable(value: Any) -> Any:
     return value.casefold() if isinstance(value, str) else value
 

@@ -41,8 +41,7 @@ from apps.dashboards.tables import (
     file_name,
     money_first,
     query_with,
-    sort_of,
-    sorted_rows,
+    sorted_as_asked,
 )
 from apps.ingest.contract import STATUSES
 from apps.ingest.models import TOKEN_FIELDS, Record
@@ -218,8 +217,7 @@ def _classes_table(
         *cost_columns(currencies),
     ]
     default = money_first(currencies, Sort("tokens", True))
-    sort = sort_of(request, [c.key for c in columns], default, table="classes")
-    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    rows, sort = sorted_as_asked(request, rows, [c.key for c in columns], default, table="classes")
     table = Table("classes", _("Tokens by class"), columns, rows, period=_period(flt))
     found = download(request, table, file_name("overview", "classes", flt, sort=sort.param))
     if found is not None:
@@ -260,8 +258,7 @@ def _top_waste(request: HttpRequest, flt: Filters, lines: list[str] | None) -> l
             *cost_columns(currencies),
         ]
         default = money_first(currencies, Sort("tokens", True))
-        sort = sort_of(request, [c.key for c in columns], default, table=name)
-        rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+        rows, sort = sorted_as_asked(request, rows, [c.key for c in columns], default, table=name)
         title = _("Top wasteful: %(what)s") % {"what": label(dim)}
         table = Table(name, title, columns, rows, period=_period(flt))
         tables.append(
@@ -409,8 +406,7 @@ def _slices_table(
         row["tokens"] = row["slice"].tokens
         row.update({cost_key(c): row["slice"].cost.get(c) for c in currencies})
     columns = [first, Column("tokens", _("Tokens"), "int"), *extra, *cost_columns(currencies)]
-    sort = sort_of(request, [c.key for c in columns], money_first(currencies, Sort("tokens", True)))
-    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    rows, sort = sorted_as_asked(request, rows, [c.key for c in columns], money_first(currencies, Sort("tokens", True)))
     costs = cost_totals(rows, currencies)
     table = Table(name, title or _("Waste drill-down"), columns, rows, period=_period(flt))
     found = download(request, table, file_name(page, part, flt, sort=sort.param))
@@ -551,8 +547,7 @@ def _duplicates_table(
         Column("completion", _("Completion"), "int"),
         *cost_columns(currencies),
     ]
-    sort = sort_of(request, [c.key for c in columns], money_first(currencies, Sort("ts", True)))
-    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    rows, sort = sorted_as_asked(request, rows, [c.key for c in columns], money_first(currencies, Sort("ts", True)))
     table = Table("duplicates", _("Duplicate requests"), columns, rows, period=_period(flt))
     hashed = prompt_hash.hex()[:12] if prompt_hash is not None else ""
     found_download = download(request, table, file_name("waste", "duplicates", flt, hash=hashed, sort=sort.param))
@@ -615,8 +610,7 @@ def _records_table(
     record_url = reverse("dashboards:record")
     rows = [_record_row(r, costs.get(r.pk)) | {"record": r, "href": record_url + _record_query(flt, r)} for r in found]
     columns = [*_record_columns(), *cost_columns(currencies)]
-    sort = sort_of(request, [c.key for c in columns], Sort("ts", True))
-    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    rows, sort = sorted_as_asked(request, rows, [c.key for c in columns], Sort("ts", True))
     table = Table("requests", _("Requests"), columns, rows, period=_period(flt))
     name = file_name("requests", "page", flt, q=searched, sort=sort.param, after=request.GET.get("after", "")[:12])
     found_download = download(request, table, name)
@@ -725,8 +719,7 @@ def _components(request: HttpRequest, record: Record, *, money: bool) -> dict[st
         Column("reason", _("Class.reason"), "text"),
         *([Column("cost", _("Cost (%(currency)s)") % {"currency": currency}, "money")] if currency else []),
     ]
-    sort = sort_of(request, ["n", *(c.key for c in columns)], Sort("n", False))
-    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    rows, sort = sorted_as_asked(request, rows, ["n", *(c.key for c in columns)], Sort("n", False))
     table = Table("components", _("Where its tokens went"), columns, rows)
     found_download = download(request, table, file_name("record", record.record_id, None, sort=sort.param))
     if found_download is not None:
@@ -798,8 +791,7 @@ def _conversation_table(
     ]
     for row in rows:
         row.update(step=row["record"].dims.dims.get("step", ""), attempt=row["record"].attempt)
-    sort = sort_of(request, [c.key for c in columns], Sort("n", False))
-    rows = sorted_rows(rows, sort, lambda row, key: row.get(key))
+    rows, sort = sorted_as_asked(request, rows, [c.key for c in columns], Sort("n", False))
     table = Table("conversation", _("Conversation"), columns, rows, period=_period(flt))
     name = file_name("conversation", conversation_id, flt, sort=sort.param)
     found_download = download(request, table, name)
