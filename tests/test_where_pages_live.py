@@ -1,6 +1,6 @@
 """Where pages live (docs/architecture.md): each app owns its pages and their templates. A page
 module of apps/<app>/ renders only templates/<app>/; a template of templates/<app>/ includes or
-extends only its own app's templates or the site's (base.html), loads only its own app's
+extends only its own app's templates or the site's (base.html, page.html), loads only its own app's
 template tags, the shared ones of apps.common or Django's, and links only its own app's or
 apps.common's static files (the shared stylesheet), each of them found; and each page is served by the app
 that owns its data. The dashboards keep only their own pages."""
