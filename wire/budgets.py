@@ -13,7 +13,14 @@ Retry-After in seconds. Requests already running are never touched: they finish.
 When the state is unknown (no answer yet, or none for `stale` seconds) the gate fails open
 (serves) or, with `fail_closed`, refuses every request with a 503 `budget_state_unavailable`.
 Refusals are counted in costplatform_serving_budget_refused_total{business_line,reason}.
-Standard library, prometheus_client and wire/ only: no Django, no vLLM.
+
+With `reservations` (wire/reservations.py, a Redis every edge of the deployment shares) the
+gate also reserves each new request's largest use against every hard token budget that
+covers it, and refuses it with the same 429 (reason `room`, the reservation in the body) when
+that would take a budget past its limit; `settle` turns the reservation into the real use once
+the request's record is built. Concurrent requests then cannot spend a budget past its limit
+between two polls (docs/budgets.md, "Reservations").
+Standard library, prometheus_client, redis-py and wire/ only: no Django, no vLLM.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from wire.attribution import CALLER_DIM
+from wire.reservations import Need, Reservations
 
 log = logging.getLogger("costplatform.budgets")
 
@@ -39,13 +47,26 @@ ENDPOINT = "/api/v1/budgets/state"
 ENV_POLL = "COSTPLATFORM_BUDGET_POLL"  # seconds between polls; unset or 0: budgets are not held
 ENV_FAIL = "COSTPLATFORM_BUDGET_FAIL"  # open (default) or closed
 ENV_STALE = "COSTPLATFORM_BUDGET_STALE"  # seconds a state stays usable without a fresh answer
+ENV_RESERVE = "COSTPLATFORM_BUDGET_RESERVE"  # Redis URL of the deployment's reservations; unset: none
+ENV_MAX_TOKENS = "COSTPLATFORM_BUDGET_MAX_TOKENS"  # reserved for a request that sets no max_tokens
+ENV_HOLD = "COSTPLATFORM_BUDGET_HOLD"  # seconds a settled request's use stays reserved
+ENV_TTL = "COSTPLATFORM_BUDGET_RESERVE_TTL"  # seconds an unsettled reservation lives (its edge died)
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_TTL = 600.0
 FAIL_MODES = ("open", "closed")
 MIN_STALE = 30.0
 
 REFUSED = Counter(
     "costplatform_serving_budget_refused",
-    "New requests refused at the edge: reason spent (a hard budget is spent) or unknown (no budget state, fail-closed)",
+    "New requests refused at the edge: reason spent (a hard budget is spent), room (its reservation does not fit "
+    "a hard budget) or unknown (no budget state or no reservation store, fail-closed)",
     ["business_line", "reason"],
+)
+RESERVED = Counter(
+    "costplatform_serving_budget_reservations",
+    "Reservations against hard token budgets: result reserved, refused, error (the store unreachable), "
+    "settled or settle_error",
+    ["result"],
 )
 POLLS = Counter("costplatform_serving_budget_polls", "Polls of the platform's budget state", ["result"])
 STATE_AGE = Gauge(
@@ -53,13 +74,21 @@ STATE_AGE = Gauge(
 )
 
 
-def config_error(poll: str | None, fail: str | None) -> str | None:
-    """Why the budget settings are unusable, or None."""
-    try:
-        if poll and float(poll) < 0:
-            return f"{ENV_POLL}={poll!r}: seconds, 0 or more"
-    except ValueError:
-        return f"{ENV_POLL}={poll!r}: not a number of seconds"
+def default_hold(interval: float) -> float:
+    """How long a settled use stays reserved unless set: the record's way to the platform (the
+    spool's flush, a shipping round, seconds) and two polls to read it back."""
+    return 3.0 + 2 * interval
+
+
+def config_error(poll: str | None, fail: str | None, **numbers: str | None) -> str | None:
+    """Why the budget settings are unusable, or None (`numbers`: other settings by their
+    environment names, each 0 or more)."""
+    for name, value in {ENV_POLL: poll, **numbers}.items():
+        try:
+            if value and float(value) < 0:
+                return f"{name}={value!r}: 0 or more"
+        except ValueError:
+            return f"{name}={value!r}: not a number"
     if fail and fail not in FAIL_MODES:
         return f"{ENV_FAIL}={fail!r}: one of {', '.join(FAIL_MODES)}"
     return None
@@ -149,6 +178,24 @@ def spent_refusal(budget: Budget, now: datetime) -> Refusal:
     return Refusal(429, body, {"Retry-After": str(retry)}, budget.business_line, "spent")
 
 
+def room_refusal(budget: Budget, need: Need, held: int, now: datetime) -> Refusal:
+    """429 for a request whose reservation does not fit: today's refusal (same headers, same
+    `budget`) with what the request would have reserved and what requests in flight hold."""
+    spent = spent_refusal(budget, now)
+    room = (budget.tokens or 0) - budget.used_tokens - held
+    message = (
+        f"The hard budget of {budget.scope} has no room for this request: it may use up to {need.tokens:,} tokens "
+        f"({need.prompt:,} prompt + {need.completion:,} to generate), and {budget.usage_text()} used and "
+        f"{held:,} reserved by requests in flight leave {max(room, 0):,}. A request with a smaller max_tokens "
+        f"may fit; else new requests are refused until it resets at {budget.resets_at} (or finance grants an "
+        "override)."
+    )
+    error = json.loads(spent.body)["error"]
+    error["message"] = message
+    error["reservation"] = {**need.as_json(), "held_tokens": held, "room_tokens": room}
+    return Refusal(429, json.dumps({"error": error}).encode(), spent.headers, budget.business_line, "room")
+
+
 def unknown_refusal(business_line: str, age: float | None) -> Refusal:
     since = "has not been read yet" if age is None else f"was last read {age:.0f} s ago"
     message = f"Budget state unknown (the platform's budget state {since}) and budgets are held fail-closed."
@@ -177,12 +224,25 @@ def http_fetch(url: str, key: str, timeout: float) -> Fetch:
 class BudgetGate:
     """The cached budget state of one edge and the check each new request passes."""
 
-    def __init__(self, fetch: Fetch, *, interval: float, fail_closed: bool = False, stale: float | None = None) -> None:
+    def __init__(
+        self,
+        fetch: Fetch,
+        *,
+        interval: float,
+        fail_closed: bool = False,
+        stale: float | None = None,
+        reservations: Reservations | None = None,
+    ) -> None:
         self.fetch = fetch
         self.interval = interval
         self.fail_closed = fail_closed
         self.stale = stale if stale is not None else max(MIN_STALE, 4 * interval)
+        self.reservations = reservations
         self._holding: tuple[Budget, ...] = ()
+        self._reserving: tuple[Budget, ...] = ()  # hard token budgets without an active override
+        # request id -> (the budgets it reserved against, when): settled from the record's thread
+        self._held: dict[str, tuple[tuple[int, ...], float]] = {}
+        self._held_lock = threading.Lock()
         self._read_at: float | None = None  # time.monotonic() of the last good answer
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -207,36 +267,116 @@ class BudgetGate:
         """Read the state once; a failure keeps the last state (until it is stale)."""
         try:
             doc = self.fetch()
-            holding = tuple(Budget.of(b) for b in doc["budgets"] if b.get("holds"))
+            budgets = [Budget.of(b) for b in doc["budgets"]]
         except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError) as exc:
             POLLS.labels("error").inc()
             log.warning("budget state not read: %s", exc)
             return False
-        self._holding, self._read_at = holding, time.monotonic()
+        self._holding = tuple(b for b in budgets if b.holds)
+        self._reserving = tuple(b for b in budgets if b.hard and b.tokens is not None and not b.override_until)
+        self._read_at = time.monotonic()
         POLLS.labels("ok").inc()
+        self._forget_unsettled()
         return True
 
     def age(self) -> float | None:
         return None if self._read_at is None else time.monotonic() - self._read_at
 
-    def check(self, dims: Mapping[str, str]) -> Refusal | None:
-        """The refusal for a new request with these trusted dims, or None to serve it."""
+    @property
+    def reserves(self) -> bool:
+        return self.reservations is not None
+
+    def check(
+        self, dims: Mapping[str, str], request_id: str = "", need: Callable[[], Need] | None = None
+    ) -> Refusal | None:
+        """The refusal for a new request with these trusted dims, or None to serve it. With
+        reservations and `need` (asked only when a hard token budget covers the request), a
+        request served holds a reservation under `request_id` until `settle`."""
         line = dims.get("business_line", "")
         age = self.age()
         if age is None or age > self.stale:
             if not self.fail_closed:
                 return None
-            refusal = unknown_refusal(line, age)
+            refusal: Refusal | None = unknown_refusal(line, age)
         else:
             budget = next((b for b in self._holding if b.covers(dims)), None)
-            if budget is None:
-                return None
-            refusal = spent_refusal(budget, datetime.now(UTC))
-        REFUSED.labels(line, refusal.reason).inc()
+            if budget is not None:
+                refusal = spent_refusal(budget, datetime.now(UTC))
+            elif self.reservations is not None and need is not None:
+                refusal = self._reserve(dims, request_id, need)
+            else:
+                refusal = None
+        if refusal is not None:
+            REFUSED.labels(line, refusal.reason).inc()
         return refusal
 
+    def _reserve(self, dims: Mapping[str, str], request_id: str, need: Callable[[], Need]) -> Refusal | None:
+        assert self.reservations is not None
+        covering = [b for b in self._reserving if b.covers(dims)]
+        if not covering:
+            return None
+        wanted = need()
+        rooms = [(b.id, (b.tokens or 0) - b.used_tokens) for b in covering]
+        try:
+            refused, held = self.reservations.reserve(request_id, wanted.tokens, rooms)
+        except Exception as exc:  # the store unreachable: as an unknown state
+            RESERVED.labels("error").inc()
+            log.warning("budget reservation not made: %s", exc)
+            return unknown_refusal(dims.get("business_line", ""), self.age()) if self.fail_closed else None
+        if refused is not None:
+            RESERVED.labels("refused").inc()
+            return room_refusal(covering[refused], wanted, held[0], datetime.now(UTC))
+        RESERVED.labels("reserved").inc()
+        with self._held_lock:
+            self._held[request_id] = (tuple(b.id for b in covering), time.monotonic())
+        return None
 
-def polling_gate(url: str, key: str, *, interval: float, fail_closed: bool, stale: float | None = None) -> BudgetGate:
+    def settle(self, request_id: str, tokens: int | None) -> None:
+        """Settle a served request's reservation to its real use (None: unknown, e.g. a client
+        that went away before the engine's counts: what was reserved stands for the hold)."""
+        if self.reservations is None:
+            return
+        with self._held_lock:
+            held = self._held.pop(request_id, None)
+        if held is None:
+            return
+        try:
+            self.reservations.settle(request_id, held[0], tokens)
+        except Exception as exc:  # it expires on its own
+            RESERVED.labels("settle_error").inc()
+            log.warning("budget reservation of %s not settled: %s", request_id, exc)
+            return
+        RESERVED.labels("settled").inc()
+
+    def settle_record(self, record: Mapping[str, Any]) -> None:
+        """settle() with a record's use: prompt + completion tokens, as a budget counts them; an
+        aborted request that counted none is unknown."""
+        tokens = record.get("tokens") or {}
+        used = int(tokens.get("prompt") or 0) + int(tokens.get("completion") or 0)
+        aborted = (record.get("outcome") or {}).get("status") == "aborted"
+        self.settle(str(record.get("record_id")), None if aborted and not used else used)
+
+    def _forget_unsettled(self) -> None:
+        """Drop the local note of reservations never settled (a record that was not built):
+        Redis expired them already."""
+        if self.reservations is None:
+            return
+        horizon = time.monotonic() - self.reservations.ttl_ms / 1000
+        with self._held_lock:
+            for request_id in [r for r, (_, at) in self._held.items() if at < horizon]:
+                del self._held[request_id]
+
+
+def polling_gate(
+    url: str,
+    key: str,
+    *,
+    interval: float,
+    fail_closed: bool,
+    stale: float | None = None,
+    reservations: Reservations | None = None,
+) -> BudgetGate:
     """A started gate polling the platform at `url` with the collector `key`."""
     fetch = http_fetch(url, key, timeout=min(10.0, max(interval, 1.0)))
-    return BudgetGate(fetch, interval=interval, fail_closed=fail_closed, stale=stale).start()
+    gate = BudgetGate(fetch, interval=interval, fail_closed=fail_closed, stale=stale, reservations=reservations)
+    return gate.start()

@@ -22,7 +22,9 @@ Past those refusals every edge runs one pipeline, here, for each request it mete
                                       one the map does not know); the proxy and the OTLP
                                       receiver answer 401 where they need a known caller
   door.admit(exchange, who)           the dims it is attributed to (the map's decision over its
-                                      claims) and the hard budget's refusal
+                                      claims) and the hard budget's refusal; with reservations,
+                                      the request's largest use reserved (wire/reservations.py),
+                                      settled from its record (BudgetGate.settle_record)
   exchange_record(exchange, ...)      its record: the counts the edge measured, with what the
                                       request itself says (system, tool and structural tokens,
                                       the prompt hash, the retry chain)
@@ -35,7 +37,7 @@ Django, no vLLM.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,8 +46,9 @@ from prometheus_client import Counter
 
 from wire import record as rec
 from wire.attribution import AttributionMap, Caller, Decision, Policy, bearer, decide
-from wire.budgets import BudgetGate, Refusal
+from wire.budgets import DEFAULT_MAX_TOKENS, BudgetGate, Refusal
 from wire.record import ENDPOINT_PATHS
+from wire.reservations import Need, largest_use
 
 MAX_BODY = 32 * 1024 * 1024  # bytes of a request body an edge reads, decompressed
 
@@ -312,17 +315,43 @@ class Exchange:
         self.body = {"model": model} if model else {}
 
 
+Sizer = Callable[[Exchange], Need]
+
+
+def sizer(
+    *, default_max: int = DEFAULT_MAX_TOKENS, prompt_tokens: Callable[[Mapping[str, Any]], int] | None = None
+) -> Sizer:
+    """The largest use of an exchange (wire/reservations.py): its prompt counted by
+    `prompt_tokens` (the model's tokenizer; none, or 0: the byte bound) plus its max_tokens
+    times its answers, `default_max` where it sets none."""
+    count = prompt_tokens or (lambda body: 0)
+    return lambda exchange: largest_use(exchange.endpoint, exchange.body, prompt_tokens=count, default_max=default_max)
+
+
 class Door:
     """What an edge decides of a request before serving it: who sends it, who pays for it, and
-    whether a hard budget refuses it. One for the vLLM middleware, the proxy and the OTLP
-    receiver (which holds no budgets: it records requests already served)."""
+    whether a hard budget refuses it (with reservations: whether its largest use, `size`, fits).
+    One for the vLLM middleware, the proxy and the OTLP receiver (which holds no budgets: it
+    records requests already served)."""
 
     def __init__(
-        self, policy: Policy, *, defaults: Mapping[str, str] | None = None, budgets: BudgetGate | None = None
+        self,
+        policy: Policy,
+        *,
+        defaults: Mapping[str, str] | None = None,
+        budgets: BudgetGate | None = None,
+        size: Sizer | None = None,
     ) -> None:
         self.policy = policy
         self.defaults = dict(policy.defaults if defaults is None else defaults)
         self.budgets = budgets
+        self.size = size or sizer()
+
+    @property
+    def reserves(self) -> bool:
+        """Whether admit() may reserve (a round trip to the store, and maybe tokenizing): an
+        async edge then calls it off its event loop."""
+        return self.budgets is not None and self.budgets.reserves
 
     def who(self, authorizations: Iterable[str]) -> Who:
         """The sender of a request's Authorization values; Refused (400) for two or more."""
@@ -341,7 +370,9 @@ class Door:
         claims = rec.claimed_dims(exchange.headers if headers is None else headers, exchange.body)
         decision = self.decide(who, claims)
         exchange.dims = decision.record_dims()
-        return decision, self.budgets.check(decision.dims) if self.budgets is not None else None
+        if self.budgets is None:
+            return decision, None
+        return decision, self.budgets.check(decision.dims, exchange.record_id, lambda: self.size(exchange))
 
 
 def exchange_record(
