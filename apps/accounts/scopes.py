@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
+from django.utils.translation import gettext as _
 from rest_framework.permissions import BasePermission
 
 from apps.accounts.roles import roles_required, user_has_role
@@ -40,6 +42,17 @@ def sees_money(user: Any) -> bool:
         return True
     scope = _scope(user)
     return bool(scope is not None and scope.can_see_money)
+
+
+def finance_act_check(user: Any, *, refused: str, company_wide: str | None = None) -> None:
+    """A finance act (closing a month, adjusting a bill, entering a rate, setting a plan) needs the
+    finance or admin role, else PermissionDenied(`refused`); where `company_wide` is given, also a
+    user who sees every business line, else PermissionDenied(`company_wide`). Both messages are
+    marked with gettext_noop by the caller and translated here."""
+    if not user_has_role(user, *MONEY_ROLES):
+        raise PermissionDenied(_(refused))
+    if company_wide is not None and business_lines_of(user) is not None:
+        raise PermissionDenied(_(company_wide))
 
 
 def line_visible(user: Any, business_line: str) -> bool:

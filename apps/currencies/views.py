@@ -10,7 +10,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
@@ -18,8 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import business_lines_of, finance_act_check
 from apps.common.csvcells import csv_text
 from apps.currencies.links import PAGES
 from apps.currencies.models import ExchangeRate, MissingRate
@@ -36,15 +34,10 @@ MAX_RATES_BYTES = 2 * 1024 * 1024
 SHOWN = 90  # the most recent rates listed
 
 
-def _finance_check(request: HttpRequest) -> None:
-    if not user_has_role(request.user, "finance", "admin"):
-        raise PermissionDenied(_(NEEDS_FINANCE))
-
-
 @require_GET
 @login_required
 def rates_page(request: HttpRequest) -> HttpResponse:
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     functional = functional_currency()
     context: dict[str, Any] = {
         "functional": functional,
@@ -62,9 +55,7 @@ def rates_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def rates_act(request: HttpRequest) -> HttpResponse:
     """Enter one rate (`action=set`) or upload a CSV of rates (`action=import`)."""
-    _finance_check(request)
-    if business_lines_of(request.user) is not None:
-        raise PermissionDenied(_(COMPANY_ACT))
+    finance_act_check(request.user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     try:
         done = _import(request) if request.POST.get("action") == "import" else _set(request)
     except RateError as exc:

@@ -26,8 +26,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import finance_act_check
 from apps.common.buckets import month_days, month_of, next_month
 from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.ingest.models import ServedModel
@@ -55,13 +54,6 @@ DIFFERENCE_ACCOUNT = ("6401.09", "Supplier bill differences")
 
 class AdjustmentError(ValueError):
     pass
-
-
-def _finance_check(user: Any) -> None:
-    if not user_has_role(user, "finance", "admin"):
-        raise PermissionDenied(_(NEEDS_FINANCE))
-    if business_lines_of(user) is not None:
-        raise PermissionDenied(_(COMPANY_ACT))
 
 
 def _lines(differences: list[Difference]) -> list[dict[str, Any]]:
@@ -99,7 +91,7 @@ def adjustment_propose(
 ) -> BillAdjustment:
     """Propose the entry that explains the open differences of `supplier`'s month, or only the
     one of (day, model, key) when `day` is given."""
-    _finance_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     month, label = month_of(month), f"{month_of(month):%Y-%m}"
     with transaction.atomic():
         Supplier.objects.select_for_update().get(pk=supplier.pk)
@@ -137,7 +129,7 @@ def _waiting(adjustment_id: int) -> BillAdjustment:
 
 def adjustment_approve(*, adjustment_id: int, user: Any, note: str = "") -> BillAdjustment:
     """Post the proposed adjustment (see the module docstring), by a user other than its proposer."""
-    _finance_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     with transaction.atomic():
         adjustment = _waiting(adjustment_id)
         if adjustment.proposed_by_id == user.pk:
@@ -147,7 +139,7 @@ def adjustment_approve(*, adjustment_id: int, user: Any, note: str = "") -> Bill
 
 
 def adjustment_reject(*, adjustment_id: int, user: Any, note: str) -> BillAdjustment:
-    _finance_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     if not note.strip():
         raise AdjustmentError(_(REJECT_NEEDS_NOTE))
     with transaction.atomic():

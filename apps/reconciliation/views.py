@@ -22,8 +22,7 @@ from django.utils.dateparse import parse_date
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import business_lines_of, finance_act_check
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.common.sheets import table_download
 from apps.ledger.links import page_link
@@ -45,11 +44,6 @@ from apps.reconciliation.tables import reconciliation_build
 MAX_BILL_BYTES = 20 * 1024 * 1024
 
 
-def _finance_check(request: HttpRequest) -> None:
-    if not user_has_role(request.user, "finance", "admin"):
-        raise PermissionDenied(_(NEEDS_FINANCE))
-
-
 def _month(request: HttpRequest) -> date:
     raw = request.GET.get("month")
     return parse_month(raw, error=Http404) if raw else previous_month(month_of(timezone.now()))
@@ -58,7 +52,7 @@ def _month(request: HttpRequest) -> date:
 @require_GET
 @login_required
 def reconciliation_page(request: HttpRequest) -> HttpResponse:
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     month = _month(request)
     lines = business_lines_of(request.user)
     board = reconciliation_build(month=month, business_lines=lines)
@@ -91,9 +85,7 @@ def reconciliation_page(request: HttpRequest) -> HttpResponse:
 def reconciliation_act(request: HttpRequest) -> HttpResponse:
     """Upload a bill, propose, approve or reject an adjustment (the form's `action`); errors
     come back as a message on the page."""
-    _finance_check(request)
-    if business_lines_of(request.user) is not None:
-        raise PermissionDenied(_(COMPANY_ACT))
+    finance_act_check(request.user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     month = parse_month(request.POST.get("month", ""), error=Http404)
     try:
         done = _act(request, month)

@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import business_lines_of, finance_act_check
 from apps.common.buckets import month_of, next_month, previous_month, zone_name
 from apps.ledger.links import page_link
 from apps.ledger.models import CloseRequest, Finding, FindingReview, Period
@@ -45,23 +45,18 @@ from apps.ledger.services.closing import (
 from apps.ledger.services.periods import PeriodError, parse_month, period_reopen
 
 
-def _finance_check(request: HttpRequest) -> None:
-    if not user_has_role(request.user, "finance", "admin"):
-        raise PermissionDenied(_(NEEDS_FINANCE))
-
-
 @require_GET
 @login_required
 def close_latest(request: HttpRequest) -> HttpResponse:
     """The month to close now: the one before this one."""
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     return redirect("finance-close", month=f"{previous_month(month_of(timezone.now())):%Y-%m}")
 
 
 @require_GET
 @login_required
 def close_page(request: HttpRequest, month: str) -> HttpResponse:
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     first = parse_month(month, error=Http404)
     lines = business_lines_of(request.user)
     period = Period.objects.filter(month=first).first()
@@ -102,7 +97,7 @@ def close_page(request: HttpRequest, month: str) -> HttpResponse:
 @login_required
 def close_items(request: HttpRequest, month: str, key: str) -> HttpResponse:
     """The items of one checklist line, computed now: exactly those the line counts."""
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     first = parse_month(month, error=Http404)
     lines = business_lines_of(request.user)
     try:
@@ -123,9 +118,7 @@ def close_items(request: HttpRequest, month: str, key: str) -> HttpResponse:
 @login_required
 def close_review(request: HttpRequest, month: str) -> HttpResponse:
     """Resolve or accept one finding (kind, business_line, decision, note); back to the findings."""
-    _finance_check(request)
-    if business_lines_of(request.user) is not None:
-        raise PermissionDenied(_(COMPANY_ACT))
+    finance_act_check(request.user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     first = parse_month(month, error=Http404)
     post = request.POST
     try:
@@ -174,9 +167,7 @@ ACTIONS = ("submit", "approve", "reject", "withdraw", "reopen")
 @login_required
 def close_act(request: HttpRequest, month: str) -> HttpResponse:
     """One step of the close (the form's `action`); errors come back as a message on the page."""
-    _finance_check(request)
-    if business_lines_of(request.user) is not None:
-        raise PermissionDenied(_(COMPANY_ACT))
+    finance_act_check(request.user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     first = parse_month(month, error=Http404)
     action, note = request.POST.get("action", ""), request.POST.get("note", "")[:2000]
     try:

@@ -35,8 +35,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import finance_act_check
 from apps.common.buckets import month_of
 from apps.ledger.models import CloseRequest, FindingReview, Period
 from apps.ledger.services.accrual import month_window
@@ -99,13 +98,6 @@ class CloseError(ValueError):
 # --- the workflow --------------------------------------------------------------------------------
 
 
-def _closer_check(user: Any) -> None:
-    if not user_has_role(user, "finance", "admin"):
-        raise PermissionDenied(_(NEEDS_FINANCE))
-    if business_lines_of(user) is not None:
-        raise PermissionDenied(_(COMPANY_ACT))
-
-
 def _label(month: date) -> str:
     return f"{month:%Y-%m}"
 
@@ -118,7 +110,7 @@ def detail_shown(item: dict[str, Any]) -> str:
 
 def close_request_submit(*, month: date, user: Any, note: str = "", now: datetime | None = None) -> CloseRequest:
     """Submit `month` for closing, with the checklist as it stands now."""
-    _closer_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     month, now = month_of(month), now or timezone.now()
     if month_window(month).end > now:
         raise CloseError(_(NOT_ENDED).format(month=_label(month)))
@@ -164,7 +156,7 @@ def close_request_approve(
 ) -> tuple[CloseRequest, CloseResult]:
     """Approve the month's waiting request and close the period, in one transaction: if the
     close fails (the month has not ended, it is already closed) the request keeps waiting."""
-    _closer_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     month = month_of(month)
     with transaction.atomic():
         request = _waiting(month)
@@ -180,7 +172,7 @@ def close_request_approve(
 
 def close_request_reject(*, month: date, user: Any, note: str) -> CloseRequest:
     """Send the month's waiting request back to its preparer, with the reason."""
-    _closer_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     if not note.strip():
         raise CloseError(_(REJECT_NEEDS_NOTE))
     with transaction.atomic():
@@ -192,7 +184,7 @@ def close_request_reject(*, month: date, user: Any, note: str) -> CloseRequest:
 
 def close_request_withdraw(*, month: date, user: Any, note: str = "") -> CloseRequest:
     """The preparer takes their waiting request back."""
-    _closer_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     with transaction.atomic():
         request = _waiting(month_of(month))
         if request.prepared_by_id != user.pk:
@@ -204,7 +196,7 @@ def finding_review(*, month: date, kind: str, business_line: str, decision: str,
     """Record `user`'s decision on the month's finding (kind, business line): resolved (the
     action it asks for was taken) or accepted as it stands, with a reason. The finding must be
     one of the month's now; a second review of it replaces the first (the audit log keeps both)."""
-    _closer_check(user)
+    finance_act_check(user, refused=NEEDS_FINANCE, company_wide=COMPANY_ACT)
     month, note = month_of(month), note.strip()
     if decision not in FindingReview.Decision.values:
         raise CloseError(_(UNKNOWN_DECISION))

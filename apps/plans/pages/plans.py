@@ -11,17 +11,15 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import gettext_lazy, gettext_noop, ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.accounts.roles import user_has_role
-from apps.accounts.scopes import business_lines_of
+from apps.accounts.scopes import business_lines_of, finance_act_check
 from apps.common.buckets import month_of, next_month, previous_month
 from apps.ledger.links import page_link
 from apps.ledger.models import CostCentre, Period
@@ -37,6 +35,9 @@ from apps.plans.planning import (
 from apps.pricing.models import Currency
 
 CURRENCIES = [("", "—"), *((c, c) for c in Currency.values)]  # ISO codes, as finance writes them
+
+
+NEEDS_FINANCE = gettext_noop("budgets and revenue are set by the finance and admin roles")
 
 
 class PlanRowForm(forms.Form):
@@ -92,11 +93,6 @@ class _Rows(forms.BaseFormSet):
 PlanFormSet = forms.formset_factory(PlanRowForm, formset=_Rows, extra=1)
 
 
-def _finance_check(request: HttpRequest) -> None:
-    if not user_has_role(request.user, "finance", "admin"):
-        raise PermissionDenied(_("budgets and revenue are set by the finance and admin roles"))
-
-
 def _initial(rows: list[PlanRow]) -> list[dict[str, Any]]:
     return [vars(row).copy() for row in rows]
 
@@ -104,7 +100,7 @@ def _initial(rows: list[PlanRow]) -> list[dict[str, Any]]:
 @require_GET
 @login_required
 def plans_latest(request: HttpRequest) -> HttpResponse:
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     return redirect("finance-plans", month=f"{month_of(timezone.now()):%Y-%m}")
 
 
@@ -112,7 +108,7 @@ def plans_latest(request: HttpRequest) -> HttpResponse:
 @login_required
 def plans_page(request: HttpRequest, month: str) -> HttpResponse:
     """GET: the month's rows; POST: save them all, or nothing with each row's error."""
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     first = parse_month(month, error=Http404)
     lines = business_lines_of(request.user)
     initial = _initial(plan_rows(month=first, business_lines=lines))
@@ -163,7 +159,7 @@ def _save(formset: Any, month: date, user: Any, lines: list[str] | None) -> tupl
 @login_required
 def plans_copy(request: HttpRequest, month: str) -> HttpResponse:
     """Copy the month before's budgets and revenue into this month where it has none."""
-    _finance_check(request)
+    finance_act_check(request.user, refused=NEEDS_FINANCE)
     first = parse_month(month, error=Http404)
     try:
         copied = plans_copy_previous(month=first, user=request.user, business_lines=business_lines_of(request.user))
