@@ -97,6 +97,25 @@ class ScopedModelAdmin(admin.ModelAdmin):
         super().delete_model(request, obj)
 
 
+class ReadOnlyAdmin(ScopedModelAdmin):
+    """Rows the platform writes (rejections, priced hours, runs): viewed here, never added or
+    changed; deleted by whom the role allows."""
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class KeptAdmin(ReadOnlyAdmin):
+    """Rows kept as the record of what was done (the journal, periods, bills): read-only, and
+    not deleted here either."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 def scoped(admin_class: type[admin.ModelAdmin]) -> type[ScopedModelAdmin]:
     """`admin_class` (of another package: auth, celery beat) as a ScopedModelAdmin whose rows
     span business lines."""

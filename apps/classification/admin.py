@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.accounts.admin_scope import ScopedModelAdmin
+from apps.accounts.admin_scope import ReadOnlyAdmin, ScopedModelAdmin
 from apps.classification.models import HealthThreshold, Reason, Rule, RuleSet
 from apps.classification.services import RuleSetNotEditable, ruleset_activate, ruleset_draft_create
 from apps.common.models import JobRun
@@ -61,18 +61,12 @@ class ReasonAdmin(ScopedModelAdmin):
 # apps.common owns the runs' table but imports no other app (nor the scoped admin of accounts):
 # its admin is here, in the first stage whose jobs (reclassify, then reprice and accrue) use it.
 @admin.register(JobRun)
-class JobRunAdmin(ScopedModelAdmin):
+class JobRunAdmin(ReadOnlyAdmin):
     """Progress of the resumable runs (manage.py reclassify, reprice, accrue): the steps before
     next_day are done; a reclassify run's key is its rule set's id."""
 
     list_display = ["kind", "key", "start", "end", "next_day", "status", "started_at", "finished_at"]
     list_filter = ["kind", "status"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(HealthThreshold)

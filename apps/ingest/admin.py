@@ -3,16 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.accounts.admin_scope import ScopedModelAdmin
+from apps.accounts.admin_scope import ReadOnlyAdmin
 from apps.ingest.models import DimSet, DroppedPartition, Rejection, ServedModel
-
-
-class ReadOnlyAdmin(ScopedModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(Rejection)

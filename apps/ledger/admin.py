@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.accounts.admin_scope import ScopedModelAdmin
+from apps.accounts.admin_scope import KeptAdmin, ScopedModelAdmin
 from apps.accounts.roles import user_has_role
 from apps.ledger.models import (
     Account,
@@ -25,17 +25,6 @@ from apps.ledger.models import (
 from apps.ledger.services.periods import PeriodError, period_close, period_reopen
 
 REBOOK_HINT = "Open months pick the change up within minutes; closed months get adjusting entries (manage.py accrue)."
-
-
-class ReadOnlyAdmin(ScopedModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(Account)
@@ -61,7 +50,7 @@ class MappingRuleAdmin(ScopedModelAdmin):
 
 
 @admin.register(MappingRuleRevision)
-class MappingRuleRevisionAdmin(ReadOnlyAdmin):
+class MappingRuleRevisionAdmin(KeptAdmin):
     list_display = ["rule_id", "revision", "changed_at", "snapshot"]
 
 
@@ -84,7 +73,7 @@ class PeriodEventInline(admin.TabularInline):
 
 
 @admin.register(Period)
-class PeriodAdmin(ReadOnlyAdmin):
+class PeriodAdmin(KeptAdmin):
     list_display = ["month", "status", "closed_at", "closed_by"]
     inlines = [PeriodEventInline]
     actions = ["close", "reopen"]
@@ -124,7 +113,7 @@ class JournalLineInline(admin.TabularInline):
 
 
 @admin.register(JournalEntry)
-class JournalEntryAdmin(ReadOnlyAdmin):
+class JournalEntryAdmin(KeptAdmin):
     list_display = ["period", "day", "kind", "adjusts", "currency", "memo", "created_at"]
     list_filter = ["kind", "currency", "period"]
     date_hierarchy = "day"
@@ -142,14 +131,14 @@ class CostCentreAdmin(ScopedModelAdmin):
 
 
 @admin.register(Finding)
-class FindingAdmin(ReadOnlyAdmin):
+class FindingAdmin(KeptAdmin):
     line_field = "business_line"  # empty (the whole company) is outside any scope
     list_display = ["period", "kind", "business_line", "action", "message", "delivered_at"]
     list_filter = ["kind", "period"]
 
 
 @admin.register(CloseRequest)
-class CloseRequestAdmin(ReadOnlyAdmin):
+class CloseRequestAdmin(KeptAdmin):
     """Requests are made and decided on the close page (/finance/close/<month>/), by two people."""
 
     list_display = ["month", "state", "prepared_by", "submitted_at", "decided_by", "decided_at"]

@@ -8,7 +8,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-from apps.accounts.admin_scope import ScopedModelAdmin
+from apps.accounts.admin_scope import ReadOnlyAdmin, ScopedModelAdmin
 from apps.pricing.models import CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion, UnpricedHour
 from apps.pricing.selectors import unpriced_message, unpriced_models_recent
 
@@ -36,14 +36,6 @@ class UnpricedBannerMixin:
         if models:
             messages.warning(request, unpriced_message(models))
         return super().changelist_view(request, extra_context)  # type: ignore[misc]
-
-
-class ReadOnlyAdmin(ScopedModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 class PriceInline(admin.TabularInline):

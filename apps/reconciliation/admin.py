@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.accounts.admin_scope import ScopedModelAdmin
+from apps.accounts.admin_scope import KeptAdmin, ScopedModelAdmin
 from apps.reconciliation.models import Bill, BillAdjustment, BillRowError, Supplier
 
 
@@ -41,17 +41,6 @@ class SupplierAdmin(ScopedModelAdmin):
     ]
 
 
-class _ReadOnly(ScopedModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-
 class BillRowErrorInline(admin.TabularInline):
     model = BillRowError
     fields = ["row", "reason", "raw"]
@@ -64,13 +53,13 @@ class BillRowErrorInline(admin.TabularInline):
 
 
 @admin.register(Bill)
-class BillAdmin(_ReadOnly):
+class BillAdmin(KeptAdmin):
     list_display = ["supplier", "month", "state", "rows", "total", "currency", "filename", "imported_by", "imported_at"]
     list_filter = ["state", "supplier"]
     inlines = [BillRowErrorInline]
 
 
 @admin.register(BillAdjustment)
-class BillAdjustmentAdmin(_ReadOnly):
+class BillAdjustmentAdmin(KeptAdmin):
     list_display = ["supplier", "month", "amount", "currency", "state", "proposed_by", "decided_by", "entry"]
     list_filter = ["state", "supplier"]
