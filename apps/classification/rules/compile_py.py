@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import RuleError
-from .nodes import Arith, Call, Compare, Field, InList, Literal, Logic, Neg, Node, Not, type_of
+from .nodes import Arith, Call, Compare, Field, InList, Literal, Logic, Neg, Node, Not, Operations, type_of
 
 Getter = Callable[[Any], Any]
 Predicate = Callable[[Any], bool]
@@ -38,7 +38,7 @@ def _is_null(node: Node) -> bool:
     return isinstance(node, Literal) and node.value is None
 
 
-class _Compiler:
+class _Compiler(Operations[Predicate]):
     def __init__(self, accessor: Accessor) -> None:
         self.accessor = accessor
 
@@ -89,13 +89,7 @@ class _Compiler:
                 return lambda obj: not inner(obj)
             case Logic():
                 return self.logic(node)
-            case Compare():
-                return self.compare(node)
-            case InList():
-                return self.in_list(node)
-            case Call():
-                return self.call(node)
-        raise AssertionError(f"not a condition: {node!r}")
+        return self.operation(node, "not a condition:")
 
     def logic(self, node: Logic) -> Predicate:
         parts = [self.condition(o) for o in node.operands]

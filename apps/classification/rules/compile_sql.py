@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import RuleError
-from .nodes import Arith, Call, Compare, Field, InList, Literal, Logic, Neg, Node, Not, type_of
+from .nodes import Arith, Call, Compare, Field, InList, Literal, Logic, Neg, Node, Not, Operations, type_of
 from .schema import Kind
 
 SQL_COMPARE = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -39,7 +39,7 @@ def _guard(expression: str, nullable: bool) -> str:
     return f"({expression} IS TRUE)" if nullable else expression
 
 
-class _Compiler:
+class _Compiler(Operations[str]):
     def __init__(self, columns: Columns) -> None:
         self.columns = columns
         self.params: list[object] = []
@@ -103,13 +103,7 @@ class _Compiler:
                 return f"(NOT {self.condition(operand)})"
             case Logic(op=op, operands=operands):
                 return "(" + f" {op.upper()} ".join(self.condition(o) for o in operands) + ")"
-            case Compare():
-                return self.compare(node)
-            case InList():
-                return self.in_list(node)
-            case Call():
-                return self.call(node)
-        raise AssertionError(f"not a condition: {node!r}")
+        return self.operation(node, "not a condition:")
 
     def compare(self, node: Compare) -> str:
         left, right = node.left, node.right

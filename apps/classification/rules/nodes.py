@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from .errors import Position
 from .schema import Type
@@ -84,6 +85,35 @@ class Logic:
 
 
 Node = Literal | Field | Call | Neg | Not | Arith | Compare | InList | Logic
+
+
+T = TypeVar("T")
+
+
+class Operations(Generic[T]):
+    """What every pass over the tree (the type check, the Python and the SQL compilers) does the
+    same way: a comparison, a membership test and a function call each go to a method of its own."""
+
+    def compare(self, node: Compare) -> T:
+        raise NotImplementedError
+
+    def in_list(self, node: InList) -> T:
+        raise NotImplementedError
+
+    def call(self, node: Call) -> T:
+        raise NotImplementedError
+
+    def operation(self, node: Node, refused: str) -> T:
+        """The method of `node`'s kind; AssertionError(`refused`) for a kind the pass met before it
+        got here (a pass handles every other kind itself)."""
+        match node:
+            case Compare():
+                return self.compare(node)
+            case InList():
+                return self.in_list(node)
+            case Call():
+                return self.call(node)
+        raise AssertionError(f"{refused} {node!r}")
 
 
 def leftmost(node: Node) -> Position:

@@ -6,7 +6,7 @@ import difflib
 from dataclasses import replace
 
 from .errors import RuleError
-from .nodes import Arith, Call, Compare, Field, InList, Literal, Logic, Neg, Node, Not, leftmost
+from .nodes import Arith, Call, Compare, Field, InList, Literal, Logic, Neg, Node, Not, Operations, leftmost
 from .schema import BOOL, INT, NULL, STR, Kind, Schema, Type
 
 # name -> argument types; every function answers a bool, false when an argument is null
@@ -23,7 +23,7 @@ def _kind_name(node: Node) -> str:
     return _A_KIND[(node.type or NULL).kind]
 
 
-class _Checker:
+class _Checker(Operations[Node]):
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
 
@@ -47,13 +47,7 @@ class _Checker:
                 what = f"`{node.op}` needs a condition on each side"
                 operands = tuple(self.condition(o, what) for o in node.operands)
                 return replace(node, operands=operands, type=BOOL)
-            case Compare():
-                return self.compare(node)
-            case InList():
-                return self.in_list(node)
-            case Call():
-                return self.call(node)
-        raise AssertionError(f"unknown node {node!r}")
+        return self.operation(node, "unknown node")
 
     def field(self, node: Field) -> Field:
         spec = self.schema.lookup(node.path)
