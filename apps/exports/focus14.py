@@ -37,6 +37,7 @@ from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.common.buckets import month_of
 from apps.common.composed import SQL, text
 from apps.common.csvcells import safe_dict
+from apps.exports.focus import COLUMNS as COLUMNS_12
 from apps.exports.focus import TOKENS_PER_PRICING_UNIT, _cost, _idle_what, _num, _tags, _Windows
 from apps.ledger import conf
 from apps.ledger.idle.allocation import SHOWBACK as IDLE
@@ -44,63 +45,17 @@ from apps.ledger.mapping import mapping_load
 from apps.ledger.models import Account, JournalEntry, JournalLine
 from apps.ledger.services.accrual import PRICED_HOURS_FROM, analytic_cursor
 
-COLUMNS = (
-    "BilledCost",
-    "BillingAccountId",
-    "BillingAccountName",
-    "BillingAccountType",
-    "BillingCurrency",
-    "BillingPeriodEnd",
-    "BillingPeriodStart",
-    "ChargeCategory",
-    "ChargeClass",
-    "ChargeDescription",
-    "ChargeFrequency",
-    "ChargePeriodEnd",
-    "ChargePeriodStart",
-    "ConsumedQuantity",
-    "ConsumedUnit",
-    "ContractedCost",
-    "ContractedUnitPrice",
-    "EffectiveCost",
-    "HostProviderName",
-    "InvoiceIssuerName",
-    "ListCost",
-    "ListUnitPrice",
-    "PricingCategory",
-    "PricingCurrency",
-    "PricingCurrencyContractedUnitPrice",
-    "PricingCurrencyEffectiveCost",
-    "PricingCurrencyListUnitPrice",
-    "PricingQuantity",
-    "PricingUnit",
-    "ResourceId",
-    "ResourceName",
-    "ResourceType",
-    "ServiceCategory",
-    "ServiceName",
-    "ServiceProviderName",
-    "ServiceSubcategory",
-    "SkuId",
-    "SkuMeter",
-    "SkuPriceDetails",
-    "SkuPriceId",
-    "SubAccountId",
-    "SubAccountName",
-    "SubAccountType",
-    "Tags",
-    "x_Account",
-    "x_AccountName",
-    "x_AdjustsPeriod",
-    "x_BillingPeriod",
-    "x_Caller",
-    "x_ChargeDay",
-    "x_ExchangeRate",
-    "x_ExchangeRateSource",
-    "x_JournalLineId",
-    "x_Reason",
-    "x_TokenClass",
-    "x_TokenKind",
+# FOCUS 1.4's columns are 1.2's less the two it renamed (ProviderName: ServiceProviderName and
+# HostProviderName; PublisherName: gone), plus its unit prices and SKUs and this export's own x_
+# columns; in the order of their names, as 1.2's are.
+COLUMNS = tuple(
+    sorted(
+        set(COLUMNS_12) - {"ProviderName", "PublisherName"}
+        | {"ContractedUnitPrice", "HostProviderName", "ListUnitPrice", "ServiceProviderName"}
+        | {"PricingCurrencyContractedUnitPrice", "PricingCurrencyListUnitPrice"}
+        | {"SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId"}
+        | {"x_BillingPeriod", "x_Caller", "x_ChargeDay", "x_Reason", "x_TokenClass", "x_TokenKind"}
+    )
 )
 CENT = Decimal("0.01")
 # A price version's price is the list's (Standard); a cost pool's follows the pool's hours and use.
