@@ -13,7 +13,7 @@ from django.utils.translation import pgettext, pgettext_lazy
 from apps.audits.finders.base import Rates, fetch
 from apps.audits.models import AuditFinding, AuditReport
 from apps.classification.engine import COMPONENT_KIND
-from apps.common.buckets import month_end, month_of, month_start
+from apps.common.buckets import hour_floor, month_end, month_of, month_start
 from apps.common.composed import SQL, Literal, table, text
 from apps.ingest.models import HourlyUsage, ServedModel
 from apps.pricing.book import PriceBook
@@ -60,7 +60,7 @@ def _book_currency(book: PriceBook, at: datetime) -> str:
 
 
 def _book_rates(book: PriceBook, at: datetime, currency: str) -> Callable[[str], dict[str, Decimal]]:
-    hour = at.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(at)
 
     def rates(model: str) -> dict[str, Decimal]:
         basis = book.basis(model, hour)

@@ -12,10 +12,12 @@ class ClassificationConfig(AppConfig):
     def ready(self) -> None:
         from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
-        from apps.classification.models import Rule, RuleSet
+        from apps.classification.models import HourlyClass, Rule, RuleSet
+        from apps.common.hourgrid import hour_table_register
 
         audited(RuleSet, Rule)
         # Engineers write the rules; every role reads the classification.
         role_grants(self.label, {"engineer": ("add", "change", "view")}, model="ruleset")
         role_grants(self.label, {"engineer": ("add", "change", "delete", "view")}, model="rule")
         role_grants(self.label, {role: ("view",) for role in ("engineer", "finance", "viewer")})
+        hour_table_register(HourlyClass)

@@ -17,12 +17,11 @@ batches of that day in flight and holds new ones back, while other days' batches
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from apps.classification.engine import COMPONENTS
 from apps.classification.services import batch_classify, days_lock_shared, dirty_days_mark
 from apps.classification.sql import CLASS_ROLLUP, component_tokens_sql
-from apps.common.buckets import hour_floor_sql, utc_buckets
+from apps.common.buckets import hour_floor_sql, rollup_day_of, utc_buckets
 from apps.common.composed import SQL, Identifier, Literal, col, commas, names
 from apps.ingest.contract import RecordV1
 from apps.ingest.services import BatchRows, Companion, Cte, Prepared, StageColumn
@@ -82,7 +81,7 @@ def batch_prepare(source_id: int, records: Sequence[RecordV1]) -> Prepared:
     classified = batch_classify(source_id=source_id, records=records)
     # The days whose class rollup the batch adds to or marks dirty: a reclassification of one
     # of them waits for the batch, and the batch for it (classification.services.days_lock_shared).
-    days = utc_buckets([r.ts for r in records], datetime.date) | classified.dirty_days
+    days = utc_buckets([r.ts for r in records], rollup_day_of) | classified.dirty_days
 
     def before() -> None:
         days_lock_shared(days=days)

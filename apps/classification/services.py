@@ -26,7 +26,7 @@ from apps.classification.engine import (
 from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
 from apps.classification.sql import CLASS_ROLLUP, MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
-from apps.common.buckets import utc_day_start
+from apps.common.buckets import rollup_day_of, rollup_day_start
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.db import bound_cursor
@@ -256,7 +256,7 @@ def _days_made_dirty(present: list[Candidate], stored: list[Candidate], window: 
         values = batch_times.get(s.key, [])
         i = bisect.bisect_left(values, s.ts)
         if i > 0 and values[i - 1] >= s.ts - window:
-            dirty.add(s.ts.date())
+            dirty.add(rollup_day_of(s.ts))
     return dirty
 
 
@@ -405,7 +405,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
     if ruleset.status == RuleSet.Status.DRAFT:
         raise ReclassifyError(NOT_A_DRAFT)
     _records_present(day, day + DAY)
-    start = utc_day_start(day)
+    start = rollup_day_start(day)
     sql, params = reclassify_insert_sql(
         compiled=ruleset_compiled(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
     )

@@ -239,18 +239,14 @@ def _component_values(*reason_lists: Sequence[str]) -> str:
     return f"unnest({', '.join(arrays)})"
 
 
-# Ingest's rollup key: the UTC hour, source, model, rollup dims.
-_ROLLUP_KEY = (
-    hour_floor_sql("x.ts"),
-    "x.source_id",
-    "x.model_id",
-    "x.rollup_dims_id",
-)
+def _rollup_key() -> tuple[str, ...]:
+    """Ingest's rollup key: the hour bucket (of the accounting zone), source, model, rollup dims."""
+    return (hour_floor_sql("x.ts"), "x.source_id", "x.model_id", "x.rollup_dims_id")
 
 
 def reclassify_insert_sql(*, compiled: RuleSetSql, ruleset_id: int, start: datetime, end: datetime) -> Fragment:
     """INSERT the class rollup rows of the records in [start, end), whole hours, under a rule set."""
-    classes, params = classes_sql(start=start, end=end, flags=compiled.flags, keys=_ROLLUP_KEY)
+    classes, params = classes_sql(start=start, end=end, flags=compiled.flags, keys=_rollup_key())
     components = _component_values(compiled.reasons)
     sql = (
         f"INSERT INTO {HourlyClass._meta.db_table} "

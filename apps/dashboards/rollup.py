@@ -19,6 +19,7 @@ from typing import NamedTuple
 from django.db import connection, transaction
 
 from apps.classification.models import HourlyClass
+from apps.common.buckets import hour_floor
 from apps.common.composed import SQL, Composed, Identifier, Literal, col, commas, names, table, text
 from apps.common.rollup import Marks, Rollup
 from apps.dashboards.models import (
@@ -157,7 +158,7 @@ def midnight(day: date) -> datetime:
 
 
 def hour_now() -> datetime:
-    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    return hour_floor(datetime.now(UTC))
 
 
 def refresh_day(day: date, *, now: datetime | None = None) -> bool:

@@ -16,7 +16,7 @@ from django.db import transaction
 from apps.classification.engine import CLASSES, COMPONENTS, DUPLICATE_WINDOW_SECONDS
 from apps.classification.health import Ratios, ratios_of
 from apps.classification.models import HourlyClass, Reason, RuleSet
-from apps.common.buckets import utc_days, zone_name
+from apps.common.buckets import hour_floor, utc_days, zone_name
 from apps.common.composed import SQL, Composable, text
 from apps.common.replica import read_connection
 from apps.dashboards.filters import Filters
@@ -495,7 +495,7 @@ def _component_cost(
 
 
 def _hour_ruleset(record: Record) -> RuleSet | None:
-    hour = record.ts.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(record.ts)
     rows = HourlyClass.objects.filter(
         hour=hour, source_id=record.source_id, model_id=record.model_id, dims_id=record.dims.rollup_id or record.dims_id
     )
@@ -615,7 +615,7 @@ def records_cost(*, records: list[Record]) -> dict[tuple, RecordCost]:
     from apps.pricing.selectors import PoolHourRate, price_book_load
 
     book = price_book_load()
-    hour = {r.pk: r.ts.replace(minute=0, second=0, microsecond=0) for r in records}
+    hour = {r.pk: hour_floor(r.ts) for r in records}
     bases = {r.pk: book.basis(r.model.name, hour[r.pk]) for r in records}
     pool_hours = {(b.pool.id, hour[pk]) for pk, b in bases.items() if b is not None and b.pool is not None}
     rates: dict[tuple[int, datetime], PoolHourRate] = {}

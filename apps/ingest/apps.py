@@ -12,9 +12,12 @@ class IngestConfig(AppConfig):
     def ready(self) -> None:
         from apps.accounts.lines import lines_source
         from apps.accounts.roles import role_grants
+        from apps.common.hourgrid import hour_table_register
+        from apps.ingest.models import HourlyUsage
 
         lines_source(_lines_recorded)
         role_grants(self.label, {role: ("view",) for role in ("engineer", "finance", "viewer")})
+        hour_table_register(HourlyUsage)
 
 
 def _lines_recorded() -> list[str]:

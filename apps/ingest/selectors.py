@@ -137,7 +137,11 @@ def usage_series(
 
     `group_by` items are USAGE_GROUPS or names of rollup dims (settings.ROLLUP_DIMS).
     """
-    select: list[Composable] = [SQL("date_trunc({}, u.hour, 'UTC') AS period").format(Literal(granularity))]
+    # An hour is its bucket (past the UTC hour in a zone of half hours); days and months are UTC's.
+    period: Composable = SQL("u.hour")
+    if granularity != "hour":
+        period = SQL("date_trunc({}, u.hour, 'UTC')").format(Literal(granularity))
+    select: list[Composable] = [SQL("{} AS period").format(period)]
     params: list[Any] = []
     for name in group_by:
         column: Composable | None = USAGE_COLUMNS.get(name)

@@ -17,10 +17,11 @@ from psycopg.errors import UniqueViolation
 
 from apps.accounts.models import CollectorKey
 from apps.accounts.services import collector_key_seen
-from apps.common.buckets import hour_floor_sql, utc_buckets
+from apps.common.buckets import hour_floor_sql, hour_origin, utc_buckets
 from apps.common.composed import SQL, Composable, Composed, Identifier, Literal, col, commas, names, table, text
 from apps.common.db import bound_cursor
 from apps.common.gcpause import gc_paused
+from apps.common.hourgrid import grid_check
 from apps.common.rollup import Rollup
 from apps.ingest.contract import BodyError, KeyLimits, RecordV1, Rejected, decode_batch
 from apps.ingest.metrics import ingest_counted
@@ -103,11 +104,18 @@ _ROLLUP = SQL(""", agg AS (
     GROUP BY 1, 2, 3, 4, 5, 6
 ), up AS (
     {upsert}
-)""").format(
-    hour=SQL(hour_floor_sql("ins.ts")),
-    tokens=commas(SQL("sum({})").format(col("ins", name)) for name in TOKEN_FIELDS),
-    upsert=USAGE.upsert(Identifier("agg")),
-)
+)""")
+
+
+def _rollup() -> Composed:
+    """The usage rollup's part of the statement, in the hour buckets of the accounting zone."""
+    return _ROLLUP.format(
+        hour=SQL(hour_floor_sql("ins.ts")),
+        tokens=commas(SQL("sum({})").format(col("ins", name)) for name in TOKEN_FIELDS),
+        upsert=USAGE.upsert(Identifier("agg")),
+    )
+
+
 _INSERT_TAIL = SQL("""
 SELECT coalesce(sum(records), 0)::bigint FROM agg
 """)
@@ -189,15 +197,18 @@ class _Statement:
     insert_new: str  # the batch as it is: fails when a record was stored before
 
 
-_statements: dict[str | None, _Statement] = {}
+_statements: dict[tuple[str | None, timedelta], _Statement] = {}
 
 
 def _statement(companion: Companion | None) -> _Statement:
-    """The staging table and the insert statement of a companion (or of ingest alone), made once."""
-    key = companion.name if companion else None
+    """The staging table and the insert statement of a companion (or of ingest alone), made once
+    for each hour origin (the statement holds its zone's hour buckets). Before the first batch of
+    an origin the stored hours are checked to lie on its grid (apps.common.hourgrid)."""
+    key = (companion.name if companion else None, hour_origin())
     found = _statements.get(key)
     if found is not None:
         return found
+    grid_check()
     extra = companion.columns if companion else ()
     # Stored with the variable-length columns last: the rollups read the fixed-width ones, which
     # PostgreSQL then finds at fixed offsets in each row.
@@ -224,7 +235,7 @@ def _statement(companion: Companion | None) -> _Statement:
             inserted=names(_INSERTED),
             new=rows.inserted("s"),
         )
-        return text(Composed([own, _ROLLUP, *ctes, _INSERT_TAIL]))
+        return text(Composed([own, _rollup(), *ctes, _INSERT_TAIL]))
 
     types = [*_STAGE_TYPES, *(c.kind for c in extra)]
     found = _Statement(

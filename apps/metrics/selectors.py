@@ -14,6 +14,7 @@ from django.db import connection
 from apps.accounts.models import CollectorKey
 from apps.alerts.models import AlertState, Channel, Notification, Rule
 from apps.classification.models import HourlyClass, Reason
+from apps.common.buckets import hour_floor
 from apps.common.composed import SQL, Composable, Literal, col, commas, table, text
 from apps.ingest.models import HourlyUsage, Record, Rejection, ServedModel, Status
 from apps.ingest.queries import dims_join
@@ -40,7 +41,7 @@ class Windows:
 
     @classmethod
     def at(cls, now: datetime) -> Windows:
-        hour = now.replace(minute=0, second=0, microsecond=0)
+        hour = hour_floor(now)
         return cls(now=now, hour=hour, day=hour - 23 * HOUR)
 
 

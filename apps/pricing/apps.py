@@ -12,8 +12,10 @@ class PricingConfig(AppConfig):
     def ready(self) -> None:
         from apps.accounts.roles import role_grants
         from apps.auditlog.registry import audited
+        from apps.common.hourgrid import hour_table_register
         from apps.pricing import checks  # noqa: F401  (registers the system checks)
-        from apps.pricing.models import CostPool, Price, PriceVersion
+        from apps.pricing.models import CostPool, HourlyCost, PoolIdleHour, Price, PriceVersion
 
         audited(PriceVersion, Price, CostPool)
         role_grants(self.label, {"finance": ("add", "change", "view")})
+        hour_table_register(HourlyCost, PoolIdleHour)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENTS
 from apps.classification.models import Reason
+from apps.common.buckets import hour_floor, hour_origin
 from apps.ingest.models import ROLLUP_REF, DimSet, ServedModel
 
 
@@ -33,9 +34,12 @@ class Kind(models.TextChoices):
 
 
 def validate_whole_hour(value: datetime) -> None:
-    utc = value.astimezone(UTC) if value.tzinfo else value  # 10:00+05:30 is 04:30 UTC: not whole
-    if (utc.minute, utc.second, utc.microsecond) != (0, 0, 0):
-        raise ValidationError("must be on a whole hour in UTC (minutes and seconds 0)")
+    """The start of an hour of the books: a whole UTC hour in a whole-hour zone (10:00+05:30 is
+    04:30 UTC: not whole), a local hour in a zone of half hours (buckets.hour_origin)."""
+    utc = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    if hour_floor(utc) != utc:
+        minutes = hour_origin() // timedelta(minutes=1)
+        raise ValidationError(f"must start an hour of the books: {minutes:02d} minutes past a UTC hour, seconds 0")
 
 
 def validate_pattern(value: str) -> None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from apps.accounts.models import CollectorKey
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.classification.models import HourlyClass, Reason
-from apps.common.buckets import zone_name
+from apps.common.buckets import hour_floor, zone_name
 from apps.common.composed import SQL, Composable, Identifier, Literal, col, commas, table, text
 from apps.common.replica import read_connection
 from apps.ingest.models import ServedModel
@@ -70,7 +70,7 @@ def price_basis(*, model_name: str, at: datetime) -> PriceBasis | None:
     """The pool or price version that prices `model_name` in the hour holding `at` (the same
     lookup the pricing job makes, so a record's basis is that of its hourly row once priced);
     None when the model is unpriced then."""
-    hour = at.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(at)
     basis = price_book_load().basis(model_name, hour)
     if basis is None:
         return None
@@ -108,7 +108,7 @@ class PoolHourRate:
 def pool_hour_rate(*, pool: CostPool, at: datetime) -> PoolHourRate | None:
     """The rate of `pool` in the hour holding `at`; None while that hour is not allocated yet (a
     pool-hour is priced once it has ended, plus POOL_GRACE_MINUTES, at the next pricing run)."""
-    hour = at.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(at)
     found = PoolIdleHour.objects.filter(pool=pool, hour=hour).values_list("allocated", "weighted_tokens").first()
     if found is None:
         return None

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from apps.classification.engine import COMPONENT_KIND
 from apps.classification.models import HourlyClass
-from apps.common.buckets import hour_floor, utc_day_start
+from apps.common.buckets import hour_floor, rollup_day_of, rollup_day_start
 from apps.common.composed import SQL, table, text, unnest_insert
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
@@ -200,9 +200,9 @@ def hours_price(*, start: datetime, end: datetime, book: PriceBook | None = None
         raise PricingError(NOT_WHOLE_HOURS)
     book = book or price_book_load()
     result = PricedHours()
-    day = start.astimezone(UTC).date()
-    while utc_day_start(day) < end:
-        hours = [h for i in range(24) if start <= (h := utc_day_start(day) + i * HOUR) < end]
+    day = rollup_day_of(start)
+    while rollup_day_start(day) < end:
+        hours = [h for i in range(24) if start <= (h := rollup_day_start(day) + i * HOUR) < end]
         result.add(day_price(day=day, hours=hours, book=book))
         day += DAY
     return result
@@ -210,7 +210,7 @@ def hours_price(*, start: datetime, end: datetime, book: PriceBook | None = None
 
 def day_price(*, day: date, hours: list[datetime] | None = None, book: PriceBook) -> PricedHours:
     """Price some hours of one day (all of them by default) in one transaction."""
-    hours = hours if hours is not None else [utc_day_start(day) + i * HOUR for i in range(24)]
+    hours = hours if hours is not None else [rollup_day_start(day) + i * HOUR for i in range(24)]
     with transaction.atomic(), connection.cursor() as cursor:
         _day_lock(cursor, day)
         cursor.execute(_DIRTY_CLEAR, [hours])
@@ -410,17 +410,17 @@ def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
     ready_before = pool_ready_before()
     with connection.cursor() as cursor:
         cursor.execute(_DIRTY_HOURS)
-        dirty_days = {h.astimezone(UTC).date() for (h,) in cursor.fetchall()}
+        dirty_days = {rollup_day_of(h) for (h,) in cursor.fetchall()}
     pending = _pool_hours_pending(ready_before)
-    days = sorted(dirty_days | {h.date() for h in pending})[:max_days]
+    days = sorted(dirty_days | {rollup_day_of(h) for h in pending})[:max_days]
     book = price_book_load() if days else None
     result = PricedHours()
     for day in days:
         assert book is not None
-        extra = [h for h in pending if h.date() == day]
+        extra = [h for h in pending if rollup_day_of(h) == day]
         with transaction.atomic(), connection.cursor() as cursor:
             _day_lock(cursor, day)
-            cursor.execute(_DIRTY_TAKE, [utc_day_start(day), utc_day_start(day) + DAY])
+            cursor.execute(_DIRTY_TAKE, [rollup_day_start(day), rollup_day_start(day) + DAY])
             hours = sorted({h for (h,) in cursor.fetchall()} | set(extra))
             result.add(_hours_write(cursor, hours, book, ready_before))
     return result

@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.core import checks
 from django.db.models import Sum
 from django.test import Client
 
 from apps.common.buckets import ZoneError
+from apps.ingest import services as ingest_services
+from apps.ingest.models import HourlyUsage
 from apps.ledger.models import JournalLine, Period
 from apps.ledger.services.accrual import month_accrue, recent_accrue
 from apps.ledger.services.periods import period_close
@@ -153,12 +156,30 @@ def test_it_does_nothing_while_the_zone_stays(books_in_utc: None) -> None:
 
 
 @time_machine.travel(datetime(2026, 11, 2, 1, tzinfo=UTC), tick=False)
-def test_it_refuses_to_accrue_in_a_zone_of_half_hours(books_in_utc: None, settings: Any) -> None:
+def test_it_refuses_to_accrue_in_a_zone_of_half_hours_over_rollups_of_whole_hours(
+    books_in_utc: None, settings: Any
+) -> None:
     settings.ACCOUNTING_TZ = "Asia/Kolkata"
 
-    with pytest.raises(ZoneError):
+    with pytest.raises(ZoneError, match=r"pricing_hourlycost holds hours that start at :00.*docs/ledger.md"):
         recent_accrue()
     assert Period.objects.get(month=OCT).tz == "UTC"
+    errors = [m for m in checks.run_checks(databases=["default"]) if m.id == "costplatform.E002"]
+    assert len(errors) == 1 and "from :30 past each UTC hour" in errors[0].msg
+
+
+@time_machine.travel(NOW, tick=False)
+def test_it_refuses_a_batch_in_a_zone_of_half_hours_over_rollups_of_whole_hours(
+    settings: Any, collector: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.ACCOUNTING_TZ = "UTC"
+    assert collector.send([record(ts="2026-12-01T10:20:00+00:00")]).json()["accepted"] == 1
+    settings.ACCOUNTING_TZ = "Asia/Kolkata"
+    monkeypatch.setattr(ingest_services, "_statements", {})  # as a process started in this zone
+
+    with pytest.raises(ZoneError, match=r"ingest_hourlyusage holds hours that start at :00"):
+        collector.send([record(ts="2026-12-01T10:20:00+05:30")])
+    assert list(HourlyUsage.objects.values_list("hour", flat=True)) == [datetime(2026, 12, 1, 10, tzinfo=UTC)]
 
 
 @time_machine.travel(datetime(2026, 11, 20, tzinfo=UTC), tick=False)

@@ -75,7 +75,7 @@ def test_it_refuses_a_version_off_the_hour(admin_client: Client) -> None:
         "prices-INITIAL_FORMS": "0",
     }
     response = admin_client.post("/admin/pricing/priceversion/add/", form)
-    assert "must be on a whole hour" in response.content.decode()
+    assert "must start an hour of the books" in response.content.decode()
     assert not PriceVersion.objects.exists()
 
 

@@ -5,7 +5,9 @@ so what reaches Python is a few rows per finding, never records."""
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from apps.audits import conf
@@ -25,7 +27,7 @@ from apps.audits.finders.base import (
     share,
 )
 from apps.audits.models import FindingKind, ModelDowngrade
-from apps.common.buckets import hour_floor_sql
+from apps.common.buckets import hour_floor_sql, hour_origin
 from apps.common.composed import SQL, table, text
 from apps.ingest.models import DimSet, Record, ServedModel
 
@@ -175,8 +177,7 @@ def loops(window: AuditWindow) -> list[Draft]:
 
 # Per hour, rollup dims and model: requests, retries, and the tokens of failed requests; a storm
 # hour has many retries that are a large share of the workload's requests.
-_RETRIES_SQL = text(
-    SQL("""
+_RETRIES = SQL("""
 WITH h AS (
     SELECT {hour} AS hour, d.rollup_id, r.model_id, count(*) AS n,
            count(*) FILTER (WHERE r.attempt > 1 OR r.retry_of IS NOT NULL) AS retries,
@@ -193,15 +194,24 @@ SELECT rollup_id, model_id, count(*), sum(n)::bigint, sum(retries)::bigint,
 FROM h
 WHERE retries >= %(min_retries)s AND retries >= %(min_share)s * n
 GROUP BY rollup_id, model_id
-""").format(hour=SQL(hour_floor_sql("r.ts")), records=table(Record), rollup_join=SQL(ROLLUP_JOIN), month=SQL(MONTH))
-)
+""")
+
+
+@lru_cache(maxsize=4)
+def _retries_sql(origin: timedelta) -> str:
+    """The retry storms' statement in the hour buckets starting `origin` past each UTC hour."""
+    return text(
+        _RETRIES.format(
+            hour=SQL(hour_floor_sql("r.ts")), records=table(Record), rollup_join=SQL(ROLLUP_JOIN), month=SQL(MONTH)
+        )
+    )
 
 
 @register_finder(FindingKind.RETRY_STORM)
 def retry_storms(window: AuditWindow) -> list[Draft]:
     rows = fetch_month(
         window,
-        _RETRIES_SQL,
+        _retries_sql(hour_origin()),
         min_retries=conf.get("AUDIT_RETRY_MIN_PER_HOUR"),
         min_share=conf.get("AUDIT_RETRY_MIN_SHARE"),
     )

@@ -62,6 +62,7 @@ from apps.common.buckets import (
 )
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import jobrun_run
+from apps.common.hourgrid import grid_check
 from apps.currencies.models import MissingRate
 from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.ingest.models import DimSet
@@ -783,6 +784,7 @@ def books_zone_sync() -> list[date]:
     months keep their zone and figures."""
     name = zone_name()
     accounting_zone()  # an unusable zone stops here, before anything changes
+    grid_check()  # so does a zone whose hours are not those the rollups are kept in
     months = sorted(Period.objects.filter(status=Period.Status.OPEN).exclude(tz=name).values_list("month", flat=True))
     if months:
         with transaction.atomic():
