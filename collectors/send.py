@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from wire.keys import collector_key, collector_key_arguments
-from wire.send import DEFAULT_BATCH, SendError, Summary, parse_time, send_file
+from wire.send import DEFAULT_BATCH, SendError, Summary, parse_time, send_file, sender_arguments, sender_options
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,11 +21,8 @@ def _parser() -> argparse.ArgumentParser:
         "change that; see --strict), 1 when a batch was not, 2 on bad arguments.",
     )
     parser.add_argument("file", help='NDJSON file, one record per line ("-" for stdin)')
-    parser.add_argument("--url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
-    collector_key_arguments(parser)
-    parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"records a request (default {DEFAULT_BATCH})")
+    sender_arguments(parser, batch=DEFAULT_BATCH)
     parser.add_argument("--ts-end", metavar="TIME", help='shift timestamps so the latest is TIME (RFC 3339 or "now")')
-    parser.add_argument("--gzip", action="store_true", help="gzip each request body")
     parser.add_argument("--strict", action="store_true", help="exit 3 when any record was refused")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     return parser
@@ -34,10 +30,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    key = collector_key(parser, args)
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
+    args, key = sender_options(parser, argv)
     try:
         ts_end = parse_time(args.ts_end) if args.ts_end else None
     except ValueError as exc:

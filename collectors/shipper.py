@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from wire.keys import collector_key, collector_key_arguments
+from wire.send import sender_arguments, sender_options
 from wire.shipper import Pipeline, serve_metrics
 from wire.spool import SpoolLocked
 
@@ -31,22 +31,16 @@ def _parser() -> argparse.ArgumentParser:
         "everything (platform unreachable past --timeout, or the key refused), 2 on bad arguments.",
     )
     parser.add_argument("--spool", required=True, type=Path, help="spool directory")
-    parser.add_argument("--url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
-    collector_key_arguments(parser)
+    sender_arguments(parser, batch=2000)
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     parser.add_argument("--once", action="store_true", help="ship until the spool is empty, then exit")
     parser.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
-    parser.add_argument("--batch", type=int, default=2000, help="records a request (default 2000)")
-    parser.add_argument("--gzip", action="store_true", help="gzip each request body")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    key = collector_key(parser, args)
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
+    args, key = sender_options(parser, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
     previous = {}

@@ -25,6 +25,7 @@ read are sent unchanged. Standard library and msgspec only.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import http.client
 import json
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from wire.contract import ts_of
+from wire.keys import collector_key, collector_key_arguments
 
 ENDPOINT = "/api/v1/records"
 DEFAULT_BATCH = 1000
@@ -78,6 +80,25 @@ class Summary:
             f"{self.lines} lines in {self.batches} request{'s' if self.batches != 1 else ''}: "
             f"{self.accepted} accepted, {self.duplicates} duplicates, {self.rejected} rejected"
         )
+
+
+def sender_arguments(parser: argparse.ArgumentParser, *, batch: int) -> None:
+    """The options of a program that sends records with a Sender: --url, the collector key,
+    --batch (records a request, `batch` by default) and --gzip."""
+    parser.add_argument("--url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
+    collector_key_arguments(parser)
+    parser.add_argument("--batch", type=int, default=batch, help=f"records a request (default {batch})")
+    parser.add_argument("--gzip", action="store_true", help="gzip each request body")
+
+
+def sender_options(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, str]:
+    """`argv` parsed by a parser given sender_arguments, and its collector key (a parser error
+    when there is none, or when --batch is under 1)."""
+    args = parser.parse_args(argv)
+    key = collector_key(parser, args)
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+    return args, key
 
 
 def endpoint_url(url: str) -> str:
