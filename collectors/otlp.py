@@ -21,6 +21,7 @@ embeddings, or a span with gen_ai.usage.* and no operation name) becomes one rec
   model       gen_ai.response.model, else gen_ai.request.model
   tokens      gen_ai.usage.input_tokens -> prompt, output_tokens -> completion,
               cache_read.input_tokens (or the older cache_read_input_tokens) -> prompt_cached,
+              cache_creation.input_tokens (or cache_creation_input_tokens) -> prompt_cache_write,
               reasoning tokens -> reasoning (a part of output_tokens; the first present of
               gen_ai.usage.reasoning.output_tokens, gen_ai.usage.reasoning_tokens,
               gen_ai.usage.output_tokens_details.reasoning_tokens, …output_tokens_details.reasoning)
@@ -293,13 +294,19 @@ def span_tokens(attrs: Mapping[str, Any], *, input_excludes_cache: bool) -> dict
     prompt = prompt or 0
     if input_excludes_cache:
         prompt += cached + created
-    elif cached > prompt:
+    elif cached + created > prompt:
         _warn_once(
-            "gen_ai.usage cache reads exceed input_tokens: does this source report input without cache? "
-            "(see --input-excludes-cache)"
+            "gen_ai.usage cache reads and writes exceed input_tokens: does this source report input without "
+            "cache? (see --input-excludes-cache)"
         )
     reasoning = _int(_first(attrs, *REASONING_ATTRIBUTES)) or 0
-    return {"prompt": prompt, "completion": completion or 0, "prompt_cached": cached, "reasoning": reasoning}
+    return {
+        "prompt": prompt,
+        "completion": completion or 0,
+        "prompt_cached": cached,
+        "prompt_cache_write": created,
+        "reasoning": reasoning,
+    }
 
 
 _warned: set[str] = set()

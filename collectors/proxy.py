@@ -34,7 +34,11 @@ bounded queue) and handed to wire.shipper.Pipeline:
               usage gets stream_options.include_usage=true upstream, and the usage-only final
               chunk is then taken out of the stream, so the client sees what it asked for.
               Reasoning tokens from usage.completion_tokens_details.reasoning_tokens
-              (output_tokens_details on /v1/responses), streamed or not.
+              (output_tokens_details on /v1/responses), streamed or not. Prompt-cache
+              reads and writes from prompt_tokens_details (cached_tokens, cache_write_tokens)
+              or from a usage in Anthropic's shape (input_tokens, which excludes them, with
+              cache_read_input_tokens and cache_creation_input_tokens): the record's prompt
+              includes both (wire.record.usage_tokens).
               With --tokenizer: system and tool prompt tokens, structural tokens of JSON output
               (response_format json_object/json_schema).
   outcome     2xx ok; 429 rejected; 408/504 and upstream read/connect timeouts timeout; other
@@ -247,7 +251,10 @@ def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "prompt_tokens": usage.get("input_tokens") or 0,
         "completion_tokens": usage.get("output_tokens") or 0,
-        "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens") or 0},
+        "prompt_tokens_details": {
+            "cached_tokens": details.get("cached_tokens") or 0,
+            "cache_write_tokens": details.get("cache_write_tokens") or 0,
+        },
         "completion_tokens_details": {"reasoning_tokens": usage_reasoning_tokens(usage)},
     }
 

@@ -55,7 +55,7 @@ OPERATION_OUTPUT = "gen_ai.client.inference.operation.output_tokens"
 TOKEN_USAGE = "gen_ai.client.token.usage"
 UNIT = "{token}"
 
-# A cache-write count, when the record carries one (a kind the contract may add).
+# The record's prompt-cache writes (tokens.prompt_cache_write; absent: none).
 CACHE_WRITE_FIELD = "prompt_cache_write"
 
 

@@ -68,6 +68,10 @@ class Tokens(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=
     reasoning: Annotated[
         Count, Meta(description="Part of `completion` spent reasoning (thinking) before the answer; 0 when absent.")
     ] = 0
+    prompt_cache_write: Annotated[
+        Count,
+        Meta(description="Part of `prompt` written into a provider's prompt cache (computed, priced as a write)."),
+    ] = 0
 
 
 class Outcome(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -138,7 +142,8 @@ def json_schema() -> dict[str, Any]:
     schema["$id"] = "https://costplatform.dev/schemas/record-v1.schema.json"
     schema["title"] = "costplatform token record v1"
     schema["description"] = (
-        "One record per inference request. Besides the types below: tokens.prompt_cached <= tokens.prompt; "
+        "One record per inference request. Besides the types below: tokens.prompt_cached + "
+        "tokens.prompt_cache_write <= tokens.prompt; "
         "tokens.system + tokens.tool <= tokens.prompt; tokens.structural <= tokens.completion; "
         "tokens.reasoning <= tokens.completion and tokens.structural + tokens.reasoning <= tokens.completion; "
         "tokens.draft_accepted <= tokens.draft; ts at most 24 h in the future. Unknown fields are "

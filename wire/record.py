@@ -142,20 +142,42 @@ def prompt_hash(payload: Any, key: bytes) -> str:
 
 
 def usage_tokens(usage: Mapping[str, Any] | None) -> dict[str, int]:
-    """An OpenAI `usage` object as record token counts (prompt includes cached, as OpenAI's does)."""
+    """A `usage` object as record token counts, prompt including the tokens read from and written
+    to a prompt cache (the record's inclusive convention). Two shapes are read:
+
+    - OpenAI's: `prompt_tokens` (inclusive), the cache reads in `prompt_tokens_details.cached_tokens`
+      and the writes in `prompt_tokens_details.cache_write_tokens`; gateways that pass Anthropic's
+      counts beside `prompt_tokens` (`cache_read_input_tokens`, `cache_creation_input_tokens`)
+      are read too, `prompt_tokens` still counting them;
+    - Anthropic's: `input_tokens` EXCLUDES `cache_read_input_tokens` and
+      `cache_creation_input_tokens`, so the prompt is their sum; `output_tokens` is the completion.
+    """
     if not usage:
         return {}
-    tokens = {
-        "prompt": int(usage.get("prompt_tokens") or 0),
-        "completion": int(usage.get("completion_tokens") or 0),
-    }
-    details = usage.get("prompt_tokens_details") or {}
-    if isinstance(details, Mapping) and details.get("cached_tokens"):
-        tokens["prompt_cached"] = int(details["cached_tokens"])
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, Mapping) else {}
+    read = _count(details.get("cached_tokens")) or _count(usage.get("cache_read_input_tokens"))
+    write = _count(details.get("cache_write_tokens")) or _count(usage.get("cache_creation_input_tokens"))
+    if "prompt_tokens" not in usage and "input_tokens" in usage:  # Anthropic's exclusive input
+        prompt, completion = _count(usage.get("input_tokens")) + read + write, _count(usage.get("output_tokens"))
+    else:
+        prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    tokens = {"prompt": prompt, "completion": completion}
+    if read:
+        tokens["prompt_cached"] = read
+    if write:
+        tokens["prompt_cache_write"] = write
     reasoning = usage_reasoning_tokens(usage)
     if reasoning:
         tokens["reasoning"] = reasoning
     return tokens
+
+
+def _count(value: Any) -> int:
+    """A usage count as an int; 0 when absent or not a whole non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return 0
+    return int(value)
 
 
 def usage_reasoning_tokens(usage: Mapping[str, Any] | None) -> int:
@@ -220,12 +242,13 @@ def make_record(
     retry_of: str | None = None,
     prompt_hash: str | None = None,
 ) -> dict[str, Any]:
-    """A record v1 as a JSON-ready dict. Counts are made consistent (cached <= prompt,
+    """A record v1 as a JSON-ready dict. Counts are made consistent (cached + cache write <= prompt,
     system + tool <= prompt, reasoning + structural <= completion, accepted <= draft) because
     the parts come from different counters (the engine, a tokenizer) that can disagree by a few.
     Reasoning is measured first and kept; structural (re-tokenized answer text) yields to it."""
     t = {name: max(int(tokens.get(name) or 0), 0) for name in TOKEN_FIELDS}
     t["prompt_cached"] = min(t["prompt_cached"], t["prompt"])
+    t["prompt_cache_write"] = min(t["prompt_cache_write"], t["prompt"] - t["prompt_cached"])
     t["system"] = min(t["system"], t["prompt"])
     t["tool"] = min(t["tool"], t["prompt"] - t["system"])
     t["reasoning"] = min(t["reasoning"], t["completion"])

@@ -183,6 +183,11 @@ def record_problems(record: RecordV1, *, now: datetime, max_age: timedelta) -> E
     t = record.tokens
     if t.prompt_cached > t.prompt:
         errors["tokens.prompt_cached"] = ["must be <= tokens.prompt (prompt includes cached tokens)"]
+    elif t.prompt_cached + t.prompt_cache_write > t.prompt:
+        errors["tokens.prompt_cache_write"] = [
+            "tokens.prompt_cached + tokens.prompt_cache_write must be <= tokens.prompt "
+            "(prompt includes cache reads and writes)"
+        ]
     if t.system + t.tool > t.prompt:
         errors["tokens.system"] = ["tokens.system + tokens.tool must be <= tokens.prompt"]
     if t.structural > t.completion:
@@ -445,7 +450,7 @@ def decode_batch(
         # record_id is new in this batch. Anything else takes the full path below.
         t = record.tokens
         if (
-            t.prompt_cached <= t.prompt
+            t.prompt_cached + t.prompt_cache_write <= t.prompt
             and t.system + t.tool <= t.prompt
             and t.structural + t.reasoning <= t.completion
             and t.draft_accepted <= t.draft

@@ -114,6 +114,7 @@ class Record(models.Model):
     draft_accepted = models.IntegerField()
     recomputed = models.IntegerField()
     reasoning = models.IntegerField(default=0, db_default=0)
+    prompt_cache_write = models.IntegerField(default=0, db_default=0)
     queued = models.IntegerField(null=True)
     ttft = models.IntegerField(null=True)
     prefill = models.IntegerField(null=True)
@@ -157,6 +158,7 @@ class HourlyUsage(models.Model):
     draft_accepted = models.BigIntegerField(default=0)
     recomputed = models.BigIntegerField(default=0)
     reasoning = models.BigIntegerField(default=0, db_default=0)
+    prompt_cache_write = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [

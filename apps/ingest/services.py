@@ -488,6 +488,7 @@ def _rows(
                 # TOKEN_FIELDS, in their order (RECORD_COLUMNS)
                 t.prompt, t.completion, t.prompt_cached, t.system, t.tool,
                 t.structural, t.padding, t.draft, t.draft_accepted, t.recomputed, t.reasoning,
+                t.prompt_cache_write,
                 queued, ttft, prefill, decode, e2e,
                 endpoints.get(endpoint) if endpoint else None,
                 statuses[o.status],

@@ -38,6 +38,10 @@ FIXED = (
     gettext_noop("tokens.system + tokens.tool must be <= tokens.prompt"),
     gettext_noop("must be <= tokens.completion"),
     gettext_noop("tokens.structural + tokens.reasoning must be <= tokens.completion"),
+    gettext_noop(
+        "tokens.prompt_cached + tokens.prompt_cache_write must be <= tokens.prompt "
+        "(prompt includes cache reads and writes)"
+    ),
     gettext_noop("must be <= tokens.draft"),
     gettext_noop("must be at most 24 h in the future"),
 )

@@ -172,6 +172,7 @@ def _capped(tokens: dict[str, int]) -> dict[str, int]:
     """The same counts made to hold together as the contract wants (parts within their whole)."""
     t = dict(tokens)
     t["prompt_cached"] = min(t["prompt_cached"], t["prompt"])
+    t["prompt_cache_write"] = min(t["prompt_cache_write"], t["prompt"] - t["prompt_cached"])
     t["system"] = min(t["system"], t["prompt"])
     t["tool"] = min(t["tool"], t["prompt"] - t["system"])
     t["reasoning"] = min(t["reasoning"], t["completion"])

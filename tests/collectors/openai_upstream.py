@@ -13,6 +13,12 @@ OpenAI server does with a reasoning parser: N words of `reasoning_content` (mess
 stream deltas) before the content, counted in completion_tokens and reported as
 usage.completion_tokens_details.reasoning_tokens (and output_tokens_details on /v1/responses).
 
+A body may carry `cache_write_tokens` (W): W of the prompt were written to the prompt cache,
+reported as OpenAI-style gateways do (prompt_tokens_details.cache_write_tokens, prompt_tokens
+counting them); with `usage_shape: "anthropic"` the usage is in Anthropic's shape instead:
+input_tokens WITHOUT the cache reads and writes, cache_read_input_tokens,
+cache_creation_input_tokens, output_tokens.
+
 Every request is kept in `seen` (path, headers, JSON body); `disconnects` counts streams
 whose client went away before the end.
 """
@@ -46,12 +52,21 @@ class Upstream:
         app.router.add_get("/v1/models", self.models)
         return app
 
-    def _usage(self, completion: int, reasoning: int = 0) -> dict[str, Any]:
+    def _usage(self, completion: int, reasoning: int = 0, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        written = int((body or {}).get("cache_write_tokens") or 0)
+        if (body or {}).get("usage_shape") == "anthropic":
+            return {
+                "input_tokens": PROMPT_TOKENS - CACHED_TOKENS - written,
+                "cache_read_input_tokens": CACHED_TOKENS,
+                "cache_creation_input_tokens": written,
+                "output_tokens": completion + reasoning,
+            }
         usage: dict[str, Any] = {
             "prompt_tokens": PROMPT_TOKENS,
             "completion_tokens": completion + reasoning,
             "total_tokens": PROMPT_TOKENS + completion + reasoning,
-            "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS},
+            "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS}
+            | ({"cache_write_tokens": written} if written else {}),
         }
         if reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
@@ -94,7 +109,7 @@ class Upstream:
                 choice["text"] = text
             answer = {"id": ident, "object": "chat.completion", "model": model, "choices": [choice]}
             # A test can choose the reply and its token count ("reply", "reply_tokens").
-            usage = self._usage(body.get("reply_tokens", len(WORDS)), reasoning)
+            usage = self._usage(body.get("reply_tokens", len(WORDS)), reasoning, body)
             return web.json_response(answer | {"usage": usage})
         return await self._stream(request, body, ident, chat)
 
@@ -135,7 +150,7 @@ class Upstream:
                     return response
             await event(chunk(None, "stop"))
             if (body.get("stream_options") or {}).get("include_usage"):
-                await event({"id": ident, "model": model, "choices": [], "usage": self._usage(sent, reasoning)})
+                await event({"id": ident, "model": model, "choices": [], "usage": self._usage(sent, reasoning, body)})
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except ConnectionResetError:

@@ -208,6 +208,27 @@ def test_it_takes_reasoning_tokens_as_a_part_of_the_output(name):
     }
 
 
+@pytest.mark.parametrize(
+    "name", ["gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens"]
+)
+def test_it_takes_cache_creation_tokens_as_the_prompts_cache_writes(name):
+    # The conventions' input_tokens include cache reads and writes: 900 = 600 read + 250 written + 50.
+    records = by_id(convert(export_request(chat_span(**{name: 250}))).records)
+
+    assert records["0000000000000001"]["tokens"] == {
+        "prompt": 900,
+        "completion": 120,
+        "prompt_cached": 600,
+        "prompt_cache_write": 250,
+    }
+
+
+def test_it_caps_cache_writes_at_the_input_the_cache_reads_leave():
+    records = by_id(convert(export_request(chat_span(**{"gen_ai.usage.cache_creation.input_tokens": 500}))).records)
+
+    assert records["0000000000000001"]["tokens"]["prompt_cache_write"] == 300
+
+
 def test_it_caps_reasoning_at_the_output_a_span_reports():
     records = by_id(convert(export_request(chat_span(**{"gen_ai.usage.reasoning_tokens": 500}))).records)
 
@@ -223,6 +244,7 @@ def test_it_adds_cache_reads_and_writes_to_input_for_sources_that_exclude_them()
         "prompt": 1500,
         "completion": 40,
         "prompt_cached": 1000,
+        "prompt_cache_write": 200,
     }
     assert by_id(result.records)["00f067aa0ba902b7"]["outcome"] == {"status": "ok", "finish_reason": "length"}
 

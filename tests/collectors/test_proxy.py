@@ -324,6 +324,22 @@ def test_it_records_the_reasoning_tokens_of_the_usage(rig, stream):
     }
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["answer", "stream"])
+@pytest.mark.parametrize("shape", ["openai", "anthropic"])
+def test_it_records_the_prompt_cache_writes_of_the_usage_in_the_prompt(rig, stream, shape):
+    # OpenAI's prompt_tokens counts the cache reads and writes; Anthropic's input_tokens counts
+    # neither (37 - 16 - 12 = 9 of them): the record's prompt counts both either way.
+    rig.post("/v1/chat/completions", chat(stream=stream, cache_write_tokens=12, usage_shape=shape))
+
+    record = rig.records.wait()[0]
+    assert record["tokens"] == {
+        "prompt": PROMPT_TOKENS,
+        "completion": len(WORDS),
+        "prompt_cached": CACHED_TOKENS,
+        "prompt_cache_write": 12,
+    }
+
+
 def test_it_records_the_reasoning_tokens_of_a_responses_answer(rig):
     rig.post("/v1/responses", {"model": "qwen", "input": "Where is my refund?", "reasoning_tokens": 6})
     rig.post("/v1/responses", {"model": "qwen", "input": "Where?", "reasoning_tokens": 6, "stream": True})

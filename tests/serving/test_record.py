@@ -303,3 +303,51 @@ def test_it_keeps_reasoning_within_completion_and_structural_within_the_rest() -
 
     assert record["tokens"] == {"prompt": 5, "completion": 10, "reasoning": 10}
     msgspec.convert(record, RecordV1)  # the platform accepts it
+
+
+def test_it_keeps_cache_writes_within_what_the_cache_reads_leave_of_the_prompt() -> None:
+    record = rec.make_record(
+        record_id="r",
+        ts=datetime(2026, 1, 1, tzinfo=UTC),
+        model="m",
+        tokens={"prompt": 100, "completion": 1, "prompt_cached": 70, "prompt_cache_write": 50},
+        status="ok",
+    )
+
+    assert record["tokens"] == {"prompt": 100, "completion": 1, "prompt_cached": 70, "prompt_cache_write": 30}
+    msgspec.convert(record, RecordV1)  # the platform accepts it
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        # OpenAI's prompt_tokens counts the cache reads and writes it details
+        (
+            {
+                "prompt_tokens": 100,
+                "completion_tokens": 5,
+                "prompt_tokens_details": {"cached_tokens": 60, "cache_write_tokens": 30},
+            },
+            {"prompt": 100, "completion": 5, "prompt_cached": 60, "prompt_cache_write": 30},
+        ),
+        # a gateway passing Anthropic's counts beside an inclusive prompt_tokens
+        (
+            {
+                "prompt_tokens": 100,
+                "completion_tokens": 5,
+                "cache_read_input_tokens": 60,
+                "cache_creation_input_tokens": 30,
+            },
+            {"prompt": 100, "completion": 5, "prompt_cached": 60, "prompt_cache_write": 30},
+        ),
+        # Anthropic's input_tokens counts neither: the prompt is the sum
+        (
+            {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 60, "cache_creation_input_tokens": 30},
+            {"prompt": 100, "completion": 5, "prompt_cached": 60, "prompt_cache_write": 30},
+        ),
+        ({"input_tokens": 10, "output_tokens": 5}, {"prompt": 10, "completion": 5}),
+    ],
+    ids=["openai", "openai-with-anthropic-keys", "anthropic", "anthropic-without-cache"],
+)
+def test_it_reads_prompt_cache_reads_and_writes_of_either_usage_shape(usage: dict, expected: dict) -> None:
+    assert rec.usage_tokens(usage) == expected

@@ -68,6 +68,7 @@ class TokensOut(serializers.Serializer):
     draft_accepted = serializers.IntegerField()
     recomputed = serializers.IntegerField()
     reasoning = serializers.IntegerField()
+    prompt_cache_write = serializers.IntegerField()
 
 
 class RecordOut(serializers.Serializer):
