@@ -118,13 +118,13 @@ def demo_config(*, now: datetime, campaign: tuple[datetime, datetime]) -> list[s
     token budgets this month that the workload passes, the campaign as an elastic window, and
     budget and health rules evaluated every minute (not 5) so their alerts come during the run."""
     from apps.alerts.models import Rule
-    from apps.common.buckets import month_of
+    from apps.common.buckets import hour_floor, month_of
     from apps.ledger.models import ElasticWindow
     from apps.plans.planning import budget_set
     from apps.pricing.models import Price
     from apps.pricing.services import price_set
 
-    hour = now.replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(now)
     notes = []
     if not Price.objects.filter(model_pattern=SERVED_MODEL).exists():
         # A price rather than a pool: a pool's cost is allocated once its hour has ended, and the

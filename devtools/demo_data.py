@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from apps.common.buckets import day_of, month_end, month_of, month_start, previous_month
+from apps.common.buckets import day_of, hour_floor, month_end, month_of, month_start, previous_month
 
 SOURCE = "demo-data"
 POOL = "demo-gpu-cluster"
@@ -65,7 +65,7 @@ class Plan:
         # The month of the accounting zone (make demo-data keeps the books in Asia/Shanghai).
         self.start, self.following = month_start(self.month), month_end(self.month)
         # The current month stops at the present hour: ingest refuses what lies too far ahead.
-        self.end = min(self.following, datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
+        self.end = min(self.following, hour_floor(datetime.now(UTC)))
         if self.end <= self.start + timedelta(hours=1):
             raise ValueError(f"{self.month:%Y-%m} has not begun (or began under an hour ago)")
 
@@ -473,7 +473,7 @@ def price_and_accrue(plan: Plan) -> tuple[int, int]:
         if not done.hours:
             break
     # Pool hours with no records still cost their GPUs (idle capacity): price the whole range.
-    last = plan.end.replace(minute=0)
+    last = hour_floor(plan.end)
     hours_price(start=plan.start, end=last)
     entries = sum(r.entries_written for r in range_accrue(start=plan.month, end=day_of(plan.end) + timedelta(days=1)))
     # What the beat's recent_accrue would do within five minutes: take in the days pricing

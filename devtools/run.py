@@ -483,6 +483,7 @@ def ensure_demo_prices() -> str:
 
     from django.db.models import Min
 
+    from apps.common.buckets import hour_floor
     from apps.ingest.models import Record
     from apps.pricing.models import PriceVersion
     from apps.pricing.services import cost_pool_create, price_version_create
@@ -490,9 +491,9 @@ def ensure_demo_prices() -> str:
     if PriceVersion.objects.exists():
         return "present"
     first = Record.objects.aggregate(first=Min("ts"))["first"] or datetime.now(UTC)
-    since = first.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    since = hour_floor(first)
     prices = {model: {kind: Decimal(v) for kind, v in kinds.items()} for model, kinds in DEMO_PRICES.items()}
-    price_version_create(effective_from=datetime(2000, 1, 1, tzinfo=UTC), prices=prices, name="demo prices")
+    price_version_create(effective_from=hour_floor(datetime(2000, 1, 1, tzinfo=UTC)), prices=prices, name="demo prices")
     cost_pool_create(**DEMO_POOL, cost_per_gpu_hour=Decimal("12"), effective_from=since)
     return (
         f"created an illustrative CNY price list for {len(prices)} models "
