@@ -7,11 +7,14 @@ Every `interval` seconds the page is read and, per `model_name` (summed over vLL
 label), the series the platform needs are kept and re-exported as `costplatform_vllm_*` gauges.
 
 Reconciliation: the instrumented server (serving/) exports on the same page the tokens it has put
-into records (`costplatform_serving_accounted_{prompt,generation,cached}_tokens_total`). The gap
-vLLM counter - accounted counter is what no record carries (client aborts, a request the
-middleware missed). It is measured only at a *settled* scrape: nothing running or waiting for the
-model, and the counters unchanged since the previous scrape (`settle` quiescent scrapes in a row),
-so that tokens of requests in flight, or of records still being built, are not taken for a gap.
+into records (`costplatform_serving_accounted_{prompt,generation,cached,draft,draft_accepted}_tokens_total`).
+The gap vLLM counter - accounted counter is what no record carries (client aborts, a request the
+middleware missed); for speculative decoding (`vllm:spec_decode_num_{draft,accepted}_tokens_total`)
+it is the drafts of the requests whose record has no per-request figures, so a draft is counted
+once, in its request's record or here. The gap is measured only at a *settled* scrape: nothing
+running or waiting for the model, and the counters unchanged since the previous scrape (`settle`
+quiescent scrapes in a row), so that tokens of requests in flight, or of records still being
+built, are not taken for a gap.
 The growth of the gap since the last reconciliation becomes one record per model, which the
 platform classifies as shadow.unattributed (its dims carry costplatform.kind=reconciliation).
 
@@ -74,12 +77,16 @@ SUMMED = {
     "costplatform_serving_accounted_prompt_tokens_total": "accounted_prompt",
     "costplatform_serving_accounted_generation_tokens_total": "accounted_generation",
     "costplatform_serving_accounted_cached_tokens_total": "accounted_cached",
+    "costplatform_serving_accounted_draft_tokens_total": "accounted_draft",
+    "costplatform_serving_accounted_draft_accepted_tokens_total": "accounted_draft_accepted",
 }
 SUCCESS = "vllm:request_success_total"
 KV_CACHE = "vllm:kv_cache_usage_perc"
 # A counter's creation time changes when vLLM restarts (absent in multiprocess mode).
 CREATED = ("vllm:prompt_tokens_created", "vllm:generation_tokens_created")
-ACCOUNTED = ("accounted_prompt", "accounted_generation", "accounted_cached")
+VLLM = ("prompt", "generation", "cached", "spec_draft_tokens", "spec_accepted_tokens")
+ACCOUNTED = ("accounted_prompt", "accounted_generation", "accounted_cached", "accounted_draft",
+             "accounted_draft_accepted")  # fmt: skip
 
 # Re-exported gauges: field -> (name, help).
 EXPORTED = {
@@ -96,11 +103,14 @@ EXPORTED = {
 
 
 class Counts(NamedTuple):
-    """Token counts of one model: prompt (cached included), generation, cached prompt."""
+    """Token counts of one model: prompt (cached included), generation, cached prompt, and the
+    speculative draft tokens proposed and accepted (accepted ones are part of generation)."""
 
     prompt: int = 0
     generation: int = 0
     cached: int = 0
+    draft: int = 0
+    draft_accepted: int = 0
 
     def minus(self, other: Counts) -> Counts:
         return Counts(*(a - b for a, b in zip(self, other, strict=True)))
@@ -130,7 +140,7 @@ class ModelSeries:
 
     @property
     def vllm(self) -> Counts:
-        return Counts(self.count("prompt"), self.count("generation"), self.count("cached"))
+        return Counts(*(self.count(name) for name in VLLM))
 
     @property
     def accounted(self) -> Counts:
@@ -247,16 +257,19 @@ def reconcile_model(
     if any(part < 0 for part in gap) and steady == settle:
         log.warning("%s: the server accounted more tokens than vLLM counted (%s); clamped to 0",
                     model, {k: v for k, v in gap._asdict().items() if v < 0})  # fmt: skip
-    prompt, generation = max(gap.prompt, 0), max(gap.generation, 0)
-    emit = Counts(prompt, generation, min(max(gap.cached, 0), prompt))
+    prompt, generation, draft = max(gap.prompt, 0), max(gap.generation, 0), max(gap.draft, 0)
+    emit = Counts(prompt, generation, min(max(gap.cached, 0), prompt), draft, min(max(gap.draft_accepted, 0), draft))
     if emit == ZERO:
         return state, None
     return replace(state, emitted=state.emitted.plus(emit)), emit
 
 
 def record_id(*, source: str, model: str, epoch: int, vllm: Counts) -> str:
-    """Deterministic: the same source, model, epoch and counters give the same id."""
+    """Deterministic: the same source, model, epoch and counters give the same id (the draft
+    counters only where speculative decoding ran, so that other servers' ids stay as they were)."""
     text = f"recon-{source}-{model}-e{epoch}-{vllm.prompt}-{vllm.generation}-{vllm.cached}"
+    if vllm.draft or vllm.draft_accepted:
+        text += f"-d{vllm.draft}-{vllm.draft_accepted}"
     if len(text) <= MAX_RECORD_ID:
         return text
     digest = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
@@ -268,7 +281,13 @@ def reconciliation_record(*, source: str, model: str, epoch: int, vllm: Counts, 
         record_id=record_id(source=source, model=model, epoch=epoch, vllm=vllm),
         ts=ts,
         model=model,
-        tokens={"prompt": gap.prompt, "completion": gap.generation, "prompt_cached": gap.cached},
+        tokens={
+            "prompt": gap.prompt,
+            "completion": gap.generation,
+            "prompt_cached": gap.cached,
+            "draft": gap.draft,
+            "draft_accepted": gap.draft_accepted,
+        },
         status="ok",
         dims={**RECONCILIATION_DIMS, "source": source},
     )

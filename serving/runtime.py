@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,8 +27,10 @@ from serving import genai_metrics
 from serving.config import ServingConfig
 from wire import record as rec
 from wire.attribution import Policy
-from wire.budgets import BudgetGate, polling_gate
-from wire.edge import Door, Exchange, exchange_record
+from wire.budgets import BudgetGate, default_hold, polling_gate
+from wire.edge import Door, Exchange, Sizer, exchange_record
+from wire.edge import sizer as edge_sizer
+from wire.reservations import Reservations
 
 log = logging.getLogger("costplatform.serving")
 
@@ -42,6 +44,14 @@ ACCOUNTED_GENERATION = Counter(
 )
 ACCOUNTED_CACHED = Counter(
     "costplatform_serving_accounted_cached_tokens", "Cached prompt tokens put into records", ["model_name"]
+)
+# Speculative drafts put into records (the engine's per-request figures): what vLLM's spec_decode
+# counters hold beyond these belongs to requests without them (aborted ones), and is reconciled.
+ACCOUNTED_DRAFT = Counter(
+    "costplatform_serving_accounted_draft_tokens", "Speculative draft tokens put into records", ["model_name"]
+)
+ACCOUNTED_DRAFT_ACCEPTED = Counter(
+    "costplatform_serving_accounted_draft_accepted_tokens", "Accepted draft tokens put into records", ["model_name"]
 )
 RECORDS = Counter("costplatform_serving_records", "Records handed to the spool", ["status"])
 BUILD_ERRORS = Counter("costplatform_serving_record_errors", "Requests whose record could not be built")
@@ -142,12 +152,12 @@ class Join:
                 self._spec.popitem(last=False)
 
     def report(self, counts: EngineCounts) -> None:
-        _account(counts)
         with self._lock:
             spec = self._spec.pop(counts.request_id, None)
             if spec:
                 counts.draft, counts.draft_accepted = spec
             waiter = next((self._waiting[k] for k in _candidates(counts.request_id) if k in self._waiting), None)
+        _account(counts)
         if waiter is not None:
             waiter.add(counts)
         else:
@@ -158,6 +168,8 @@ def _account(counts: EngineCounts) -> None:
     ACCOUNTED_PROMPT.labels(counts.model).inc(counts.prompt)
     ACCOUNTED_GENERATION.labels(counts.model).inc(counts.completion)
     ACCOUNTED_CACHED.labels(counts.model).inc(counts.cached)
+    ACCOUNTED_DRAFT.labels(counts.model).inc(counts.draft)
+    ACCOUNTED_DRAFT_ACCEPTED.labels(counts.model).inc(counts.draft_accepted)
 
 
 # --- building records ----------------------------------------------------------------------
@@ -412,7 +424,10 @@ class Runtime:
         self.middleware_active = False
         self.served_model: str | None = None
         self.budgets = budget_gate(config)
-        self.door = Door(self.policy, budgets=self.budgets)
+        if self.budgets is not None and self.budgets.reserves:
+            # A reservation is settled once its record is in the pipeline (the record's thread).
+            self.emitter.observers.append(_settler(self.budgets))
+        self.door = Door(self.policy, budgets=self.budgets, size=sizer(config))
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def finish_later(self, seen: Seen, waiter: Waiter, *, wait: float) -> None:
@@ -435,16 +450,59 @@ class Runtime:
 
 
 def budget_gate(config: ServingConfig) -> BudgetGate | None:
-    """The hard-budget gate of this server (started), or None when budgets are not held here."""
+    """The hard-budget gate of this server (started), or None when budgets are not held here;
+    with config.budget_reserve it reserves in that Redis (wire/reservations.py)."""
     if not config.budget_poll:
         return None
+    reservations = None
+    if config.budget_reserve:
+        hold = config.budget_hold if config.budget_hold is not None else default_hold(config.budget_poll)
+        reservations = Reservations.from_url(config.budget_reserve, ttl=config.budget_ttl, hold=hold)
     return polling_gate(
         config.platform_url,
         config.collector_key,
         interval=config.budget_poll,
         fail_closed=config.budget_fail_closed,
         stale=config.budget_stale,
+        reservations=reservations,
     )
+
+
+def sizer(config: ServingConfig) -> Sizer:
+    """A request's largest use: its prompt counted with the served model's tokenizer (as the
+    engine counts it), its max_tokens or config.budget_max_tokens."""
+    return edge_sizer(default_max=config.budget_max_tokens, prompt_tokens=_prompt_counter(config.tokenizer))
+
+
+def _prompt_counter(name: str | None) -> Callable[[Mapping[str, Any]], int]:
+    """Prompt tokens with a tokenizer of its own, loaded on first use and used by one thread at a
+    time (a fast tokenizer is not to be shared between threads); 0 without one."""
+    lock = threading.Lock()
+    loaded: list[Any] = []
+
+    def count(body: Mapping[str, Any]) -> int:
+        with lock:
+            if not loaded:
+                loaded.append(_load_tokenizer(name))
+            return rec.prompt_tokens(body, loaded[0]) if loaded[0] is not None else 0
+
+    return count
+
+
+def _load_tokenizer(name: str | None) -> Any:
+    if not name:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name)
+    except Exception:
+        log.exception("cannot load the tokenizer %s: prompts reserved by their bytes", name)
+        return None
+
+
+def _settler(gate: BudgetGate) -> RecordObserver:
+    return lambda record, _model: gate.settle_record(record)
 
 
 _runtime: Runtime | None = None

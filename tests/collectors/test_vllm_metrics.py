@@ -19,7 +19,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collectors.vllm_metrics import (
+    ACCOUNTED,
     MAX_RECORD_ID,
+    SUMMED,
     Counts,
     Reconciler,
     main,
@@ -29,6 +31,7 @@ from collectors.vllm_metrics import (
 )
 
 MODEL = "qwen2.5-7b-instruct"
+SERIES = {key: name for name, key in SUMMED.items()}  # the page's series of each field
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 # The shape of a real vLLM 0.32 page (PrometheusStatLogger: labels model_name and engine,
@@ -87,6 +90,12 @@ costplatform_serving_accounted_generation_tokens_total{model_name="qwen"} 350.0
 # HELP costplatform_serving_accounted_cached_tokens_total Cached prompt tokens put into records.
 # TYPE costplatform_serving_accounted_cached_tokens_total counter
 costplatform_serving_accounted_cached_tokens_total{model_name="qwen"} 512.0
+# HELP costplatform_serving_accounted_draft_tokens_total Speculative draft tokens put into records.
+# TYPE costplatform_serving_accounted_draft_tokens_total counter
+costplatform_serving_accounted_draft_tokens_total{model_name="qwen"} 75.0
+# HELP costplatform_serving_accounted_draft_accepted_tokens_total Accepted draft tokens put into records.
+# TYPE costplatform_serving_accounted_draft_accepted_tokens_total counter
+costplatform_serving_accounted_draft_accepted_tokens_total{model_name="qwen"} 50.0
 # HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
 # TYPE process_cpu_seconds_total counter
 process_cpu_seconds_total 12.5
@@ -101,13 +110,18 @@ def page(
     cached: int = 0,
     running: int = 0,
     waiting: int = 0,
-    accounted: tuple[int, int, int] | None = (0, 0, 0),
+    accounted: tuple[int, ...] | None = (0, 0, 0),
     created: float = 1_740_000_000.0,
+    draft: int = 0,
+    accepted: int = 0,
 ) -> str:
-    """A vLLM-like page, two engines; one model (MODEL) from the keywords, or several."""
+    """A vLLM-like page, two engines; one model (MODEL) from the keywords, or several. `accounted`:
+    the server's prompt, generation and cached tokens, then its draft and accepted tokens if given;
+    vLLM's speculative-decoding counters are on the page when `draft` is given."""
     if models is None:
         models = {MODEL: dict(prompt=prompt, generation=generation, cached=cached, running=running,
-                              waiting=waiting, accounted=accounted, created=created)}  # fmt: skip
+                              waiting=waiting, accounted=accounted, created=created, draft=draft,
+                              accepted=accepted)}  # fmt: skip
     lines = []
     for name, m in models.items():
         for series, value in [("vllm:prompt_tokens_total", m["prompt"]), ("vllm:generation_tokens_total",
@@ -118,9 +132,13 @@ def page(
             lines.append(f'{series}{{engine="0",model_name="{name}"}} {float(value - half)}')
             lines.append(f'{series}{{engine="1",model_name="{name}"}} {float(half)}')
         lines.append(f'vllm:prompt_tokens_created{{engine="0",model_name="{name}"}} {m.get("created", 1.0)}')
+        if m.get("draft"):
+            lines.append(f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="{name}"}} {m["draft"]}.0')
+            lines.append(f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="{name}"}} '
+                         f'{m["accepted"]}.0')  # fmt: skip
         if m.get("accounted") is not None:
-            for kind, value in zip(("prompt", "generation", "cached"), m["accounted"], strict=True):
-                lines.append(f'costplatform_serving_accounted_{kind}_tokens_total{{model_name="{name}"}} {value}.0')
+            for key, value in zip(ACCOUNTED, m["accounted"], strict=False):
+                lines.append(f'{SERIES[key]}{{model_name="{name}"}} {value}.0')
     return "\n".join(lines) + "\n"
 
 
@@ -160,8 +178,8 @@ def tokens(record: dict) -> tuple[int, int, int]:
 def test_it_sums_each_series_over_engines_per_model():
     series = parse_metrics(REAL_PAGE)["qwen"]
 
-    assert series.vllm == Counts(2000, 400, 512)
-    assert series.accounted == Counts(1900, 350, 512)
+    assert series.vllm == Counts(2000, 400, 512, 90, 60)
+    assert series.accounted == Counts(1900, 350, 512, 75, 50)
     assert (series.values["running"], series.values["waiting"], series.values["preemptions"]) == (3, 4, 3)
     assert series.success == {"stop": 9, "length": 1, "abort": 0}
     assert series.kv_cache_usage == [0.25, 0.75]
@@ -275,6 +293,42 @@ def test_cached_tokens_are_at_most_the_prompt_gap_and_the_rest_comes_later(tmp_p
     assert later == Counts(190, 0, 54)
 
 
+def test_drafts_no_record_carries_are_reconciled_and_those_in_records_never(tmp_path):
+    # 60 drafts proposed, 30 accepted; the records carry 45 and 25 of them (the engine's per-request
+    # figures), an aborted request's 15 and 5 are in vLLM's counters alone.
+    rec = reconciler(tmp_path, from_zero=True)
+
+    [record] = rec.step(page(prompt=100, generation=40, draft=60, accepted=30, accounted=(100, 40, 0, 45, 25)), now=T0)
+    again = rec.step(page(prompt=100, generation=40, draft=60, accepted=30, accounted=(100, 40, 0, 45, 25)), now=T0)
+    # More requests, every draft of them in their records: nothing to reconcile.
+    later = rec.step(page(prompt=180, generation=90, draft=160, accepted=70, accounted=(180, 90, 0, 145, 65)), now=T0)
+
+    assert record["tokens"] == {"prompt": 0, "completion": 0, "draft": 15, "draft_accepted": 5}
+    assert record["record_id"] == f"recon-gpu-1-{MODEL}-e0-100-40-0-d60-30"
+    assert again == later == []
+    assert rec.metrics.unattributed.labels(MODEL, "draft")._value.get() == 15
+
+
+def test_accepted_drafts_are_at_most_the_drafts_reconciled(tmp_path):
+    # The server accounted fewer accepted drafts than it should have (it never does): no record
+    # says more drafts were accepted than proposed.
+    series = parse_metrics(page(prompt=10, generation=5, draft=20, accepted=12, accounted=(10, 5, 0, 15, 2)))[MODEL]
+
+    _, gap = reconcile_model(None, series, model=MODEL, settle=1, from_zero=True)
+
+    assert gap == Counts(0, 0, 0, 5, 5)
+
+
+def test_a_state_file_written_before_drafts_were_reconciled_still_loads(tmp_path):
+    counts = {"base": [10, 5, 0], "base_accounted": [10, 5, 0], "emitted": [1, 1, 0], "last": [10, 5, 0]}
+    old = {MODEL: {"epoch": 2, **counts, "last_accounted": [9, 4, 0], "created": None, "steady": 3}}
+    (tmp_path / "state.json").write_text(json.dumps({"version": 1, "pending": [], "models": old}))
+
+    state = reconciler(tmp_path).state.models[MODEL]
+
+    assert (state.epoch, state.base, state.emitted) == (2, Counts(10, 5, 0, 0, 0), Counts(1, 1, 0, 0, 0))
+
+
 def test_a_counter_going_down_rebaselines_at_zero_in_a_new_epoch(tmp_path, caplog):
     rec = reconciler(tmp_path, from_zero=True)
     assert [tokens(r) for r in rec.step(page(prompt=5000, generation=500, accounted=(4000, 500, 0)), now=T0)] == [
@@ -330,6 +384,7 @@ def test_record_ids_are_deterministic_and_never_too_long():
     long = record_id(source="s" * 100, model="m" * 200, epoch=3, vllm=Counts(10**12, 10**12, 0))
 
     assert short == record_id(source="gpu-1", model="m", epoch=0, vllm=Counts(1, 2, 3)) == "recon-gpu-1-m-e0-1-2-3"
+    assert record_id(source="gpu-1", model="m", epoch=0, vllm=Counts(1, 2, 3, 9, 4)) == "recon-gpu-1-m-e0-1-2-3-d9-4"
     assert len(long) == MAX_RECORD_ID
     assert long != record_id(source="s" * 100, model="m" * 200, epoch=4, vllm=Counts(10**12, 10**12, 0))
 
@@ -469,13 +524,16 @@ def test_reconciliation_records_reach_the_platform_as_shadow_unattributed(tmp_pa
             "--source", "gpu-1", "--state", str(state), "--interval", "0.01", "--once"]  # fmt: skip
     vllm.text = page(prompt=1000, generation=100, accounted=(1000, 100, 0))
     assert main(args, stop=threading.Event()) == 0  # the baseline
-    vllm.text = page(prompt=1600, generation=180, cached=256, accounted=(1200, 120, 128))
+    # 50 drafts proposed, 20 accepted; the records carry 30 and 12: the other 20 drafts, 12 of
+    # them rejected, belong to requests without per-request figures.
+    vllm.text = page(prompt=1600, generation=180, cached=256, draft=50, accepted=20, accounted=(1200, 120, 128, 30, 12))
 
     assert main(args, stop=threading.Event()) == 0
     assert main(args, stop=threading.Event()) == 0  # settled again, nothing new
 
     [stored] = Record.objects.all()
-    assert stored.record_id == f"recon-gpu-1-{MODEL}-e0-1600-180-256"
+    assert stored.record_id == f"recon-gpu-1-{MODEL}-e0-1600-180-256-d50-20"
+    assert (stored.draft, stored.draft_accepted) == (20, 8)
     viewer = User.objects.create_user("r", password="pw-for-tests-only")
     viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])  # reading an API needs a role
     client.force_login(viewer)
@@ -483,4 +541,4 @@ def test_reconciliation_records_reach_the_platform_as_shadow_unattributed(tmp_pa
     query = urlencode({"from": start.isoformat(), "to": (start + timedelta(hours=2)).isoformat(),
                        "group_by": "reason,model"})  # fmt: skip
     rows = client.get(f"/api/v1/usage/classes?{query}").json()["rows"]
-    assert {(r["reason"], r["model"]): r["tokens"] for r in rows} == {("shadow.unattributed", MODEL): 400 + 60}
+    assert {(r["reason"], r["model"]): r["tokens"] for r in rows} == {("shadow.unattributed", MODEL): 400 + 60 + 12}
