@@ -6,6 +6,7 @@ byte-order mark) write the raw value under the same translated header."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Literal
 
 Kind = Literal["text", "money", "pct", "int", "date", "datetime"]
@@ -34,3 +35,10 @@ class Table:
 
     def cells(self) -> list[list[Any]]:
         return [[row.get(c.key) for c in self.columns] for row in self.rows]
+
+
+def month_table(name: str, title: str, columns: list[Column], *, month: date, currency: str) -> Table:
+    """A month's table in one currency, its rows still to add: `title` (translated) names the
+    month and the currency with %(month)s and %(currency)s."""
+    period = f"{month:%Y-%m}"
+    return Table(name, title % {"month": period, "currency": currency}, columns, [], currency=currency, period=period)

@@ -17,7 +17,7 @@ from django.utils.translation import pgettext
 
 from apps.common.buckets import previous_month
 from apps.common.charts import chart_html, month_axis, themed
-from apps.common.tables import Column, Table
+from apps.common.tables import Column, Table, month_table
 from apps.ledger.links import journal_href
 from apps.ledger.models import Account, Finding
 from apps.ledger.names import Names
@@ -53,20 +53,18 @@ def spend_table(
     by_cc: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for row in matrix:
         by_cc[row["cost_centre"]][row["account"]] += row["amount"]
-    rows: list[dict[str, Any]] = []
-    table = Table(
+    table = month_table(
         "spend",
-        _("Spend by account and cost centre, %(month)s (%(currency)s)")
-        % {"month": f"{month:%Y-%m}", "currency": currency},
+        _("Spend by account and cost centre, %(month)s (%(currency)s)"),
         [
             Column("cost_centre", _("Cost centre")),
             *(Column(c, money_label(names.account(c), currency), "money") for c in codes),
             Column("total", money_label(_("Total"), currency), "money"),
         ],
-        rows,
+        month=month,
         currency=currency,
-        period=f"{month:%Y-%m}",
     )
+    rows = table.rows
     for cc, spent in sorted(by_cc.items(), key=lambda kv: names.centre(kv[0])):
         rows.append({"cost_centre": names.centre(cc), **{c: spent.get(c, ZERO) for c in codes}})
         rows[-1]["total"] = sum(spent.values(), ZERO)
@@ -134,11 +132,9 @@ def centres_table(
     now_, prev, tokens = _by(matrix, "cost_centre", this), _by(matrix, "cost_centre", before), _tokens(matrix, this)
     budgets = _budgets(month, currency, business_lines)
     progress = month_progress(month=month, now=now or timezone.now())
-    rows: list[dict[str, Any]] = []
-    table = Table(
+    table = month_table(
         "budget",
-        _("Cost centres against the previous month and the budget, %(month)s (%(currency)s)")
-        % {"month": this, "currency": currency},
+        _("Cost centres against the previous month and the budget, %(month)s (%(currency)s)"),
         [
             Column("cost_centre", _("Cost centre")),
             Column("actual", money_label(_("This month"), currency), "money"),
@@ -155,10 +151,10 @@ def centres_table(
             Column("tokens", _("Tokens"), "int"),
             Column("tokens_used", _("Token budget used"), "pct"),
         ],
-        rows,
+        month=month,
         currency=currency,
-        period=this,
     )
+    rows = table.rows
     for cc in sorted(set(now_) | set(prev) | set(budgets), key=names.centre):
         budget = budgets.get(cc)
         rows.append(
@@ -238,10 +234,9 @@ def accounts_table(
     """Per expense account: this month, the previous month and the change."""
     this, before = f"{month:%Y-%m}", f"{previous_month(month):%Y-%m}"
     now, prev = _by(matrix, "account", this), _by(matrix, "account", before)
-    rows: list[dict[str, Any]] = []
-    table = Table(
+    table = month_table(
         "accounts",
-        _("Accounts against the previous month, %(month)s (%(currency)s)") % {"month": this, "currency": currency},
+        _("Accounts against the previous month, %(month)s (%(currency)s)"),
         [
             Column("account", _("Account")),
             Column("actual", money_label(_("This month"), currency), "money"),
@@ -249,10 +244,10 @@ def accounts_table(
             Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
             Column("change_pct", _("Change %"), "pct"),
         ],
-        rows,
+        month=month,
         currency=currency,
-        period=this,
     )
+    rows = table.rows
     for account in accounts:
         if account.code not in now and account.code not in prev:
             continue
@@ -289,10 +284,9 @@ def trial_balance_table(*, month: date, currency: str, names: Names, business_li
     balance = trial_balance(month=month, business_lines=business_lines)
     book = next((b for b in balance["currencies"] if b["currency"] == currency), None)
     kinds = {"expense": _("expense"), "liability": _("liability")}
-    rows: list[dict[str, Any]] = []
-    table = Table(
+    table = month_table(
         "trial_balance",
-        _("Trial balance, %(month)s (%(currency)s)") % {"month": f"{month:%Y-%m}", "currency": currency},
+        _("Trial balance, %(month)s (%(currency)s)"),
         [
             Column("account", _("Account")),
             Column("kind", _("Kind")),
@@ -301,10 +295,10 @@ def trial_balance_table(*, month: date, currency: str, names: Names, business_li
             Column("balance", money_label(_("Balance"), currency), "money"),
             Column("originals", _("Priced in another currency")),
         ],
-        rows,
+        month=month,
         currency=currency,
-        period=f"{month:%Y-%m}",
     )
+    rows = table.rows
     for account in book["accounts"] if book else []:
         rows.append(
             {

@@ -24,7 +24,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.db.models import F, Sum
@@ -35,7 +34,7 @@ from apps.common.buckets import day_end, day_start, month_days, zone_name
 from apps.common.composed import SQL, table, text
 from apps.common.formats import int_text, money_text
 from apps.common.replica import read_connection
-from apps.common.tables import Column, Table
+from apps.common.tables import Column, Table, month_table
 from apps.ingest.models import DimSet
 from apps.ledger import conf
 from apps.ledger.links import journal_href, month_waste_href
@@ -282,11 +281,9 @@ def _reconciled(
     waste_code = Account.objects.filter(role=Account.Role.WASTE).values_list("code", flat=True).first() or ""
     elastic_code = Account.objects.filter(role=Account.Role.ELASTIC).values_list("code", flat=True).first() or ""
     cur = f" ({currency})"
-    rows: list[dict[str, Any]] = []
-    table = Table(
+    table = month_table(
         "waste",
-        _("Waste in the books against the /waste/ page, %(month)s (%(currency)s)")
-        % {"month": f"{month:%Y-%m}", "currency": currency},
+        _("Waste in the books against the /waste/ page, %(month)s (%(currency)s)"),
         [
             Column("cost_centre", _("Cost centre")),
             Column("tokens", _("Waste tokens (ledger)"), "int"),
@@ -299,10 +296,10 @@ def _reconciled(
             Column("diff_amount", _("Difference") + cur, "money"),
             Column("status", _("Reconciliation")),
         ],
-        rows,
+        month=month,
         currency=currency,
-        period=f"{month:%Y-%m}",
     )
+    rows = table.rows
     for cc in sorted(centres, key=names.centre):
         centre = centres[cc]
         page_tokens, page_exact = page.get(cc, (0, ZERO))
@@ -339,11 +336,9 @@ def _reconciled(
 
 def _reasons(month: date, currency: str, names: Names, centres: dict[str, _Centre]) -> Table:
     cur = f" ({currency})"
-    rows: list[dict[str, Any]] = []
-    table = Table(
+    table = month_table(
         "waste_reasons",
-        _("Waste by cost centre and reason, %(month)s (%(currency)s)")
-        % {"month": f"{month:%Y-%m}", "currency": currency},
+        _("Waste by cost centre and reason, %(month)s (%(currency)s)"),
         [
             Column("cost_centre", _("Cost centre")),
             Column("reason", _("Reason")),
@@ -352,10 +347,10 @@ def _reasons(month: date, currency: str, names: Names, centres: dict[str, _Centr
             Column("elastic_tokens", _("Of which inside elastic windows, tokens"), "int"),
             Column("elastic", _("Of which inside elastic windows") + cur, "money"),
         ],
-        rows,
+        month=month,
         currency=currency,
-        period=f"{month:%Y-%m}",
     )
+    rows = table.rows
     for cc in sorted(centres, key=names.centre):
         for reason, (booked, inside) in sorted(centres[cc].reasons.items()):
             rows.append(
