@@ -131,6 +131,7 @@ def seeded_defaults() -> None:
     if not apps.get_model("classification", "Reason").objects.exists():
         migration("classification.0002_builtin_reasons_and_ruleset").seed(apps, None)
         migration("classification.0007_reasoning_component").seed(apps, None)
+        migration("classification.0012_cache_write_component").seed(apps, None)
     if not apps.get_model("ledger", "Account").objects.exists():
         apps.get_model("ledger", "ConfigVersion").objects.get_or_create(id=1)
         migration("ledger.0003_seed_chart").seed(apps, None)

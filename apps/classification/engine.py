@@ -1,14 +1,15 @@
 """How a record's tokens are split into classes: the token components, the built-in rule
 chain, and custom rules that move components to another class.reason.
 
-Every record's processed tokens are cut into eight components, and each component lands in
+Every record's processed tokens are cut into nine components, and each component lands in
 exactly one class.reason, so the classes always sum to the processed total:
 
     cached_prompt + uncached_prompt + structural + output + padding + spec_rejected + recomputed + reasoning
-    = prompt + completion + padding + recomputed + (draft - draft_accepted)
+    + cache_write = prompt + completion + padding + recomputed + (draft - draft_accepted)
 
-(reasoning and structural are parts of completion; output is the rest of it). Components are
-numbered in this order and stored by number, so a new one is only ever appended.
+(reasoning and structural are parts of completion; output is the rest of it; cached_prompt and
+cache_write are parts of prompt, uncached_prompt the rest of it). Components are numbered in this
+order and stored by number, so a new one is only ever appended.
 
 Pure Python: the same decisions are compiled to SQL in sql.py for set-based reclassification.
 """
@@ -31,17 +32,21 @@ COMPONENTS = (
     "spec_rejected",
     "recomputed",
     "reasoning",
+    "cache_write",
 )
-CACHED, UNCACHED, STRUCTURAL, OUTPUT, PADDING, SPEC_REJECTED, RECOMPUTED, REASONING = range(len(COMPONENTS))
+CACHED, UNCACHED, STRUCTURAL, OUTPUT, PADDING, SPEC_REJECTED, RECOMPUTED, REASONING, CACHE_WRITE = range(
+    len(COMPONENTS)
+)
 # Names a rule may use for several components at once.
 COMPONENT_GROUPS = {
-    "prompt": (CACHED, UNCACHED),
+    "prompt": (CACHED, UNCACHED, CACHE_WRITE),
     "completion": (STRUCTURAL, OUTPUT, REASONING),
     "all": tuple(range(len(COMPONENTS))),
 }
 # The price kind of each component: rejected drafts, padding and recompute are priced as input;
-# reasoning as output, unless the price book has a reasoning price (pricing.book.component_price).
-COMPONENT_KIND = ("cached_input", "input", "output", "output", "input", "input", "input", "output")
+# reasoning as output, unless the price book has a reasoning price; prompt-cache writes as input,
+# unless it has a cache-write price (pricing.book.component_price).
+COMPONENT_KIND = ("cached_input", "input", "output", "output", "input", "input", "input", "output", "input")
 
 CLASSES = ("effective", "waste", "cache", "shadow")
 
@@ -63,6 +68,7 @@ BUILTIN_REASONS: dict[int, str] = {
     14: "shadow.unattributed",
     15: "effective.reasoning",
     16: "waste.reasoning_overspend",  # no built-in rule: a move rule names it, with its own N
+    17: "effective.cache_write",
 }
 REASON_IDS = {name: pk for pk, name in BUILTIN_REASONS.items()}
 CACHE_PREFIX, EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT = 1, 2, 3, 4
@@ -70,6 +76,7 @@ WASTE_BY_STATUS = {"error": 5, "timeout": 6, "aborted": 7, "rejected": 8}
 WASTE_DUPLICATE, WASTE_TRUNCATED, WASTE_PADDING = 9, 10, 11
 SHADOW_SPEC, SHADOW_RECOMPUTE, SHADOW_UNATTRIBUTED = 12, 13, 14
 EFF_REASONING, WASTE_REASONING_OVERSPEND = 15, 16
+EFF_CACHE_WRITE = 17
 FIRST_CUSTOM_REASON = 100
 
 # Built-in rules, in the order they apply; each can be turned off by a rule set.
@@ -85,20 +92,21 @@ BUILTIN_RULES = (
 )
 DUPLICATE_WINDOW_SECONDS = 300
 
-Reasons = tuple[int, int, int, int, int, int, int, int]
+Reasons = tuple[int, int, int, int, int, int, int, int, int]
 
 
-def component_tokens(tokens: Any) -> tuple[int, int, int, int, int, int, int, int]:
-    """The eight components of a record's `tokens` (a Tokens struct or any object alike)."""
+def component_tokens(tokens: Any) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """The nine components of a record's `tokens` (a Tokens struct or any object alike)."""
     return (
         tokens.prompt_cached,
-        tokens.prompt - tokens.prompt_cached,
+        tokens.prompt - tokens.prompt_cached - tokens.prompt_cache_write,
         tokens.structural,
         tokens.completion - tokens.structural - tokens.reasoning,
         tokens.padding,
         tokens.draft - tokens.draft_accepted,
         tokens.recomputed,
         tokens.reasoning,
+        tokens.prompt_cache_write,
     )
 
 
@@ -110,7 +118,8 @@ def builtin_reasons(
     A disabled rule no longer claims its components: they follow the rest of the chain, and
     what no rule claims is effective (prompt-side components follow the uncached prompt,
     rejected drafts follow the output). Reasoning is decided with the rest of the completion:
-    wasted with it when it is wasted, else `effective.reasoning`.
+    wasted with it when it is wasted, else `effective.reasoning`. Prompt-cache writes are
+    computed prompt, decided with the uncached prompt: wasted with it, else `effective.cache_write`.
     """
     if reconciliation and "unattributed" not in disabled:
         return (SHADOW_UNATTRIBUTED,) * len(COMPONENTS)  # type: ignore[return-value]
@@ -131,6 +140,7 @@ def builtin_reasons(
         SHADOW_SPEC if "spec_rejected" not in disabled else output,
         SHADOW_RECOMPUTE if "recompute" not in disabled else prompt,
         reasoning,
+        EFF_CACHE_WRITE if prompt == EFF_INPUT else prompt,
     )
 
 

@@ -32,6 +32,13 @@ REASONS: dict[str, Explained] = {
         _("Reasoning (thinking) tokens of a request that succeeded: the part of its completion before the answer."),
         _("Lower the reasoning effort or budget where the task is simple; route easy requests to a model without it."),
     ),
+    "effective.cache_write": Explained(
+        _(
+            "Prompt tokens of a request that succeeded that the provider wrote into its prompt cache: computed, "
+            "and priced at the cache-write price where the price book sets one."
+        ),
+        _("Write a prefix to the cache only when it will be read again; keep cached prefixes stable."),
+    ),
     "waste.reasoning_overspend": Explained(
         _("Reasoning of a request that thought more than N times its answer (N set in the rule that names it)."),
         _("Cap the reasoning budget for this feature; ask a model without reasoning; check the prompt is clear."),

@@ -4,7 +4,7 @@ reclassify a day and compare two rule sets over the same records.
 
 A query reads the records through `records_sql`: the records of a time range with, computed
 once per record, a `duplicate` flag (the window below), a `reconciliation` flag and one flag
-per move rule. The eight reason expressions of a rule set (engine.COMPONENTS order) read only
+per move rule. The nine reason expressions of a rule set (engine.COMPONENTS order) read only
 those flags and the record's status and finish reason, so they take no parameters, and
 `classes_sql` sums the records per those before the reasons are evaluated.
 """
@@ -21,6 +21,7 @@ from apps.classification.engine import (
     CACHE_PREFIX,
     COMPONENTS,
     DUPLICATE_WINDOW_SECONDS,
+    EFF_CACHE_WRITE,
     EFF_INPUT,
     EFF_OUTPUT,
     EFF_REASONING,
@@ -73,20 +74,21 @@ def component_tokens_sql(row: str) -> tuple[str, ...]:
     SQL over a row with the record's token columns, aliased `row`."""
     return (
         f"{row}.prompt_cached",
-        f"{row}.prompt - {row}.prompt_cached",
+        f"{row}.prompt - {row}.prompt_cached - {row}.prompt_cache_write",
         f"{row}.structural",
         f"{row}.completion - {row}.structural - {row}.reasoning",
         f"{row}.padding",
         f"{row}.draft - {row}.draft_accepted",
         f"{row}.recomputed",
         f"{row}.reasoning",
+        f"{row}.prompt_cache_write",
     )
 
 
 COMPONENT_TOKENS = component_tokens_sql("x")  # over a records_sql row
 _RECORD_FIELDS = (
     "ts, source_id, model_id, status, finish_reason, prompt, prompt_cached, completion, structural, padding, draft, "
-    "draft_accepted, recomputed, reasoning"
+    "draft_accepted, recomputed, reasoning, prompt_cache_write"
 )
 
 
@@ -130,15 +132,16 @@ def _builtin_reasons(disabled: frozenset[str]) -> list[str]:
     )
     chain: list[tuple[str, tuple[object, ...]]] = []
     if "failed" not in disabled:
-        chain.append((f"x.status <> {OK}", (failed,) * 4))
+        chain.append((f"x.status <> {OK}", (failed,) * 5))
     if "duplicate" not in disabled:
-        chain.append((f"x.duplicate AND x.status = {OK}", (WASTE_DUPLICATE,) * 4))
+        chain.append((f"x.duplicate AND x.status = {OK}", (WASTE_DUPLICATE,) * 5))
     if "truncated" not in disabled:
-        truncated = (EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED, WASTE_TRUNCATED)
+        truncated = (EFF_INPUT, WASTE_TRUNCATED, WASTE_TRUNCATED, WASTE_TRUNCATED, EFF_CACHE_WRITE)
         chain.append((f"x.finish_reason = {LENGTH} AND x.status = {OK}", truncated))
-    default = (EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT, EFF_REASONING)
-    prompt, structural, output, reasoning = (
-        _case([(when, str(then[i])) for when, then in chain], str(default[i])) for i in range(4)
+    # The prompt, structural, output, reasoning and cache-write reasons of each link of the chain.
+    default = (EFF_INPUT, EFF_STRUCTURAL, EFF_OUTPUT, EFF_REASONING, EFF_CACHE_WRITE)
+    prompt, structural, output, reasoning, cache_write = (
+        _case([(when, str(then[i])) for when, then in chain], str(default[i])) for i in range(len(default))
     )
     reasons = [
         str(CACHE_PREFIX) if "prefix_cache" not in disabled else prompt,
@@ -149,6 +152,7 @@ def _builtin_reasons(disabled: frozenset[str]) -> list[str]:
         str(SHADOW_SPEC) if "spec_rejected" not in disabled else output,
         str(SHADOW_RECOMPUTE) if "recompute" not in disabled else prompt,
         reasoning,
+        cache_write,
     ]
     if "unattributed" not in disabled:
         reasons = [f"CASE WHEN x.reconciliation THEN {SHADOW_UNATTRIBUTED} ELSE {r} END" for r in reasons]

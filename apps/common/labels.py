@@ -35,6 +35,7 @@ LABELS: dict[str, Promise] = {
     "draft_accepted": _("accepted draft tokens"),
     "recomputed": _("recomputed tokens"),
     "reasoning": _("reasoning tokens"),
+    "prompt_cache_write": _("prompt tokens written to the cache"),
     # a record's timings (milliseconds)
     "queued": _("queued"),
     "ttft": _("time to first token"),
@@ -46,6 +47,7 @@ LABELS: dict[str, Promise] = {
     "uncached_prompt": _("uncached prompt"),
     "output": _("output"),
     "spec_rejected": _("rejected draft"),
+    "cache_write": _("cache write"),
     # what a price is per million of (a price version's kinds)
     "input": _("input"),
     "cached_input": _("cached input"),

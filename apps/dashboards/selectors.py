@@ -187,7 +187,7 @@ def _health_of(rows: list[tuple]) -> Health:
     prompt = cached = 0
     for token_class, component, tokens in rows:
         by_class[token_class] += tokens
-        if COMPONENTS[component] in ("cached_prompt", "uncached_prompt"):
+        if COMPONENTS[component] in ("cached_prompt", "uncached_prompt", "cache_write"):
             prompt += tokens
             cached += tokens if COMPONENTS[component] == "cached_prompt" else 0
     return Health(sum(by_class.values()), dict(by_class), prompt, cached)

@@ -8,8 +8,8 @@ amount is shared out over its parts in proportion to their exact cost, to the ce
 of a line sum to it exactly and the export to the books.
 
 - SkuId is the model, SkuPriceId the model, the token kind and what priced it
-  ('gpt-4o/uncached_prompt/pv3', 'qwen/output/pool2'), SkuMeter the kind of token
-  ('Input Tokens', 'Cached Input Tokens', 'Output Tokens').
+  ('gpt-4o/uncached_prompt/pv3', 'qwen/output/pool2', 'claude/cache_write/pv3'), SkuMeter the kind
+  of token ('Input Tokens', 'Cached Input Tokens', 'Cache Write Input Tokens', 'Output Tokens').
 - ListUnitPrice = ContractedUnitPrice: the price of a million tokens in the billing currency
   (no discounts, no commitments); PricingCurrency*UnitPrice the same as priced. PricingCategory
   is Standard for a price version's price, Dynamic for a cost pool's (it follows the pool's
@@ -62,6 +62,8 @@ CENT = Decimal("0.01")
 STANDARD, DYNAMIC = "Standard", "Dynamic"
 EXACT = Decimal(1).scaleb(-12)  # the priced rows' precision
 METERS = {"input": "Input Tokens", "cached_input": "Cached Input Tokens", "output": "Output Tokens"}
+# A component metered apart from its price kind: prompt-cache writes, priced as input or at their own price.
+COMPONENT_METERS = {"cache_write": "Cache Write Input Tokens"}
 TOKEN_UNIT = f"{TOKENS_PER_PRICING_UNIT} Tokens"
 
 # A day's priced rows at the grain a line is split by, with the mapping rule that books them.
@@ -285,7 +287,7 @@ def _part_row(line: JournalLine, part: Part, billed: Decimal, priced: Decimal) -
         f"on {line.day}",
         "PricingCategory": STANDARD if part.price_version is not None else DYNAMIC,
         "SkuId": line.model.name,
-        "SkuMeter": METERS[COMPONENT_KIND[part.component]],
+        "SkuMeter": COMPONENT_METERS.get(kind) or METERS[COMPONENT_KIND[part.component]],
         "SkuPriceDetails": json.dumps(details, sort_keys=True),
         "SkuPriceId": f"{line.model.name}/{kind}/{part.price_ref}",
         "x_Caller": part.caller,

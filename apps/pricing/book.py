@@ -16,19 +16,23 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fnmatch import fnmatchcase
 from fractions import Fraction
 
-from apps.classification.engine import CACHED, COMPONENT_KIND, OUTPUT, REASONING, STRUCTURAL
+from apps.classification.engine import CACHE_WRITE, CACHED, COMPONENT_KIND, OUTPUT, REASONING, STRUCTURAL
 
 Rank = tuple[int, int]
-# The optional price kind of reasoning tokens (pricing.models.Kind.REASONING).
+# The optional price kinds (pricing.models.Kind.REASONING, CACHE_WRITE) and the component each prices.
 REASONING_KIND = "reasoning"
+CACHE_WRITE_KIND = "cache_write"
+OPTIONAL_KINDS = {REASONING: REASONING_KIND, CACHE_WRITE: CACHE_WRITE_KIND}
 
 
 def component_price(prices: Mapping[str, Decimal], component: int) -> Decimal | None:
     """The price per million of a component's tokens, from a model's prices by kind. Reasoning
     tokens take the reasoning price where the book sets one, else the output price (so a book
-    without reasoning prices prices them as it always priced completion)."""
-    if component == REASONING and REASONING_KIND in prices:
-        return prices[REASONING_KIND]
+    without reasoning prices prices them as it always priced completion); prompt-cache writes
+    take the cache-write price where the book sets one, else the input price."""
+    optional = OPTIONAL_KINDS.get(component)
+    if optional is not None and optional in prices:
+        return prices[optional]
     return prices.get(COMPONENT_KIND[component])
 
 

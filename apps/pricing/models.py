@@ -31,6 +31,8 @@ class Kind(models.TextChoices):
     OUTPUT = "output"
     # Optional: reasoning tokens are priced as output unless a version sets this (book.component_price).
     REASONING = "reasoning"
+    # Optional: prompt-cache writes are priced as input unless a version sets this.
+    CACHE_WRITE = "cache_write"
 
 
 def validate_whole_hour(value: datetime) -> None:

@@ -3,10 +3,11 @@ applied as a new price version.
 
 Two formats are read: LiteLLM's `model_prices_and_context_window.json` (per-token USD prices:
 `input_cost_per_token`, `output_cost_per_token`, `cache_read_input_token_cost`,
-`output_cost_per_reasoning_token`) and a CSV of per-million prices, one row a model
-(`model,input,cached_input,output[,reasoning][,currency]`). A list holds thousands of models; only
-those asked for are taken: the models the platform has served (matched by name, or by the last
-part of a listed `provider/name`), and the names or globs an operator adds.
+`cache_creation_input_token_cost`, `output_cost_per_reasoning_token`) and a CSV of per-million
+prices, one row a model (`model,input,cached_input,output[,reasoning][,cache_write][,currency]`).
+A list holds thousands of models; only those asked for are taken: the models the platform has
+served (matched by name, or by the last part of a listed `provider/name`), and the names or globs
+an operator adds.
 
 A list in another currency than the price book's is converted at the day's rate of the version's
 first day (`conversion.rate_on`: the rates the books keep, read through a hook, since the books sit
@@ -40,10 +41,11 @@ LITELLM_FIELDS = {
     Kind.CACHED_INPUT: "cache_read_input_token_cost",
     Kind.OUTPUT: "output_cost_per_token",
     Kind.REASONING: "output_cost_per_reasoning_token",
+    Kind.CACHE_WRITE: "cache_creation_input_token_cost",
 }
 # Modes of a LiteLLM entry that price generated text; embeddings, images and audio are left out.
 TEXT_MODES = {"chat", "completion", "responses", None}
-CSV_KINDS = (Kind.INPUT, Kind.CACHED_INPUT, Kind.OUTPUT, Kind.REASONING)
+CSV_KINDS = (Kind.INPUT, Kind.CACHED_INPUT, Kind.OUTPUT, Kind.REASONING, Kind.CACHE_WRITE)
 
 
 class PriceListError(ValueError):
@@ -130,6 +132,10 @@ def _litellm(text: str, source: str) -> PriceList:
         if Kind.INPUT not in found or Kind.OUTPUT not in found:
             continue
         found.setdefault(Kind.CACHED_INPUT, found[Kind.INPUT])  # no cache discount listed: none given
+        if found.get(Kind.CACHE_WRITE) == 0 < found[Kind.INPUT]:
+            # LiteLLM lists 0.0 for providers that never report cache writes (DeepSeek): not a free
+            # write, no write price, so a write would be priced as input.
+            del found[Kind.CACHE_WRITE]
         prices[name] = found
     if not prices:
         raise PriceListError(f"{source}: no model with input and output prices")

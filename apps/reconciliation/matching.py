@@ -25,7 +25,7 @@ from datetime import date
 from decimal import Decimal
 from fnmatch import fnmatchcase
 
-from apps.classification.engine import CACHED, OUTPUT, REASONING, STRUCTURAL, UNCACHED
+from apps.classification.engine import CACHE_WRITE, CACHED, OUTPUT, REASONING, STRUCTURAL, UNCACHED
 from apps.common.buckets import month_days, month_of
 from apps.common.composed import SQL, table, text
 from apps.ingest.models import DimSet, ServedModel
@@ -135,7 +135,7 @@ def bill_side(bill: Bill | None) -> dict[Key, Side]:
 _HOSTED_SQL = SQL(
     """
 SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), m.name, {key}, d.business_line,
-       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
+       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0),
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0),
        SUM(c.cost)
 FROM {costs} c
@@ -160,7 +160,7 @@ _POOL_TOKENS_SQL = text(
     SQL(
         """
 SELECT LEAST(GREATEST((c.hour AT TIME ZONE %s)::date, %s), %s), d.business_line,
-       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s)), 0),
+       COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0),
        COALESCE(SUM(c.tokens) FILTER (WHERE c.component IN (%s, %s, %s)), 0)
 FROM {costs} c JOIN {dims} d ON d.id = c.dims_id
 WHERE c.pool_id = %s AND c.hour >= %s AND c.hour < %s GROUP BY 1, 2
@@ -168,8 +168,8 @@ WHERE c.pool_id = %s AND c.hour >= %s AND c.hour < %s GROUP BY 1, 2
     ).format(costs=table(HourlyCost), dims=table(DimSet))
 )
 
-# Input (cached, uncached) and output as a bill counts them: reasoning is billed as output.
-_COMPONENTS = [CACHED, UNCACHED, STRUCTURAL, OUTPUT, REASONING]
+# Input (cached, uncached, cache writes) and output as a bill counts them: reasoning is billed as output.
+_COMPONENTS = [CACHED, UNCACHED, CACHE_WRITE, STRUCTURAL, OUTPUT, REASONING]
 
 
 def platform_side(supplier: Supplier, month: date) -> dict[Key, Side]:

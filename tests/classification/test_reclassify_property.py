@@ -67,7 +67,8 @@ def token_record(draw: st.DrawFn) -> dict[str, Any]:
         },
         "tokens": {
             "prompt": prompt,
-            "prompt_cached": draw(st.integers(0, prompt)),
+            "prompt_cached": (cached := draw(st.integers(0, prompt))),
+            "prompt_cache_write": draw(st.sampled_from([0, 0, prompt - cached, (prompt - cached) // 2])),
             "completion": completion,
             "reasoning": (reasoning := draw(st.sampled_from([0, 0, completion, completion // 2, completion // 4]))),
             "structural": draw(st.integers(0, completion - reasoning)),

@@ -60,6 +60,11 @@ def test_litellms_per_token_prices_become_exact_per_million_ones() -> None:
         "output": Decimal("0.6"),
     }
     assert listed.prices["o3-mini"]["reasoning"] == Decimal("4.4")
+    # cache_creation_input_token_cost is the cache-write price (1.25 x input for Anthropic's)
+    assert listed.prices["claude-3-5-sonnet-20241022"]["cache_write"] == Decimal("3.75")
+    assert "cache_write" not in listed.prices["gpt-4o"]
+    # a listed 0.0 beside a paid input (DeepSeek reports no cache writes) is no write price
+    assert "cache_write" not in listed.prices["deepseek/deepseek-chat"]
     # no cache discount listed: cached prompt tokens cost what input costs
     assert listed.prices["mistral/mistral-small-latest"]["cached_input"] == Decimal("0.1")
     # the spec, embeddings and images are not text generation's prices
@@ -70,6 +75,10 @@ def test_a_csv_is_read_and_its_mistakes_named_by_line() -> None:
     text = "model,input,cached_input,output,currency\nqwen-max,2.4,0.6,9.6,CNY\nqwen-plus,0.8,,2,CNY\n"
     listed = pricelist_parse(text=text, source="cn.csv")
     assert listed.currency == "CNY" and listed.prices["qwen-plus"]["cached_input"] == Decimal("0.8")
+    written = pricelist_parse(
+        text="model,input,cached_input,output,cache_write\nclaude,3,0.3,15,3.75\n", source="w.csv"
+    )
+    assert written.prices["claude"]["cache_write"] == Decimal("3.75")
     with pytest.raises(PriceListError, match="line 3: output 'two' is not a number"):
         pricelist_parse(text="model,input,output\nqwen-max,2.4,9.6\nqwen-plus,0.8,two\n", source="bad.csv")
     with pytest.raises(PriceListError, match="line 2: qwen-max needs an input and an output price"):

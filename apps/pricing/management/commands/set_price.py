@@ -40,6 +40,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--reasoning", type=_decimal, default=None, help="reasoning tokens' own price (default: priced as output)"
         )
+        parser.add_argument(
+            "--cache-write",
+            type=_decimal,
+            default=None,
+            help="prompt-cache writes' own price (default: priced as input)",
+        )
         parser.add_argument("--currency", choices=Currency.values, default=None, help="default: that of the base")
         parser.add_argument(
             "--from", dest="start", type=_hour, default=None, help="whole hour, UTC if no offset (default: this hour)"
@@ -54,6 +60,8 @@ class Command(BaseCommand):
         }
         if options["reasoning"] is not None:
             prices[Kind.REASONING] = options["reasoning"]
+        if options["cache_write"] is not None:
+            prices[Kind.CACHE_WRITE] = options["cache_write"]
         try:
             version = price_set(
                 model_pattern=options["model"], prices=prices, effective_from=start, currency=options["currency"]
