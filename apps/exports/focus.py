@@ -151,7 +151,7 @@ def _charge_period(window: MonthWindow, day: date) -> dict[str, str]:
 
 def _line_row(line: JournalLine) -> dict[str, str]:
     amount = _cost(line.debit - line.credit)
-    correction = line.entry.kind in (JournalEntry.Kind.ADJUSTMENT, JournalEntry.Kind.BILL)  # bill: a supplier bill
+    correction = line_corrects(line)
     if line.model is not None:
         resource, resource_type, unit = str(line.model), "Model", "Tokens"
         consumed, pricing = Decimal(line.tokens), Decimal(line.tokens) / TOKENS_PER_PRICING_UNIT
@@ -163,8 +163,6 @@ def _line_row(line: JournalLine) -> dict[str, str]:
     what = f"{line.tokens} tokens of {resource}" if line.model is not None else _idle_what(line, resource)
     return {
         "BilledCost": amount,
-        "BillingCurrency": line.currency,
-        "ChargeClass": "Correction" if correction else "",
         "ChargeDescription": f"{line.account.name} ({line.account.code}): {what} for {line.cost_centre} on {line.day}"
         + (f", correcting {line.entry.adjusts:%Y-%m}" if correction and line.entry.adjusts else ""),
         "ConsumedQuantity": _num(consumed),
@@ -175,9 +173,24 @@ def _line_row(line: JournalLine) -> dict[str, str]:
         **_pricing_currency(line, amount),
         "PricingQuantity": _num(pricing),
         "PricingUnit": pricing_unit,
+        "ResourceType": resource_type,
+        **line_columns(line, resource),
+    }
+
+
+def line_corrects(line: JournalLine) -> bool:
+    """An adjusting entry's line, or a supplier bill's: a correction of the period it adjusts."""
+    return line.entry.kind in (JournalEntry.Kind.ADJUSTMENT, JournalEntry.Kind.BILL)
+
+
+def line_columns(line: JournalLine, resource: str) -> dict[str, str]:
+    """The columns that name a journal line, its resource and where it is booked: every FOCUS
+    version's the same."""
+    return {
+        "BillingCurrency": line.currency,
+        "ChargeClass": "Correction" if line_corrects(line) else "",
         "ResourceId": resource,
         "ResourceName": resource,
-        "ResourceType": resource_type,
         "SubAccountId": line.cost_centre,
         "SubAccountName": line.cost_centre,
         "Tags": json.dumps(_tags(line), sort_keys=True, ensure_ascii=False),

@@ -38,11 +38,19 @@ from apps.common.buckets import month_of
 from apps.common.composed import SQL, text
 from apps.common.csvcells import safe_dict
 from apps.exports.focus import COLUMNS as COLUMNS_12
-from apps.exports.focus import TOKENS_PER_PRICING_UNIT, _cost, _idle_what, _num, _tags, _Windows
+from apps.exports.focus import (
+    TOKENS_PER_PRICING_UNIT,
+    _cost,
+    _idle_what,
+    _num,
+    _Windows,
+    line_columns,
+    line_corrects,
+)
 from apps.ledger import conf
 from apps.ledger.idle.allocation import SHOWBACK as IDLE
 from apps.ledger.mapping import mapping_load
-from apps.ledger.models import Account, JournalEntry, JournalLine
+from apps.ledger.models import Account, JournalLine
 from apps.ledger.services.accrual import PRICED_HOURS_FROM, analytic_cursor
 
 # FOCUS 1.4's columns are 1.2's less the two it renamed (ProviderName: ServiceProviderName and
@@ -194,30 +202,16 @@ def _line_columns(line: JournalLine) -> dict[str, str]:
     """What every row of a line shares."""
     resource = str(line.model) if line.model is not None else f"pool:{line.pool.name}" if line.pool else ""
     return {
-        "BillingCurrency": line.currency,
-        "ChargeClass": "Correction" if _correction(line) else "",
-        "ResourceId": resource,
-        "ResourceName": resource,
+        **line_columns(line, resource),
         "ResourceType": "Model" if line.model is not None else "GPU Pool" if line.pool is not None else "",
-        "SubAccountId": line.cost_centre,
-        "SubAccountName": line.cost_centre,
-        "Tags": json.dumps(_tags(line), sort_keys=True, ensure_ascii=False),
-        "x_Account": line.account.code,
-        "x_AccountName": line.account.name,
-        "x_AdjustsPeriod": f"{line.entry.adjusts:%Y-%m}" if line.entry.adjusts else "",
         "x_ExchangeRate": _num(line.rate.normalize()) if line.rate is not None else "",
         "x_ExchangeRateSource": (line.rate_source or "") if line.rate is not None else "",
-        "x_JournalLineId": str(line.pk),
     }
-
-
-def _correction(line: JournalLine) -> bool:
-    return line.entry.kind in (JournalEntry.Kind.ADJUSTMENT, JournalEntry.Kind.BILL)
 
 
 def _line_rows(line: JournalLine, parts: _DayParts) -> list[dict[str, str]]:
     amount = line.debit - line.credit
-    if _correction(line):
+    if line_corrects(line):
         return [_correction_row(line, amount)]
     if line.model is None:
         return [_idle_row(line, amount)]
