@@ -41,6 +41,22 @@ def change(now: Decimal, before: Decimal | None) -> tuple[Decimal | None, Decima
     return delta, (delta / before).quantize(Decimal("0.0001")) if before else None
 
 
+def _against_previous(now: Decimal, before: Decimal | None) -> dict[str, Decimal | None]:
+    """A row's cells of this month against the previous one (the columns of
+    _against_previous_columns): both amounts, the change and the change as a fraction."""
+    delta, delta_pct = change(now, before)
+    return {"actual": now, "previous": before, "change": delta, "change_pct": delta_pct}
+
+
+def _against_previous_columns(currency: str) -> list[Column]:
+    return [
+        Column("actual", money_label(_("This month"), currency), "money"),
+        Column("previous", money_label(_("Previous month"), currency), "money"),
+        Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
+        Column("change_pct", _("Change %"), "pct"),
+    ]
+
+
 def money_label(label: str, currency: str) -> str:
     return f"{label} ({currency})"
 
@@ -137,10 +153,7 @@ def centres_table(
         _("Cost centres against the previous month and the budget, %(month)s (%(currency)s)"),
         [
             Column("cost_centre", _("Cost centre")),
-            Column("actual", money_label(_("This month"), currency), "money"),
-            Column("previous", money_label(_("Previous month"), currency), "money"),
-            Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
-            Column("change_pct", _("Change %"), "pct"),
+            *_against_previous_columns(currency),
             Column("budget", money_label(_("Budget"), currency), "money"),
             Column("budget_to_date", money_label(_("Budget to date"), currency), "money"),
             Column("variance", money_label(_("Variance to date (actual - budget)"), currency), "money", EXPENSE),
@@ -205,17 +218,13 @@ def centres_table(
 def _centre_row(
     label: str, actual: Decimal, previous: Decimal | None, budget: Budget | None, tokens: int, progress: MonthProgress
 ) -> dict[str, Any]:
-    delta, delta_pct = change(actual, previous)
     amount = budget.amount if budget is not None else None
     to_date = pro_rated(amount, progress)
     off = variance(actual, to_date)
     budget_tokens = budget.tokens if budget is not None else None
     return {
         "cost_centre": label,
-        "actual": actual,
-        "previous": previous,
-        "change": delta,
-        "change_pct": delta_pct,
+        **_against_previous(actual, previous),
         "budget": amount,
         "budget_to_date": to_date,
         "variance": off.amount if off is not None else None,
@@ -239,10 +248,7 @@ def accounts_table(
         _("Accounts against the previous month, %(month)s (%(currency)s)"),
         [
             Column("account", _("Account")),
-            Column("actual", money_label(_("This month"), currency), "money"),
-            Column("previous", money_label(_("Previous month"), currency), "money"),
-            Column("change", money_label(pgettext("amount", "Change"), currency), "money"),
-            Column("change_pct", _("Change %"), "pct"),
+            *_against_previous_columns(currency),
         ],
         month=month,
         currency=currency,
@@ -251,14 +257,10 @@ def accounts_table(
     for account in accounts:
         if account.code not in now and account.code not in prev:
             continue
-        delta, delta_pct = change(now.get(account.code, ZERO), prev.get(account.code, ZERO))
         rows.append(
             {
                 "account": names.account(account.code),
-                "actual": now.get(account.code, ZERO),
-                "previous": prev.get(account.code, ZERO),
-                "change": delta,
-                "change_pct": delta_pct,
+                **_against_previous(now.get(account.code, ZERO), prev.get(account.code, ZERO)),
             }
         )
         table.links[(len(rows) - 1, "actual")] = journal_href(month=month, account=account.code, currency=currency)
@@ -266,16 +268,7 @@ def accounts_table(
             month=previous_month(month), account=account.code, currency=currency
         )
     if rows:
-        delta, delta_pct = change(sum(now.values(), ZERO), sum(prev.values(), ZERO))
-        rows.append(
-            {
-                "account": _("Total"),
-                "actual": sum(now.values(), ZERO),
-                "previous": sum(prev.values(), ZERO),
-                "change": delta,
-                "change_pct": delta_pct,
-            }
-        )
+        rows.append({"account": _("Total"), **_against_previous(sum(now.values(), ZERO), sum(prev.values(), ZERO))})
     return table
 
 
