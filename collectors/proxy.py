@@ -49,7 +49,10 @@ bounded queue) and handed to wire.shipper.Pipeline:
 
 With --budget-poll the proxy holds hard budgets (wire/budgets.py, docs/budgets.md): a new
 request of a line (or a team or caller of it) whose hard budget is spent is answered 429
-here, never forwarded, and recorded as rejected.
+here, never forwarded, and recorded as rejected. With --budget-reserve it also reserves each
+request's largest use (its prompt bounded by its bytes, plus its max_tokens or
+--budget-max-tokens) in the deployment's Redis first (wire/reservations.py), refuses it with
+the same 429 when it does not fit, and settles the reservation from its record.
 """
 
 from __future__ import annotations
@@ -88,8 +91,18 @@ from collectors.httpserve import (
 )
 from collectors.jsonscan import JsonScan
 from wire import attribution, edge
-from wire.budgets import FAIL_MODES, BudgetGate, Refusal, polling_gate
+from wire.budgets import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TTL,
+    FAIL_MODES,
+    BudgetGate,
+    Refusal,
+    add_reserve_arguments,
+    default_hold,
+    polling_gate,
+)
 from wire.record import DIM_HEADER_PREFIX, prompt_tokens, usage_reasoning_tokens, usage_tokens
+from wire.reservations import Reservations
 
 log = logging.getLogger("collectors.proxy")
 
@@ -143,6 +156,7 @@ class Settings:
     policy: attribution.Policy = field(default_factory=lambda: attribution.Policy(None))
     max_queued_records: int = MAX_QUEUED_RECORDS
     budgets: BudgetGate | None = None  # hard budgets held here (wire/budgets.py); None: not held
+    budget_max_tokens: int = DEFAULT_MAX_TOKENS  # reserved for a request that sets no max_tokens
 
 
 @dataclass
@@ -433,7 +447,9 @@ class Proxy:
     def __init__(self, settings: Settings, sink: RecordSink) -> None:
         self.settings = settings
         self.sink = sink
-        self.door = edge.Door(settings.policy, defaults=settings.defaults, budgets=settings.budgets)
+        # The prompt is reserved by its bytes: the tokenizer belongs to the record builder's thread.
+        size = edge.sizer(default_max=settings.budget_max_tokens)
+        self.door = edge.Door(settings.policy, defaults=settings.defaults, budgets=settings.budgets, size=size)
         self.upstream = settings.upstream.rstrip("/").removesuffix("/v1")
         self.session: aiohttp.ClientSession | None = None
         # One thread: tokenizers and the record builder stay off the event loop, in order. The
@@ -518,7 +534,7 @@ class Proxy:
             return refused_response(edge.too_large())
         except edge.Refused as refused:
             return refused_response(refused)
-        refusal = self.door.admit(exchange, who, request.headers)[1] if exchange is not None else None
+        refusal = await self._admit(exchange, who, request) if exchange is not None else None
         if exchange is not None and refusal is not None:
             return self._refused(exchange, refusal)
         headers = forward_headers(request.headers, self.settings.upstream_key)
@@ -543,6 +559,11 @@ class Proxy:
             if exchange is not None:
                 exchange.finished = exchange.finished or time.monotonic()
                 self._record_later(exchange)
+
+    async def _admit(self, exchange: Exchange, who: edge.Who, request: web.Request) -> Refusal | None:
+        if self.door.reserves:  # a round trip to the reservations' Redis: off the loop
+            return (await asyncio.to_thread(self.door.admit, exchange, who, request.headers))[1]
+        return self.door.admit(exchange, who, request.headers)[1]
 
     def _refused(self, exchange: Exchange, refusal: Refusal) -> web.Response:
         """A new request of a spent hard budget (or, fail-closed, of an unknown budget state):
@@ -639,9 +660,13 @@ class Proxy:
 
     def _record(self, exchange: Exchange, settings: Settings) -> None:
         try:
-            self.sink.submit(build_record(exchange, settings))
+            record = build_record(exchange, settings)
+            self.sink.submit(record)
         except Exception:
             log.exception("no record for %s", exchange.record_id)
+            return
+        if settings.budgets is not None:
+            settings.budgets.settle_record(record)
 
 
 # --- starting it --------------------------------------------------------------------------------
@@ -673,12 +698,18 @@ def load_hash_key(path: Path | None, spool: Path) -> bytes:
 def budget_gate(args: argparse.Namespace, key: str) -> BudgetGate | None:
     if not args.budget_poll:
         return None
+    reservations = None
+    if args.budget_reserve:
+        hold = args.budget_hold if args.budget_hold is not None else default_hold(args.budget_poll)
+        ttl = args.budget_reserve_ttl if args.budget_reserve_ttl is not None else DEFAULT_TTL
+        reservations = Reservations.from_url(args.budget_reserve, ttl=ttl, hold=hold)
     return polling_gate(
         args.platform_url,
         key,
         interval=args.budget_poll,
         fail_closed=args.budget_fail == "closed",
         stale=args.budget_stale,
+        reservations=reservations,
     )
 
 
@@ -710,9 +741,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--budget-stale", type=float, help="seconds a budget state stays usable (default: 4 polls, at least 30)"
     )
+    add_reserve_arguments(parser, max_tokens_default=str(DEFAULT_MAX_TOKENS))
     args = parser.parse_args(argv)
     if args.budget_poll < 0:
         parser.error("--budget-poll: seconds, 0 or more")
+    if args.budget_reserve and not args.budget_poll:
+        parser.error("--budget-reserve needs --budget-poll: the budgets' limits and use come from the platform")
     upstream_key = args.upstream_key or os.environ.get("COSTPLATFORM_UPSTREAM_KEY")
     if upstream_key and not args.attribution_map:
         parser.error("--upstream-key needs --attribution-map: the clients' tokens that may spend it")
@@ -729,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         read_timeout=args.read_timeout,
         policy=policy,
         budgets=budget_gate(args, collector_key(parser, args)),
+        budget_max_tokens=args.budget_max_tokens or DEFAULT_MAX_TOKENS,
     )
     run_app(Proxy(settings, pipeline).app(), args.listen, pipeline)
 

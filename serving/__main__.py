@@ -67,6 +67,10 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="seconds a budget state stays usable without a fresh answer (default: 4 polls, at least 30)",
     )
+    budgets.add_reserve_arguments(
+        p,
+        max_tokens_default=f"--max-model-len when given, vLLM's cap on any answer, else {budgets.DEFAULT_MAX_TOKENS}",
+    )
     p.add_argument(
         "--otlp-metrics-endpoint",
         help="push the OpenTelemetry GenAI token-usage metrics of every record over OTLP/HTTP to this URL, "
@@ -107,6 +111,10 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
         (budgets.ENV_POLL, None if args.budget_poll is None else str(args.budget_poll)),
         (budgets.ENV_FAIL, args.budget_fail),
         (budgets.ENV_STALE, None if args.budget_stale is None else str(args.budget_stale)),
+        (budgets.ENV_RESERVE, args.budget_reserve),
+        (budgets.ENV_MAX_TOKENS, _text(args.budget_max_tokens) or _context(rest)),
+        (budgets.ENV_HOLD, _text(args.budget_hold)),
+        (budgets.ENV_TTL, _text(args.budget_reserve_ttl)),
     ):
         if value:
             env[name] = value
@@ -124,6 +132,16 @@ def vllm_command(args: argparse.Namespace, rest: list[str]) -> tuple[list[str], 
     if not args.no_middleware:
         command += ["--middleware", MIDDLEWARE]
     return command + rest, env
+
+
+def _text(value: float | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _context(rest: list[str]) -> str | None:
+    """vLLM's --max-model-len when given as a number of tokens: no answer is longer."""
+    value = _option(rest, "--max-model-len") or ""
+    return value if value.isdigit() else None
 
 
 def _option(argv: list[str], name: str) -> str | None:

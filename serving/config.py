@@ -60,6 +60,10 @@ class ServingConfig:
     budget_poll: float = 0.0  # seconds between polls of the budget state; 0: hard budgets not held here
     budget_fail_closed: bool = False
     budget_stale: float | None = None
+    budget_reserve: str | None = None  # Redis URL of the deployment's reservations (wire/reservations.py)
+    budget_max_tokens: int = budgets.DEFAULT_MAX_TOKENS  # reserved for a request that sets no max_tokens
+    budget_hold: float | None = None  # seconds a settled use stays reserved (default: budgets.default_hold)
+    budget_ttl: float = budgets.DEFAULT_TTL  # seconds an unsettled reservation lives
 
     @classmethod
     def from_env(cls) -> ServingConfig | None:
@@ -69,9 +73,11 @@ class ServingConfig:
             return None
         spool = Path(os.environ.get(ENV_SPOOL) or Path.home() / ".cache" / "costplatform" / "spool")
         poll, fail, stale = (os.environ.get(n) for n in (budgets.ENV_POLL, budgets.ENV_FAIL, budgets.ENV_STALE))
-        problem = budgets.config_error(poll, fail)
+        numbers = {n: os.environ.get(n) for n in (budgets.ENV_MAX_TOKENS, budgets.ENV_HOLD, budgets.ENV_TTL)}
+        problem = budgets.config_error(poll, fail, **numbers)
         if problem:
             raise ValueError(problem)
+        max_tokens, hold, ttl = numbers.values()
         return cls(
             platform_url=url.rstrip("/"),
             collector_key=key,
@@ -88,4 +94,8 @@ class ServingConfig:
             budget_poll=float(poll or 0),
             budget_fail_closed=fail == "closed",
             budget_stale=float(stale) if stale else None,
+            budget_reserve=os.environ.get(budgets.ENV_RESERVE) or None,
+            budget_max_tokens=int(float(max_tokens)) if max_tokens else budgets.DEFAULT_MAX_TOKENS,
+            budget_hold=float(hold) if hold else None,
+            budget_ttl=float(ttl) if ttl else budgets.DEFAULT_TTL,
         )

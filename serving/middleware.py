@@ -21,6 +21,7 @@ COSTPLATFORM_CACHE_SALT_DIM set it sets the `cache_salt` from that dim's trusted
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -131,7 +132,11 @@ class CostplatformMiddleware:
             request_id=request_id,
             streamed=bool(body.get("stream")),
         )
-        decision, refusal = rt.door.admit(seen, rt.door.who([authorization] if authorization else []))
+        who = rt.door.who([authorization] if authorization else [])
+        if rt.door.reserves:  # a round trip to the reservations' Redis, and the prompt tokenized: off the loop
+            decision, refusal = await asyncio.to_thread(rt.door.admit, seen, who)
+        else:
+            decision, refusal = rt.door.admit(seen, who)
         if refusal is not None:
             await _refuse(rt, refusal, seen, send)
             return

@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,8 +27,10 @@ from serving import genai_metrics
 from serving.config import ServingConfig
 from wire import record as rec
 from wire.attribution import Policy
-from wire.budgets import BudgetGate, polling_gate
-from wire.edge import Door, Exchange, exchange_record
+from wire.budgets import BudgetGate, default_hold, polling_gate
+from wire.edge import Door, Exchange, Sizer, exchange_record
+from wire.edge import sizer as edge_sizer
+from wire.reservations import Reservations
 
 log = logging.getLogger("costplatform.serving")
 
@@ -422,7 +424,10 @@ class Runtime:
         self.middleware_active = False
         self.served_model: str | None = None
         self.budgets = budget_gate(config)
-        self.door = Door(self.policy, budgets=self.budgets)
+        if self.budgets is not None and self.budgets.reserves:
+            # A reservation is settled once its record is in the pipeline (the record's thread).
+            self.emitter.observers.append(_settler(self.budgets))
+        self.door = Door(self.policy, budgets=self.budgets, size=sizer(config))
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def finish_later(self, seen: Seen, waiter: Waiter, *, wait: float) -> None:
@@ -445,16 +450,59 @@ class Runtime:
 
 
 def budget_gate(config: ServingConfig) -> BudgetGate | None:
-    """The hard-budget gate of this server (started), or None when budgets are not held here."""
+    """The hard-budget gate of this server (started), or None when budgets are not held here;
+    with config.budget_reserve it reserves in that Redis (wire/reservations.py)."""
     if not config.budget_poll:
         return None
+    reservations = None
+    if config.budget_reserve:
+        hold = config.budget_hold if config.budget_hold is not None else default_hold(config.budget_poll)
+        reservations = Reservations.from_url(config.budget_reserve, ttl=config.budget_ttl, hold=hold)
     return polling_gate(
         config.platform_url,
         config.collector_key,
         interval=config.budget_poll,
         fail_closed=config.budget_fail_closed,
         stale=config.budget_stale,
+        reservations=reservations,
     )
+
+
+def sizer(config: ServingConfig) -> Sizer:
+    """A request's largest use: its prompt counted with the served model's tokenizer (as the
+    engine counts it), its max_tokens or config.budget_max_tokens."""
+    return edge_sizer(default_max=config.budget_max_tokens, prompt_tokens=_prompt_counter(config.tokenizer))
+
+
+def _prompt_counter(name: str | None) -> Callable[[Mapping[str, Any]], int]:
+    """Prompt tokens with a tokenizer of its own, loaded on first use and used by one thread at a
+    time (a fast tokenizer is not to be shared between threads); 0 without one."""
+    lock = threading.Lock()
+    loaded: list[Any] = []
+
+    def count(body: Mapping[str, Any]) -> int:
+        with lock:
+            if not loaded:
+                loaded.append(_load_tokenizer(name))
+            return rec.prompt_tokens(body, loaded[0]) if loaded[0] is not None else 0
+
+    return count
+
+
+def _load_tokenizer(name: str | None) -> Any:
+    if not name:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name)
+    except Exception:
+        log.exception("cannot load the tokenizer %s: prompts reserved by their bytes", name)
+        return None
+
+
+def _settler(gate: BudgetGate) -> RecordObserver:
+    return lambda record, _model: gate.settle_record(record)
 
 
 _runtime: Runtime | None = None

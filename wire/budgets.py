@@ -80,6 +80,33 @@ def default_hold(interval: float) -> float:
     return 3.0 + 2 * interval
 
 
+def add_reserve_arguments(parser: Any, *, max_tokens_default: str) -> None:
+    """The reservation options of an edge's command line (argparse), each None unless given."""
+    parser.add_argument(
+        "--budget-reserve",
+        metavar="REDIS_URL",
+        help="with --budget-poll: before serving a request, reserve its largest use (prompt + max_tokens) against "
+        "the hard token budgets that cover it in this Redis, shared by every edge of the deployment, and refuse "
+        "it (429) when it does not fit (docs/budgets.md, Reservations). Default: off",
+    )
+    parser.add_argument(
+        "--budget-max-tokens",
+        type=int,
+        help=f"tokens reserved for the answer of a request that sets no max_tokens (default: {max_tokens_default})",
+    )
+    parser.add_argument(
+        "--budget-hold",
+        type=float,
+        help="seconds a finished request's use stays reserved, until its record is on the platform and polled "
+        "(default: 3 + 2 polls)",
+    )
+    parser.add_argument(
+        "--budget-reserve-ttl",
+        type=float,
+        help=f"seconds a reservation never settled lives (an edge that died; default {DEFAULT_TTL:.0f})",
+    )
+
+
 def config_error(poll: str | None, fail: str | None, **numbers: str | None) -> str | None:
     """Why the budget settings are unusable, or None (`numbers`: other settings by their
     environment names, each 0 or more)."""

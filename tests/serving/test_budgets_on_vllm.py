@@ -3,26 +3,32 @@ server polls the real platform's budget state (`--budget-poll`), serves a line u
 budget is spent, then refuses it with the 429 body while another line is served, serves it again
 after finance grants an override on the budgets page; and the overshoot of concurrent clients
 past a limit stays within the bound docs/budgets.md gives; a caller's own budget refuses that
-caller while another caller of the line is served."""
+caller while another caller of the line is served; and a second server that reserves each
+request's largest use keeps 32 concurrent clients within the limit."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 from django.utils import timezone
 
 from apps.common.buckets import accounting_zone, month_of
 from tests.processes import PlatformServer, VllmServer
 from tests.serving.conftest import BUDGET_POLL
+from wire.reservations import PREFIX
 
 pytestmark = pytest.mark.slow
 
@@ -46,12 +52,14 @@ def held_server(vllm_server: VllmServer, platform: PlatformServer) -> Iterator[V
     SET.clear()
 
 
-def chat(server: VllmServer, line: str, run: str, max_tokens: int = 4, key: str | None = None) -> httpx.Response:
+def chat(
+    server: VllmServer, line: str, run: str, max_tokens: int = 4, key: str | None = None, client: Any = httpx
+) -> httpx.Response:
     body = {"model": "tiny-llama", "max_tokens": max_tokens, "ignore_eos": True, "messages": QUESTION}
     headers = {"X-Costplatform-Business-Line": line, "X-Costplatform-Run": run}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, headers=headers, timeout=120)
+    return client.post(f"{server.url}/v1/chat/completions", json=body, headers=headers, timeout=120)
 
 
 def used(response: httpx.Response) -> int:
@@ -223,3 +231,146 @@ def test_a_callers_spent_budget_refuses_that_caller_while_another_caller_of_the_
     assert error["code"] == "budget_exceeded" and error["budget"]["caller"] == "search-app"
     assert "caller 'search-app'" in error["message"]
     assert chat(held_server, "search", run).status_code == 200  # the line's other caller
+
+
+# --- reservations: 32 concurrent clients, side by side with polling alone --------------------------------------
+
+CLIENTS = 32
+
+
+@pytest.fixture(scope="module")
+def reserving_server(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
+) -> Iterator[VllmServer]:
+    """A second instrumented server of the same platform that reserves each request's largest use
+    in the tests' Redis (`--budget-reserve`) before serving it; its hold is the default (3 s + 2
+    polls)."""
+    extra = ["--attribution-map", str(attribution_map), "--budget-poll", str(POLL), "--budget-reserve", redis_url()]
+    server = VllmServer(tmp_path_factory.mktemp("vllm-reserving"), tiny_model, platform, extra=extra).start()
+    yield server
+    server.stop()
+
+
+def redis_url() -> str:
+    """This worker's Redis database (tests/conftest.py), read when a fixture starts."""
+    return os.environ["CELERY_BROKER_URL"]
+
+
+@dataclass
+class Run:
+    """What 32 clients saw: each served request (start, end, tokens), each refusal's body."""
+
+    served: list[tuple[float, float, int]] = field(default_factory=list)
+    refusals: list[dict[str, Any]] = field(default_factory=list)
+
+    def in_flight_when_spent(self, before: int, limit: int) -> int:
+        """Tokens of the requests running when the answers so far (in the order they ended) took
+        the use past the limit: what no gate can take back. 0 when it never passed."""
+        total = before
+        for _, end, tokens in sorted(self.served, key=lambda s: s[1]):
+            total += tokens
+            if total > limit:
+                return sum(t for start, stop, t in self.served if start < end < stop)
+        return 0
+
+    def peak(self) -> int:
+        """The most requests served at once."""
+        edges = sorted([(start, 1) for start, _, _ in self.served] + [(end, -1) for _, end, _ in self.served])
+        running = top = 0
+        for _, step in edges:
+            running += step
+            top = max(top, running)
+        return top
+
+
+def hammer(server: VllmServer, line: str, run: str, max_tokens: int) -> Run:
+    """CLIENTS clients asking at once, each until it is refused."""
+    seen, lock = Run(), threading.Lock()
+    go = threading.Barrier(CLIENTS)
+
+    def client() -> None:
+        with httpx.Client() as http:  # one connection a client, kept
+            go.wait()
+            for _ in range(200):
+                start = time.monotonic()
+                response = chat(server, line, run, max_tokens, client=http)
+                with lock:
+                    if response.status_code != 200:
+                        seen.refusals.append(response.json()["error"])
+                        return
+                    seen.served.append((start, time.monotonic(), used(response)))
+
+    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    return seen
+
+
+def spend(server: VllmServer, platform: PlatformServer, line: str, requests: int, max_tokens: int) -> dict[str, Any]:
+    """A hard budget of `requests` answers past the line's use, spent by CLIENTS clients: the
+    figures of the run once every record is on the platform."""
+    run = uuid.uuid4().hex
+    first = chat(server, line, run, max_tokens)
+    assert first.status_code == 200, first.text
+    per_request = used(first)
+    budget_put(platform, line, 10**9)
+    settle(platform, run, 1)
+    before = state(platform, line)["used_tokens"]
+    limit = before + requests * per_request
+    budget_put(platform, line, limit)
+    _forget_reservations(state(platform, line)["id"])
+    time.sleep(3 * POLL)
+    began = time.monotonic()
+    seen = hammer(server, line, run, max_tokens)
+    elapsed = time.monotonic() - began
+    settle(platform, run, 1 + len(seen.served) + len(seen.refusals))
+    after = state(platform, line)["used_tokens"]
+    return {
+        "per_request": per_request,
+        "limit": limit,
+        "served": len(seen.served),
+        "rate": len(seen.served) / elapsed,
+        "overshoot": after - limit,
+        "in_flight": seen.in_flight_when_spent(before, limit),
+        "peak": seen.peak(),
+        "refusals": seen.refusals,
+    }
+
+
+def _forget_reservations(budget_id: int) -> None:
+    """A budget id of this session's fresh platform may have been another session's: its keys go."""
+    client = redis.Redis.from_url(redis_url())
+    client.delete(*(f"{PREFIX}:{budget_id}:{part}" for part in ("held", "until", "total")))
+
+
+def test_with_reservations_32_concurrent_clients_never_spend_a_hard_budget_past_its_limit(
+    held_server: VllmServer, reserving_server: VllmServer, platform: PlatformServer
+) -> None:
+    """docs/budgets.md, "Reservations": the same 32 clients on a hard token budget of 120 answers,
+    first on the server that polls alone (it overshoots by what was in flight and what was
+    admitted before the state caught up), then on the one that reserves prompt + max_tokens:
+    its use stays within the limit, so within what was in flight when the budget was spent."""
+    max_tokens = 16
+    polling = spend(held_server, platform, "customer-service", 120, max_tokens)
+    reserving = spend(reserving_server, platform, "rag", 120, max_tokens)
+    for name, got in (("polling alone", polling), ("reserving", reserving)):
+        print(
+            f"{name}: {got['served']} served at {got['rate']:.1f} req/s, overshoot {got['overshoot']} tokens "
+            f"({got['overshoot'] / got['per_request']:.1f} requests), in flight when spent {got['in_flight']} tokens, "
+            f"limit {got['limit']}, at most {got['peak']} at once"
+        )
+
+    t_ship = STATS_WAIT + 0.5 + 1.0
+    bound = (polling["rate"] * (t_ship + POLL) + CLIENTS) * polling["per_request"]
+    assert 0 <= polling["overshoot"] <= math.ceil(bound)  # today's bound still holds without reservations
+
+    assert reserving["overshoot"] <= 0 <= reserving["in_flight"]  # never past the limit
+    assert reserving["served"] >= 60  # yet served far into the budget (the hold double-counts a little)
+    room = [r for r in reserving["refusals"] if "reservation" in r]
+    assert room, reserving["refusals"][:1]
+    assert room[0]["code"] == "budget_exceeded" and room[0]["budget"]["business_line"] == "rag"
+    reservation = room[0]["reservation"]
+    assert reservation["tokens"] == reserving["per_request"]  # the prompt counted as the engine counts it, + 16
+    assert reservation["max_tokens"] == max_tokens and reservation["max_tokens_from"] == "request"
