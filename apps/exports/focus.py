@@ -239,10 +239,15 @@ def _tags(line: JournalLine) -> dict[str, Any]:
 
 def focus_csv(*, month: date, business_lines: list[str] | None = None) -> Iterator[str]:
     """The CSV text of the billing period, a chunk at a time (header first)."""
+    return rows_csv(COLUMNS, focus_rows(month=month, business_lines=business_lines))
+
+
+def rows_csv(columns: tuple[str, ...], rows: Iterator[dict[str, str]]) -> Iterator[str]:
+    """Rows as CSV text (header first), a chunk of a thousand rows at a time."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    for i, row in enumerate(focus_rows(month=month, business_lines=business_lines)):
+    for i, row in enumerate(rows):
         writer.writerow(safe_dict(row))
         if i % 1000 == 999:
             yield buffer.getvalue()

@@ -23,8 +23,6 @@ of a line sum to it exactly and the export to the books.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -36,7 +34,6 @@ from typing import Any
 from apps.classification.engine import COMPONENT_KIND, COMPONENTS
 from apps.common.buckets import month_of
 from apps.common.composed import SQL, text
-from apps.common.csvcells import safe_dict
 from apps.exports.focus import COLUMNS as COLUMNS_12
 from apps.exports.focus import (
     TOKENS_PER_PRICING_UNIT,
@@ -46,6 +43,7 @@ from apps.exports.focus import (
     _Windows,
     line_columns,
     line_corrects,
+    rows_csv,
 )
 from apps.ledger import conf
 from apps.ledger.idle.allocation import SHOWBACK as IDLE
@@ -358,17 +356,3 @@ def _unsplit_custom() -> dict[str, str]:
 def focus14_csv(*, month: date, business_lines: list[str] | None = None) -> Iterator[str]:
     """The CSV text of the billing period's FOCUS 1.4 cost and usage, a chunk at a time."""
     return rows_csv(COLUMNS, focus14_rows(month=month, business_lines=business_lines))
-
-
-def rows_csv(columns: tuple[str, ...], rows: Iterator[dict[str, str]]) -> Iterator[str]:
-    """Rows as CSV text (header first), a chunk of a thousand rows at a time."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for i, row in enumerate(rows):
-        writer.writerow(safe_dict(row))
-        if i % 1000 == 999:
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    yield buffer.getvalue()

@@ -17,8 +17,8 @@ from datetime import date
 from decimal import Decimal
 
 from apps.common.buckets import month_of
-from apps.exports.focus import _cost, _num
-from apps.exports.focus14 import CENT, rows_csv, share_out, utc
+from apps.exports.focus import _cost, _num, rows_csv
+from apps.exports.focus14 import CENT, share_out, utc
 from apps.ledger.services.accrual import month_window
 from apps.reconciliation.matching import supplier_reconcile
 from apps.reconciliation.models import Bill, BillLine
