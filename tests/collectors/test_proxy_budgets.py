@@ -3,18 +3,22 @@ records to and polls for budget state, a loopback upstream (tests/collectors/ope
 A line is served until its hard budget is spent, then refused with the 429 body while another
 line is served; a finance override serves it again; a caller's budget refuses that caller (by
 the name the attribution map gives its key) while another caller of the line is served; with
-the platform down the gate fails open or closed as set."""
+the platform down the gate fails open or closed as set; with reservations a request is served
+only while its largest use fits."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from collectors.httpserve import ServerThread
@@ -24,6 +28,7 @@ from tests.collectors.test_proxy import HASH_KEY, MESSAGES, Records, Rig
 from tests.processes import free_port
 from wire.attribution import Policy
 from wire.budgets import BudgetGate, http_fetch
+from wire.reservations import Reservations, largest_use
 from wire.shipper import Pipeline
 
 REFUNDS, BILLING, REFUNDS_BATCH = "refunds-key", "billing-key", "refunds-batch-key"
@@ -340,3 +345,48 @@ def test_thirty_free_dims_never_push_the_caller_out_of_its_budget(
     assert calls == 0 and served_other == 200
     (refused,) = [r for r in records.wait(2) if r["outcome"]["status"] == "rejected"]
     assert refused["dims"]["caller"] == "refunds-app" and len(refused["dims"]) == 32
+
+
+def test_with_reservations_a_request_is_served_only_while_its_largest_use_fits(
+    upstream: tuple[Upstream, str], budget_map: Path
+) -> None:
+    """The proxy reserves a request's prompt (bounded by its bytes) plus its max_tokens, refuses
+    the one that does not fit with the 429 and its reservation, and settles each served one to
+    the usage the upstream reported (wire/reservations.py, on the tests' Redis)."""
+    prefix = "{test-proxy-budgets-" + uuid.uuid4().hex + "}"
+    store = Reservations(redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]), ttl=60, hold=60, prefix=prefix)
+    body = {"model": "qwen2.5-7b-instruct", "messages": MESSAGES, "max_tokens": len(WORDS)}
+    need = largest_use("chat.completions", body, prompt_tokens=lambda b: 0, default_max=100).tokens
+    assert need > PER_REQUEST  # the byte bound reserves more than the prompt's tokens
+    limit, used = 10**6, 10**6 - (need + 2 * PER_REQUEST - 1)  # room for two answers and one more reservation
+    budget = {
+        "id": 1, "business_line": "refunds", "team": "", "caller": "", "hard": True, "holds": False, "currency": "",
+        "amount": None, "used_amount": "0.00", "tokens": limit, "used_tokens": used,
+        "resets_at": "2099-01-01T00:00:00+00:00",
+    }  # fmt: skip
+    gate = BudgetGate(lambda: {"budgets": [budget]}, interval=60, reservations=store)
+    assert gate.poll()
+    fake, url = upstream
+    records = Records()
+    settings = Settings(upstream=url, upstream_key="sk-up", hash_key=HASH_KEY, policy=Policy(budget_map),
+                        budgets=gate, budget_max_tokens=100)  # fmt: skip
+    with proxy_thread(settings, records) as proxy_url:
+        rig = Rig(fake, url, records)
+        rig.url = proxy_url
+        for served in (1, 2):
+            status, _, raw = rig.post("/v1/chat/completions", body, Authorization=f"Bearer {REFUNDS}")
+            assert status == 200, raw
+            wait_for(lambda n=served: store.held(1) == n * PER_REQUEST)  # settled to what the upstream reported
+        status, headers, raw = rig.post("/v1/chat/completions", body, Authorization=f"Bearer {REFUNDS}")
+        no_max = {"model": "qwen2.5-7b-instruct", "messages": MESSAGES}
+        _, _, default = rig.post("/v1/chat/completions", no_max, Authorization=f"Bearer {REFUNDS}")
+
+    assert status == 429 and int(headers["Retry-After"]) > 0
+    error = json.loads(raw)["error"]
+    assert error["code"] == "budget_exceeded" and error["budget"]["business_line"] == "refunds"
+    assert error["reservation"]["tokens"] == need and error["reservation"]["held_tokens"] == 2 * PER_REQUEST
+    assert error["reservation"]["room_tokens"] == need - 1
+    assert json.loads(default)["error"]["reservation"]["max_tokens_from"] == "default"
+    assert len(fake.seen) == 2  # the refused never went upstream
+    assert refused_total("refunds", "room") >= 2
+    redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]).delete(*store.keys([1]))
