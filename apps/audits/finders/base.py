@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlencode
 
 from django.db import connection, transaction
@@ -111,6 +111,22 @@ class Draft:
     model: str = ""
     figures: dict[str, Any] = field(default_factory=dict)
     counted: bool = True
+
+
+class Saved(TypedDict):
+    model: str
+    tokens: int
+    savings_tokens: int
+    savings: Decimal | None
+
+
+def all_saved(window: AuditWindow, saved: ModelTokens) -> Saved:
+    """A Draft's model, tokens, savings_tokens and savings where every token found could be saved:
+    the models by name, their tokens, and those at the month's rates."""
+    tokens = sum(t.total for t in saved.values())
+    return Saved(
+        model=", ".join(sorted(saved)), tokens=tokens, savings_tokens=tokens, savings=window.rates.money_of(saved)
+    )
 
 
 Finder = Callable[[AuditWindow], list[Draft]]

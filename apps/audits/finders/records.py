@@ -18,6 +18,7 @@ from apps.audits.finders.base import (
     Draft,
     ModelTokens,
     Tokens,
+    all_saved,
     evidence_url,
     fetch_month,
     label,
@@ -80,10 +81,7 @@ def duplicates(window: AuditWindow) -> list[Draft]:
                 kind=FindingKind.DUPLICATE,
                 title=f"Duplicate computation: {repeats:,} repeated prompts in {label(where)}",
                 dims=where,
-                model=", ".join(sorted(saved)),
-                tokens=saved_tokens,
-                savings_tokens=saved_tokens,
-                savings=window.rates.money_of(saved),
+                **all_saved(window, saved),
                 evidence=evidence_url(window, where, next(iter(saved)) if len(saved) == 1 else ""),
                 suggestion=(
                     "The same prompts were computed again for other users and conversations: cache the "
@@ -229,10 +227,7 @@ def retry_storms(window: AuditWindow) -> list[Draft]:
                 kind=FindingKind.RETRY_STORM,
                 title=f"Retry storms: {retries:,} retries in {hours} hours in {label(where)}",
                 dims=where,
-                model=", ".join(sorted(wasted)),
-                tokens=wasted_tokens,
-                savings_tokens=wasted_tokens,
-                savings=window.rates.money_of(wasted),
+                **all_saved(window, wasted),
                 evidence=evidence_url(window, where, status="error"),
                 suggestion=(
                     "Failed requests were retried in bursts and their tokens bought nothing: retry with "

@@ -14,6 +14,7 @@ from apps.audits.finders.base import (
     Draft,
     ModelTokens,
     Tokens,
+    all_saved,
     dims_of,
     evidence_url,
     fetch_month,
@@ -119,10 +120,7 @@ def zombies(window: AuditWindow) -> list[Draft]:
                 title=f"Zombie workload: {label(where)} ran {figures['active_hours']} of {window.hours} hours, "
                 "around the clock",
                 dims=where,
-                model=", ".join(sorted(by_model[dims_id])),
-                tokens=tokens,
-                savings_tokens=tokens,
-                savings=window.rates.money_of(by_model[dims_id]),
+                **all_saved(window, by_model[dims_id]),
                 evidence=evidence_url(window, where),
                 suggestion=(
                     "Steady consumption in nearly every hour, with no day/night difference, looks like a "
