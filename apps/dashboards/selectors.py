@@ -170,6 +170,7 @@ class Health:
     by_class: dict[str, int]
     prompt: int
     prompt_cached: int
+    prompt_cache_write: int = 0  # the part of the prompt written to a provider's prompt cache
 
     @property
     def ratios(self) -> Ratios:
@@ -178,19 +179,21 @@ class Health:
 
 
 def health(*, flt: Filters, lines: list[str] | None) -> Health:
-    """Tokens per class, and the prompt and its cached part (the prompt components), in the window."""
+    """Tokens per class, and the prompt with its cached and cache-written parts (the prompt
+    components), in the window."""
     return _health_of(_sum(CLASS, ["tokens"], ["class", "component"], flt, lines))
 
 
 def _health_of(rows: list[tuple]) -> Health:
     by_class: dict[str, int] = defaultdict(int)
-    prompt = cached = 0
+    prompt = cached = written = 0
     for token_class, component, tokens in rows:
         by_class[token_class] += tokens
         if COMPONENTS[component] in ("cached_prompt", "uncached_prompt", "cache_write"):
             prompt += tokens
             cached += tokens if COMPONENTS[component] == "cached_prompt" else 0
-    return Health(sum(by_class.values()), dict(by_class), prompt, cached)
+            written += tokens if COMPONENTS[component] == "cache_write" else 0
+    return Health(sum(by_class.values()), dict(by_class), prompt, cached, written)
 
 
 def class_series(*, flt: Filters, lines: list[str] | None) -> dict[str, dict[datetime, int]]:

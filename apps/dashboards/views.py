@@ -146,6 +146,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             for state in metric_states(found, thresholds_shown(dims=flt.dims, lines=lines))
         ],
         total=found.total,
+        cache_writes=found.prompt_cache_write,
+        cache_writes_href=waste + flt.query(token_class="effective"),
         records_yet=found.total > 0 or selectors.records_exist(lines=lines),
         **classes,
         spend=sorted(summed.spend.items()) if money else [],

@@ -45,3 +45,22 @@ def test_the_effective_class_names_cache_writes_and_what_they_mean(writing, as_u
 
     assert "effective.cache_write" in english and "wrote into its prompt cache" in english
     assert "写入其提示词缓存" in chinese and "只在前缀会被再次读取时才写入缓存" in chinese
+
+
+def test_the_overview_says_how_many_prompt_tokens_were_written_to_a_cache(writing, as_user) -> None:
+    client = as_user("engineer")
+    english = client.get("/overview/").content.decode()  # the default window holds T0
+    client.cookies["django_language"] = "zh-hans"
+    chinese = client.get("/overview/").content.decode()
+
+    assert 'id="cache-writes"' in english and "written to a provider's prompt cache: 640," in english
+    assert "写入提供方提示词缓存的提示词元\uff1a640" in chinese  # a full-width colon
+
+
+def test_the_overview_says_nothing_of_cache_writes_where_there_are_none(collector, as_user) -> None:
+    at = {"ts": (T0 + timedelta(minutes=5)).isoformat(), "prompt_hash": None}
+    assert collector.send([record(**at)]).json()["accepted"] == 1
+    priced()
+
+    page = as_user("engineer").get("/overview/").content.decode()
+    assert 'id="classes"' in page and 'id="cache-writes"' not in page
