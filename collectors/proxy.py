@@ -4,7 +4,8 @@ instrumented (a hosted API, a vLLM nobody may restart, another engine).
     python -m collectors.proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000
         [--upstream-key KEY --attribution-map MAP.toml] --spool DIR --platform-url URL --key KEY
         [--tokenizer PATH] [--hash-key-file F] [--model-version V] [--dim business_line=search ...]
-        [--budget-poll S [--budget-fail open|closed] [--budget-stale S]]
+        [--budget-poll S [--budget-fail open|closed] [--budget-stale S]
+         [--budget-reserve REDIS_URL [--budget-max-tokens N] [--budget-hold S] [--budget-reserve-ttl S]]]
 
 Only the metered endpoints (POST /v1/chat/completions, /v1/completions, /v1/embeddings,
 /v1/responses) and GET /v1/models(/<id>) are forwarded; any other path is answered 404 with an
