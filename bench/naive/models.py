@@ -36,6 +36,7 @@ class NaiveRecord(models.Model):
     draft_accepted = _count(default=0)
     recomputed = _count(default=0)
     reasoning = _count(default=0)
+    prompt_cache_write = _count(default=0)
     status = models.CharField(max_length=16, choices=_choices(STATUSES))
     finish_reason = models.CharField(max_length=16, choices=_choices(FINISH_REASONS), null=True, blank=True)
     queued = _count(null=True, blank=True)
