@@ -969,31 +969,28 @@ def main(argv: list[str] | None = None) -> int:
         results["c"] = {"records": args.records, "seconds": c_cpu.wall, "storage": c_storage,
                         "cpu": c_cpu.summary(args.records), "row_build_seconds": build_seconds}  # fmt: skip
 
-        # (a) the straightforward path, on the first records of the same set.
+        # (a) the straightforward path, on the first records of the same set; (a bulk) the same
+        # sample, the same validation, one bulk_create a request. Each starts from an empty table.
         if args.naive_records:
             a_bodies, a_counts = sample_bodies(bodies, args.naive_records, args.naive_batch_size)
-            wait_quiet(args.quiet_wait)
-            print(f"(a) ModelSerializer + ORM on the first {args.naive_records:,} records ...", flush=True)
-            with CpuMeter(server_pid=server.pid, dbname=conninfo["dbname"]) as a_cpu:
-                a_seconds = post_all(port, NAIVE_PATH, collector.secret, a_bodies, a_counts, args.clients)
-            a_storage = table_storage("bench_naive_naiverecord")
-            if a_storage["rows"] != args.naive_records:
-                sys.exit(f"(a) stored {a_storage['rows']:,} records; expected {args.naive_records:,}")
-            results["a"] = {"records": args.naive_records, "seconds": a_seconds, "storage": a_storage,
-                            "cpu": a_cpu.summary(args.naive_records)}  # fmt: skip
-
-            # (a bulk) the same sample, the same validation, one bulk_create a request.
-            with connection.cursor() as cursor:
-                cursor.execute("TRUNCATE bench_naive_naiverecord")
-            wait_quiet(args.quiet_wait)
-            print(f"(a bulk) ModelSerializer + bulk_create on the same {args.naive_records:,} records ...", flush=True)
-            with CpuMeter(server_pid=server.pid, dbname=conninfo["dbname"]) as k_cpu:
-                k_seconds = post_all(port, NAIVE_BULK_PATH, collector.secret, a_bodies, a_counts, args.clients)
-            k_storage = table_storage("bench_naive_naiverecord")
-            if k_storage["rows"] != args.naive_records:
-                sys.exit(f"(a bulk) stored {k_storage['rows']:,} records; expected {args.naive_records:,}")
-            results["a_bulk"] = {"records": args.naive_records, "seconds": k_seconds, "storage": k_storage,
-                                 "cpu": k_cpu.summary(args.naive_records)}  # fmt: skip
+            n = f"{args.naive_records:,}"
+            naive = (
+                ("a", NAIVE_PATH, f"ModelSerializer + ORM on the first {n} records"),
+                ("a_bulk", NAIVE_BULK_PATH, f"ModelSerializer + bulk_create on the same {n} records"),
+            )
+            for key, path, what in naive:
+                label = f"({key.replace('_', ' ')})"
+                with connection.cursor() as cursor:
+                    cursor.execute("TRUNCATE bench_naive_naiverecord")
+                wait_quiet(args.quiet_wait)
+                print(f"{label} {what} ...", flush=True)
+                with CpuMeter(server_pid=server.pid, dbname=conninfo["dbname"]) as n_cpu:
+                    n_seconds = post_all(port, path, collector.secret, a_bodies, a_counts, args.clients)
+                n_storage = table_storage("bench_naive_naiverecord")
+                if n_storage["rows"] != args.naive_records:
+                    sys.exit(f"{label} stored {n_storage['rows']:,} records; expected {args.naive_records:,}")
+                results[key] = {"records": args.naive_records, "seconds": n_seconds, "storage": n_storage,
+                                "cpu": n_cpu.summary(args.naive_records)}  # fmt: skip
     finally:
         server_stop(server)
         if ref_server is not None:
