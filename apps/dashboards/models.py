@@ -17,16 +17,26 @@ from apps.ingest.models import ROLLUP_REF, DimSet, ServedModel
 from apps.pricing.models import Currency
 
 
-class DailyClass(models.Model):
-    """Tokens per UTC day (its midnight), model, rollup dim set, class.reason and component."""
+class _ClassTokens(models.Model):
+    """What every class and cost rollup of the pages keys and sums by: the model, the business
+    line, the class.reason and the component, and their tokens (each rollup adds its time bucket,
+    and the dim set or the currency and cost where it keeps them)."""
 
-    day = models.DateTimeField()
     model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
-    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
     business_line = models.CharField(max_length=256, blank=True, default="")
     reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
     component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
     tokens = models.BigIntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class DailyClass(_ClassTokens):
+    """Tokens per UTC day (its midnight), model, rollup dim set, class.reason and component."""
+
+    day = models.DateTimeField()
+    dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
 
     class Meta:
         indexes = [
@@ -41,17 +51,12 @@ class DailyClass(models.Model):
         ]
 
 
-class DailyCost(models.Model):
+class DailyCost(_ClassTokens):
     """Priced tokens and their cost per UTC day, model, rollup dim set, reason, component and currency."""
 
     day = models.DateTimeField()
-    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
     dims = models.ForeignKey(DimSet, related_name="+", **ROLLUP_REF)
-    business_line = models.CharField(max_length=256, blank=True, default="")
-    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
-    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
     currency = models.CharField(max_length=3, choices=Currency.choices)
-    tokens = models.BigIntegerField()
     cost = models.DecimalField(max_digits=30, decimal_places=12)
 
     class Meta:
@@ -79,48 +84,33 @@ class BuiltDay(models.Model):
     through = models.DateTimeField()
 
 
-class DailyLineClass(models.Model):
+class DailyLineClass(_ClassTokens):
     """DailyClass summed over the dim sets but the business line: what the overview and the top
     levels of the drill-down read (about ten times fewer rows again)."""
 
     day = models.DateTimeField()
-    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
-    business_line = models.CharField(max_length=256, blank=True, default="")
-    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
-    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
-    tokens = models.BigIntegerField()
 
     class Meta:
         indexes = [models.Index(fields=["day"], name="dashboards_dailylineclass_day")]
 
 
-class DailyLineCost(models.Model):
+class DailyLineCost(_ClassTokens):
     """DailyCost summed over the dim sets but the business line."""
 
     day = models.DateTimeField()
-    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
-    business_line = models.CharField(max_length=256, blank=True, default="")
-    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
-    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
     currency = models.CharField(max_length=3, choices=Currency.choices)
-    tokens = models.BigIntegerField()
     cost = models.DecimalField(max_digits=30, decimal_places=12)
 
     class Meta:
         indexes = [models.Index(fields=["day"], name="dashboards_dailylinecost_day")]
 
 
-class HourlyLineClass(models.Model):
+class HourlyLineClass(_ClassTokens):
     """The hourly class rollup summed over the sources, rule sets and dim sets but the business
     line, for the built hours of each day (up to BuiltDay.through): what the overview draws by
     the hour (about five times fewer rows than the hourly rollup)."""
 
     hour = models.DateTimeField()
-    model = models.ForeignKey(ServedModel, related_name="+", **ROLLUP_REF)
-    business_line = models.CharField(max_length=256, blank=True, default="")
-    reason = models.ForeignKey(Reason, related_name="+", **ROLLUP_REF)
-    component = models.SmallIntegerField(choices=list(enumerate(COMPONENTS)))
-    tokens = models.BigIntegerField()
 
     class Meta:
         indexes = [models.Index(fields=["hour"], name="dashboards_hourlyline_hour")]
