@@ -1,6 +1,6 @@
 """Budget state on /metrics: each budget of the accounting month, its limit and use, whether it
-holds at the edge, its override and the requests of its scope (line, team, caller) rejected this
-month.
+holds at the edge, its override and the requests of its scope (line, team, caller, a dim's value)
+rejected this month.
 The edge counts its own refusals (costplatform_serving_budget_refused_total on its /metrics)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from apps.plans.budget_state import BudgetState
 
-SCOPE = ["business_line", "team", "caller"]
+SCOPE = ["business_line", "team", "caller", "dim", "value"]
 LABELS = [*SCOPE, "kind"]
 
 
@@ -26,7 +26,7 @@ def _limits(states: Iterable[BudgetState]) -> Iterable[tuple[list[str], float, f
 
 
 def _scope(state: BudgetState) -> list[str]:
-    return [state.business_line, state.team, state.caller]
+    return [state.business_line, state.team, state.caller, state.dim, state.value]
 
 
 def budget_families(states: list[BudgetState]) -> list[Metric]:
@@ -37,7 +37,7 @@ def budget_families(states: list[BudgetState]) -> list[Metric]:
     )
     used = GaugeMetricFamily(
         "costplatform_budget_used",
-        "What the budget's scope (line, team, caller) used this month so far.",
+        "What the budget's scope (line, team, caller, dim value) used this month so far.",
         labels=[*LABELS, "unit"],
     )
     for labels, cap, spent in _limits(states):

@@ -27,6 +27,8 @@ class BudgetAdmin(ScopedModelAdmin):
         "business_line",
         "team",
         "caller",
+        "dim",
+        "value",
         "hard",
         "amount",
         "currency",
@@ -35,7 +37,7 @@ class BudgetAdmin(ScopedModelAdmin):
         "updated_at",
     ]
     list_filter = ["month", "hard"]
-    search_fields = ["business_line", "team", "caller"]
+    search_fields = ["business_line", "team", "caller", "value"]
     readonly_fields = ["updated_by", "updated_at"]
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:

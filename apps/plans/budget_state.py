@@ -1,7 +1,8 @@
 """Where each budget of the accounting month stands: what its scope (the line, one team of it,
-one caller of it, or one caller within one team) has used so far, read from the hourly rollups,
-and whether a hard budget now holds (spent, no active override). A team is the rollups' `team`
-dim, a caller their `caller` dim (the attribution map's name of who called, set by the edges).
+one caller of it, or one caller within one team; any of these narrowed to one value of another
+rollup dim, `user=u-42`) has used so far, read from the hourly rollups, and whether a hard budget
+now holds (spent, no active override). A team is the rollups' `team` dim, a caller their `caller`
+dim (the attribution map's name of who called, set by the edges), a dim value that dim's value.
 
 The edge (wire/budgets.py, polling GET /api/v1/budgets/state) refuses new requests of a budget
 that holds; /metrics and the budgets page show the same figures. Money comes from pricing's
@@ -27,7 +28,8 @@ from apps.pricing.models import HourlyCost
 
 # Tokens a budget counts: every prompt token (cached ones included) and every generated one.
 TOKENS = "(u.prompt + u.completion)"
-# A line's usage keyed by (business line, team, caller, ...); "" sums every team (caller).
+# A line's usage keyed by (business line, team, caller, dim, value, ...); "" sums every team
+# (caller); dim "" and value "" sum every value of every dim.
 Usage = dict[tuple[Any, ...], Any]
 
 
@@ -37,6 +39,8 @@ class BudgetState:
     business_line: str
     team: str
     caller: str
+    dim: str
+    value: str
     month: date
     hard: bool
     currency: str
@@ -66,32 +70,35 @@ class BudgetState:
 
     @property
     def scope(self) -> str:
-        return budget_scope(self.business_line, self.team, self.caller)
+        return budget_scope(self.business_line, self.team, self.caller, self.dim, self.value)
 
 
 def budget_states(*, now: datetime, business_lines: list[str] | None = None) -> list[BudgetState]:
     """The budgets of the accounting month holding `now`, with their use; only the lines in
     `business_lines` unless it is None."""
     month = month_of(now)
-    budgets = list(Budget.objects.filter(month=month).order_by("business_line", "team", "caller"))
+    budgets = list(Budget.objects.filter(month=month).order_by("business_line", "team", "caller", "dim", "value"))
     if business_lines is not None:
         budgets = [b for b in budgets if b.business_line in business_lines]
     if not budgets:
         return []
     lines = sorted({b.business_line for b in budgets})
     start, end = month_start(month), month_end(month)
-    money, tokens, refused = _money(lines, start, end), _tokens(lines, start, end), _refused(lines, start, end)
+    window = _Window(lines, start, end, sorted({b.dim for b in budgets if b.dim}))
+    money, tokens, refused = _money(window), _tokens(window), _refused(window)
     overrides = _active_overrides([b.id for b in budgets], now)
     states = []
     for b in budgets:
         override = overrides.get(b.id)
-        scope = (b.business_line, b.team, b.caller)
+        scope = (b.business_line, b.team, b.caller, b.dim, b.value)
         states.append(
             BudgetState(
                 id=b.id,
                 business_line=b.business_line,
                 team=b.team,
                 caller=b.caller,
+                dim=b.dim,
+                value=b.value,
                 month=month,
                 hard=b.hard,
                 currency=b.currency,
@@ -114,20 +121,45 @@ def _rows(statement: Composable, params: list[Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
-def _by_scope(rows: list[tuple[Any, ...]], width: int) -> Usage:
-    """Sum rows of (line, team, caller, *key, value) into every scope a budget may have: the
-    whole line (team "", caller ""), its team, its caller, and its caller within its team."""
+@dataclass(frozen=True)
+class _Window:
+    """What the budgets read: their lines, the month's bounds and the dims budgets are of."""
+
+    lines: list[str]
+    start: datetime
+    end: datetime
+    dims: list[str]
+
+
+def _by_scope(rows: list[tuple[Any, ...]], width: int, dim: str = "") -> Usage:
+    """Sum rows of (line, team, caller, dim's value, *key, value) into every scope a budget may
+    have: the whole line (team "", caller ""), its team, its caller, and its caller within its
+    team; with `dim`, each of them narrowed to the row's value of it (rows without it left out)."""
     out: Usage = defaultdict(int)
     for row in rows:
-        line, team, caller, key, value = row[0], row[1] or "", row[2] or "", tuple(row[3:width]), row[width]
+        line, team, caller, of_dim = row[0], row[1] or "", row[2] or "", row[3] or ""
+        if dim and not of_dim:
+            continue
+        key, value = tuple(row[4:width]), row[width]
         for scope_team in {"", team}:
             for scope_caller in {"", caller}:
-                out[(line, scope_team, scope_caller, *key)] += value
+                out[(line, scope_team, scope_caller, dim, of_dim if dim else "", *key)] += value
     return out
 
 
-# The scope of a rollup row: its line, team and caller (the edges' name of who called).
-_SCOPE = SQL("d.business_line, d.dims->>'team', d.dims->>'caller'")
+def _usage(statement: Composable, window: _Window, width: int, *extra: Any) -> Usage:
+    """The statement's rows summed by scope: once for the budgets of no dim, once per dim a
+    budget is of (the statement's first parameter names the dim whose value it reads)."""
+    bounds = [window.start, window.end, window.lines, *extra]
+    out = _by_scope(_rows(statement, [None, *bounds]), width)
+    for dim in window.dims:
+        out.update(_by_scope(_rows(statement, [dim, *bounds]), width, dim))
+    return out
+
+
+# The scope of a rollup row: its line, team and caller (the edges' name of who called), and its
+# value of the dim a budget is of (a parameter: NULL, for none, reads NULL).
+_SCOPE = SQL("d.business_line, d.dims->>'team', d.dims->>'caller', d.dims->>%s::text")
 _USAGE, _COSTS, _DIMS = table(HourlyUsage), table(HourlyCost), table(DimSet)
 
 
@@ -139,13 +171,13 @@ def _from_dims(alias: str) -> Composable:
     ).format(dims=_DIMS, row_dims=col(alias, "dims_id"), hour=hour)
 
 
-_MONEY = SQL("SELECT {scope}, c.currency, sum(c.cost) FROM {costs} c {where} GROUP BY 1, 2, 3, 4").format(
+_MONEY = SQL("SELECT {scope}, c.currency, sum(c.cost) FROM {costs} c {where} GROUP BY 1, 2, 3, 4, 5").format(
     scope=_SCOPE, costs=_COSTS, where=_from_dims("c")
 )
-_TOKENS = SQL("SELECT {scope}, sum({tokens}) FROM {usage} u {where} GROUP BY 1, 2, 3").format(
+_TOKENS = SQL("SELECT {scope}, sum({tokens}) FROM {usage} u {where} GROUP BY 1, 2, 3, 4").format(
     scope=_SCOPE, tokens=SQL(TOKENS), usage=_USAGE, where=_from_dims("u")
 )
-_REFUSED = SQL("SELECT {scope}, sum(u.records) FROM {usage} u {where} AND u.status = %s GROUP BY 1, 2, 3").format(
+_REFUSED = SQL("SELECT {scope}, sum(u.records) FROM {usage} u {where} AND u.status = %s GROUP BY 1, 2, 3, 4").format(
     scope=_SCOPE, usage=_USAGE, where=_from_dims("u")
 )
 _LINE_TOKENS = SQL(
@@ -154,12 +186,12 @@ _LINE_TOKENS = SQL(
 ).format(tokens=SQL(TOKENS), usage=_USAGE, dims=_DIMS)
 
 
-def _money(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    return _by_scope(_rows(_MONEY, [start, end, lines]), 4)
+def _money(window: _Window) -> Usage:
+    return _usage(_MONEY, window, 5)
 
 
-def _tokens(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    return _by_scope(_rows(_TOKENS, [start, end, lines]), 3)
+def _tokens(window: _Window) -> Usage:
+    return _usage(_TOKENS, window, 4)
 
 
 def tokens_by_line(*, month: date, unassigned: str) -> dict[str, int]:
@@ -170,8 +202,8 @@ def tokens_by_line(*, month: date, unassigned: str) -> dict[str, int]:
     return {line: int(count) for line, count in _rows(_LINE_TOKENS, [unassigned, *bounds])}
 
 
-def _refused(lines: list[str], start: datetime, end: datetime) -> dict[tuple[Any, ...], Any]:
-    return _by_scope(_rows(_REFUSED, [start, end, lines, Status.REJECTED]), 3)
+def _refused(window: _Window) -> Usage:
+    return _usage(_REFUSED, window, 4, Status.REJECTED)
 
 
 def _active_overrides(budget_ids: list[int], now: datetime) -> dict[int, BudgetOverride]:

@@ -40,11 +40,14 @@ def budget_set(
     user: Any = None,
     team: str = "",
     caller: str = "",
+    dim: str = "",
+    value: str = "",
     hard: bool | None = None,
 ) -> Budget:
     """Set (create or replace) a business line's budget for a month, or one of its team's, of
-    one caller (the attribution map's name), or of one caller within one team; `hard` None
-    keeps what the budget was (soft for a new one)."""
+    one caller (the attribution map's name), or of one caller within one team; with `dim` and
+    `value`, of the records carrying that value of a dim the hourly rollup keeps (within the
+    line, team or caller); `hard` None keeps what the budget was (soft for a new one)."""
     if amount is None and tokens is None:
         raise PlanningError(BUDGET_EMPTY)
     if amount is not None and not currency:
@@ -52,6 +55,7 @@ def budget_set(
     _month_open_check(month, "budget")
     with transaction.atomic():
         key = {"business_line": business_line, "team": team, "caller": caller, "month": month_of(month)}
+        key |= {"dim": dim, "value": value}
         budget = Budget.objects.select_for_update().filter(**key).first() or Budget(**key)
         budget.hard = budget.hard if hard is None else hard
         budget.amount, budget.currency, budget.tokens = amount, currency if amount is not None else "", tokens

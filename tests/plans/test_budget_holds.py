@@ -174,6 +174,85 @@ def test_finance_sets_a_caller_budget_next_to_the_lines_own_through_the_api(db: 
     assert sorted(r["caller"] for r in rows) == ["", "search-web"]
 
 
+def user_spend(collector: Collector, tokens: int, user: str, team: str = "web", status: str = "ok") -> None:
+    dims = {"business_line": "search", "team": team, "user": user}
+    counts = {"prompt": tokens - 10, "completion": 10} if tokens else {"prompt": 0, "completion": 0}
+    record = factories.record(dims=dims, tokens=counts, outcome={"status": status})
+    assert collector.send([record]).json()["accepted"] == 1
+
+
+def dim_state_of(client: Client, secret: str) -> dict[tuple[str, ...], dict[str, Any]]:
+    response = client.get(STATE, HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 200, response.content
+    keys = ("business_line", "team", "caller", "dim", "value")
+    return {tuple(b[k] for k in keys): b for b in response.json()["budgets"]}
+
+
+def test_finance_is_refused_a_budget_of_a_dim_the_rollup_does_not_keep(db: None, client: Client, settings: Any) -> None:
+    client.force_login(factories.finance_user())
+    month = f"{month_of(datetime.now(UTC)):%Y-%m}"
+    body = {"business_line": "search", "month": month, "dim": "user", "value": "u-42", "tokens": 100000, "hard": True}
+
+    def put(**fields: Any) -> Any:
+        return client.put("/api/v1/ledger/budgets", body | fields, content_type="application/json")
+
+    unkept, own_field = put(), put(dim="team", value="web")
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]  # the operator rolls the user id up
+    no_value, kept = put(value=""), put()
+
+    assert (unkept.status_code, own_field.status_code, no_value.status_code) == (400, 400, 400)
+    (refusal,) = unkept.json()["budget"]
+    assert "not of 'user'" in refusal and "COSTPLATFORM_ROLLUP_DIMS" in refusal, refusal
+    assert "team has a field of its own" in own_field.json()["budget"][0]
+    assert "needs its value" in no_value.json()["budget"][0]
+    assert kept.status_code == 200, kept.content
+    assert (kept.json()["dim"], kept.json()["value"], kept.json()["hard"]) == ("user", "u-42", True)
+    (budget,) = Budget.objects.all()
+    assert (budget.dim, budget.value, budget.tokens) == ("user", "u-42", 100000)
+    assert str(budget) == f"search user=u-42 {month}"
+
+
+def test_a_dim_budget_counts_the_records_of_that_value_from_the_rollups(
+    db: None, client: Client, collector: Collector, settings: Any
+) -> None:
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]
+    month = month_of(datetime.now(UTC))
+    budget_set(business_line="search", dim="user", value="u-42", month=month, tokens=1000, hard=True)
+    budget_set(business_line="search", team="web", dim="user", value="u-42", month=month, tokens=300, hard=True)
+    hard("search", 5000)
+    user_spend(collector, 250, "u-42")
+    user_spend(collector, 400, "u-42", team="app")  # another team: the line's user budget only
+    user_spend(collector, 900, "u-7")  # another user
+    spend(collector, "search", 600)  # no user at all
+    user_spend(collector, 0, "u-42", status="rejected")
+
+    state = dim_state_of(client, collector.secret)
+
+    user, in_team = state[("search", "", "", "user", "u-42")], state[("search", "web", "", "user", "u-42")]
+    assert (user["used_tokens"], user["holds"], in_team["used_tokens"], in_team["holds"]) == (650, False, 250, False)
+    assert state[("search", "", "", "", "")]["used_tokens"] == 2150
+    user_spend(collector, 100, "u-42")
+    after = dim_state_of(client, collector.secret)
+    assert after[("search", "web", "", "user", "u-42")]["holds"]
+    assert not after[("search", "", "", "user", "u-42")]["holds"] and not after[("search", "", "", "", "")]["holds"]
+    states = {s.scope: s for s in budget_states(now=datetime.now(UTC))}
+    assert (states["search user=u-42"].refused, states["search/web user=u-42"].refused) == (1, 1)
+
+
+def test_a_dim_budget_sums_that_values_priced_hours(db: None, client: Client, settings: Any) -> None:
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]
+    now = datetime.now(UTC)
+    month, hour = month_of(now), now.replace(minute=0, second=0, microsecond=0)
+    budget_set(business_line="search", dim="user", value="u-42", month=month, amount=Decimal(10), currency="CNY")
+    for user, cost in (("u-42", "7.5"), ("u-7", "30")):
+        factories.hourly_cost(hour=hour, dims={"business_line": "search", "user": user}, cost=cost, currency="CNY")
+    factories.hourly_cost(hour=hour, dims={"business_line": "search", "caller": "x", "user": "u-42"}, cost="4")
+
+    (state,) = dim_state_of(client, factories.collector_key().secret).values()
+
+    assert (state["dim"], state["value"], state["used_amount"], state["spent"]) == ("user", "u-42", "11.50", True)
+
+
 def test_a_money_budget_holds_on_the_priced_hours(db: None, client: Client) -> None:
     now = datetime.now(UTC)
     budget_set(business_line="search", month=month_of(now), amount=Decimal("10.00"), currency="CNY", hard=True)
@@ -264,15 +343,16 @@ def test_metrics_show_each_budget_its_use_and_whether_it_holds(db: None, client:
 
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text)
                for s in f.samples}  # fmt: skip
-    scope = (("business_line", "search"), ("caller", ""), ("team", ""))
+    scope = (("business_line", "search"), ("caller", ""), ("dim", ""), ("team", ""), ("value", ""))
     assert samples[("costplatform_budget_holding", scope)] == 1
-    used = (("business_line", "search"), ("caller", ""), ("kind", "hard"), ("team", ""), ("unit", "tokens"))
+    used = (("business_line", "search"), ("caller", ""), ("dim", ""), ("kind", "hard"), ("team", ""),
+            ("unit", "tokens"), ("value", ""))  # fmt: skip
     assert samples[("costplatform_budget_used", used)] == 190
     assert samples[("costplatform_budget_limit", used)] == 100
-    caller = (("business_line", "search"), ("caller", "search-web"), ("team", ""))
+    caller = (("business_line", "search"), ("caller", "search-web"), ("dim", ""), ("team", ""), ("value", ""))
     assert samples[("costplatform_budget_holding", caller)] == 0
-    caller_used = (("business_line", "search"), ("caller", "search-web"), ("kind", "hard"), ("team", ""),
-                   ("unit", "tokens"))  # fmt: skip
+    caller_used = (("business_line", "search"), ("caller", "search-web"), ("dim", ""), ("kind", "hard"),
+                   ("team", ""), ("unit", "tokens"), ("value", ""))  # fmt: skip
     assert (
         samples[("costplatform_budget_used", caller_used)],
         samples[("costplatform_budget_limit", caller_used)],

@@ -33,6 +33,8 @@ def state_json(state: BudgetState) -> dict[str, Any]:
         "business_line": state.business_line,
         "team": state.team,
         "caller": state.caller,
+        "dim": state.dim,
+        "value": state.value,
         "hard": state.hard,
         "spent": state.spent,
         "holds": state.holds,
@@ -56,6 +58,10 @@ class BudgetOut(serializers.Serializer):
     caller = serializers.CharField(
         help_text="A caller of the attribution map (the records' caller dim): its requests only. Empty: every caller."
     )
+    dim = serializers.CharField(
+        help_text="A rollup dim (e.g. user): with value, the requests whose dims carry that value only. Empty: none."
+    )
+    value = serializers.CharField(help_text="The dim's value, e.g. u-42.")
     hard = serializers.BooleanField()
     spent = serializers.BooleanField()
     holds = serializers.BooleanField(help_text="Hard, spent and no active override: refuse new requests.")

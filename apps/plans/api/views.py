@@ -124,6 +124,17 @@ class BudgetsView(APIView):
             default="",
             help_text="A caller of the attribution map ([callers.<name>]): a budget of its requests only.",
         )
+        dim = serializers.CharField(
+            max_length=64,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="A dim the hourly rollup keeps (COSTPLATFORM_ROLLUP_DIMS), e.g. user: with value, a budget of "
+            "the requests carrying that value only. Another dim is refused.",
+        )
+        value = serializers.CharField(
+            max_length=256, required=False, allow_blank=True, default="", help_text="The dim's value, e.g. u-42."
+        )
         hard = serializers.BooleanField(
             required=False, allow_null=True, default=None, help_text="Hard: held at the edge. Omitted: unchanged."
         )
@@ -140,6 +151,8 @@ class BudgetsView(APIView):
         tokens = serializers.IntegerField(allow_null=True)
         team = serializers.CharField()
         caller = serializers.CharField()
+        dim = serializers.CharField()
+        value = serializers.CharField()
         hard = serializers.BooleanField()
         updated_at = serializers.DateTimeField()
 
