@@ -98,3 +98,24 @@ def test_the_scoped_budget_form_suggests_the_readers_lines_teams_and_callers(as_
     assert '<datalist id="known-team"><option value="cs-web"></datalist>' in form
     assert '<datalist id="known-business_line"><option value="support"></datalist>' in form
     assert "search" not in form.split('id="known-business_line"')[1]
+
+
+def test_finance_sets_a_users_budget_on_the_page_and_a_dim_the_rollup_does_not_keep_is_refused(
+    as_user, settings
+) -> None:
+    finance = as_user("finance")
+
+    refused = finance.post("/budgets/scoped/", scoped_budget(dim="user", value="u-42"), follow=True)
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]
+    page = finance.post("/budgets/scoped/", scoped_budget(dim="user", value="u-42"), follow=True).content.decode()
+
+    assert "Budget not set" in refused.content.decode() and "not of &#x27;user&#x27;" in refused.content.decode()
+    (budget,) = Budget.objects.all()
+    assert (budget.business_line, budget.team, budget.caller, budget.dim, budget.value) == (
+        "support", "", "", "user", "u-42",
+    )  # fmt: skip
+    assert "Budget support user=u-42" in page
+    (row,) = hold_rows(page)
+    assert '<td class="text dim">user=u-42</td>' in row and '<td class="text caller">—</td>' in row
+    form = page[page.index('id="scoped-budget"') :].split("</form>")[0]
+    assert 'name="dim"' in form and '<option value="user">' in form.split('id="known-dim"')[1]

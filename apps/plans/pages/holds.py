@@ -1,8 +1,8 @@
 """Hard budgets on the budgets page: where each budget of the month stands now (the partial
 templates/plans/_budget_holds.html, rendered by the `budget_holds` tag), finance's
 temporary override of a spent hard budget (POST budgets/<id>/override/, audit-logged) and
-finance's budget of one team or one caller (POST budgets/scoped/; the plans page sets the
-lines' own)."""
+finance's budget of one team, one caller or one value of another rollup dim (POST
+budgets/scoped/; the plans page sets the lines' own)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -27,7 +28,7 @@ from apps.common.formats import when_text
 from apps.ingest.selectors import dim_values
 from apps.ledger.services.periods import parse_month
 from apps.plans.budget_state import BudgetState, budget_states
-from apps.plans.models import Budget
+from apps.plans.models import SCOPE_FIELDS, Budget
 from apps.plans.overrides import OverrideError, budget_override_grant
 from apps.plans.planning import PlanningError, budget_set
 from apps.pricing.models import Currency
@@ -48,7 +49,8 @@ class OverrideForm(forms.Form):
 
 
 class ScopedBudgetForm(forms.Form):
-    """A budget of one team, one caller, or one caller within one team (finance's words)."""
+    """A budget of one team, one caller, or one caller within one team (finance's words), or of
+    one value of another dim the hourly rollup keeps (`user` `u-42`), alone or within them."""
 
     business_line = forms.CharField(label=gettext_lazy("Business line"), max_length=256)
     team = forms.CharField(
@@ -62,6 +64,9 @@ class ScopedBudgetForm(forms.Form):
             "The application's name in the attribution map, known by its API key. Empty: every caller."
         ),
     )
+    # Which dims are kept is checked by the budget itself (apps.plans.models.budget_dim_problem).
+    dim = forms.CharField(label=gettext_lazy("Dims"), max_length=64, required=False)
+    value = forms.CharField(label=gettext_lazy("Value"), max_length=256, required=False)
     month = forms.CharField(label=gettext_lazy("Month"), max_length=7)
     tokens = forms.IntegerField(label=gettext_lazy("Tokens"), min_value=0, required=False)
     amount = forms.DecimalField(
@@ -72,7 +77,7 @@ class ScopedBudgetForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if not (data.get("team") or data.get("caller")):
+        if not (data.get("team") or data.get("caller") or data.get("dim")):
             raise forms.ValidationError(_("Name a team or a caller: the line's own budget is set on the plans page."))
         return data
 
@@ -88,11 +93,17 @@ def holds_context(request: HttpRequest, *, now: datetime) -> dict[str, Any]:
         "money": sees_money(request.user),
         "may_override": request.user.has_perm(OVERRIDE_PERMISSION),
         "may_set": may_set,
-        # What the form suggests: the lines, teams and callers the reader's records carry.
-        "known": dim_values(names=list(SUGGESTED), lines=lines) if may_set else {},
+        # What the form suggests: the lines, teams and callers the reader's records carry, and
+        # the other dims a budget may be of.
+        "known": {**dim_values(names=list(SUGGESTED), lines=lines), "dim": budget_dims()} if may_set else {},
         "zone": accounting_zone().key,
         "currencies": Currency.values,
     }
+
+
+def budget_dims() -> list[str]:
+    """The dims a budget may be of besides its line, team and caller: those the rollup keeps."""
+    return [dim for dim in settings.ROLLUP_DIMS if dim not in SCOPE_FIELDS]
 
 
 def state_label(state: BudgetState) -> str:
@@ -148,6 +159,8 @@ def budget_scoped_set(request: HttpRequest) -> HttpResponse:
             business_line=data["business_line"],
             team=data["team"],
             caller=data["caller"],
+            dim=data["dim"],
+            value=data["value"],
             month=parse_month(data["month"]),
             tokens=data["tokens"],
             amount=data["amount"],
