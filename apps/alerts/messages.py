@@ -314,6 +314,11 @@ def contributors(top: list[dict[str, Any]]) -> str:
     return ", ".join(f"{name} {c['share']:.1%}" for name, c in zip(named, top, strict=True))
 
 
+def _scope_part(text: dict[str, str], dim: str, value: str) -> str:
+    """One dim of a budget's scope in words: "team web", "caller search-app", "user u-42"."""
+    return text[f"{dim}_subject"].format(name=value) if dim in ("team", "caller") else f"{dim} {value}"
+
+
 def _subject(alert: Alert, language: str) -> str:
     text, subject = CATALOGUE[language], alert.subject or alert.business_line
     if alert.kind == "ledger_finding" and "_finding" in alert.figures:
@@ -324,8 +329,8 @@ def _subject(alert: Alert, language: str) -> str:
         return text["model_subject"].format(name=subject[len("model ") :])
     if alert.kind == "budget":
         scope = alert.figures.get("_scope") or {}
-        if scope:  # a team's or a caller's budget: its line, then each in words
-            named = [text[f"{dim}_subject"].format(name=value) for dim, value in scope.items()]
+        if scope:  # a team's, a caller's or a dim value's budget: its line, then each in words
+            named = [_scope_part(text, dim, value) for dim, value in scope.items()]
             name = " · ".join([alert.business_line, *named])
         else:
             name = subject.removesuffix(" tokens")

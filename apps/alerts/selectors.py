@@ -183,18 +183,23 @@ def _month_bounds(now: datetime) -> tuple[datetime, datetime]:
 
 
 def budget_series(*, params: Params, business_line: str, now: datetime) -> Iterator[tuple[Subject, Any]]:
-    """Each budget of the month, a business line's own and those of its teams and callers, with
-    what it has used (apps.plans.budget_state, the figures the edge and the budgets page read):
-    a money budget in its currency, a token budget as "<scope> tokens"."""
+    """Each budget of the month, a business line's own and those of its teams, callers and dim
+    values (`user=u-42`), with what it has used (apps.plans.budget_state, the figures the edge and
+    the budgets page read): a money budget in its currency, a token budget as "<scope> tokens".
+    A line's budget links to the finance page; a narrower one to the overview filtered to its
+    line and dims over the month so far (the finance page shows lines only)."""
     from apps.alerts.detectors.money import BudgetInput
     from apps.plans.budget_state import budget_states
 
     start, end = _month_bounds(now)
     states = budget_states(now=now, business_lines=[business_line] if business_line else None)
     elapsed = (now - start) / (end - start)
-    link, window = finance_link(month_of(now)), (start, hour_floor(now) + HOUR)
+    window = (start, hour_floor(now) + HOUR)
     for b in states:
-        dims = tuple((dim, value) for dim, value in (("team", b.team), ("caller", b.caller)) if value)
+        scoped = (("team", b.team), ("caller", b.caller), (b.dim, b.value))
+        dims = tuple((dim, value) for dim, value in scoped if value)
+        link = page_link(start=start, end=window[1], business_line=b.business_line, dims=dims)
+        link = link if dims else finance_link(month_of(now))
         if b.amount is not None:
             subject = Subject(b.scope, b.business_line, link, window=window, rank_by="cost", dims=dims)
             yield subject, BudgetInput(b.used_amount, b.amount, elapsed, b.currency)

@@ -287,3 +287,36 @@ def test_the_rule_form_refuses_a_spike_by_a_dim_the_rollup_does_not_keep():
     assert not refused.is_valid() and "not by 'user_id'" in refused.errors["params"][0]
     accepted = RuleForm(data={**fields, "params": '{"by": "caller"}', "enabled": "on"})
     assert accepted.is_valid(), accepted.errors
+
+
+def test_a_users_budget_alerts_at_80_percent_named_by_its_scope_and_linked_to_its_records(receiver, settings):
+    from urllib.parse import parse_qs, urlsplit
+
+    from apps.alerts.messages import message_for
+    from apps.plans.models import Budget
+
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]  # the operator rolls the user id up
+    factories.channel("slack", url=receiver.url())
+    month = NOW.date().replace(day=1)
+    Budget.objects.create(business_line="search", dim="user", value="u-42", month=month, tokens=10_000, hard=True)
+    Budget.objects.create(business_line="search", month=month, tokens=100_000)  # the line: 17,500 of it
+    usage_of(HOUR - timedelta(days=1), 8_500, {"business_line": "search", "user": "u-42"})
+    usage_of(HOUR - timedelta(days=1), 9_000, {"business_line": "search", "user": "u-7"})
+    strict = factories.alert_rule("budget", name="at 90 %", params={"forecast": False, "warn_at": 0.9})
+    muted = factories.alert_rule(
+        "budget", name="muted", params={"forecast": False}, muted_until=NOW + timedelta(hours=1)
+    )
+    rule = factories.alert_rule("budget", params={"forecast": False})
+
+    [fired] = rule_evaluate(rule_id=rule.id, now=NOW)
+
+    assert (fired.subject, fired.level, fired.business_line) == ("search user=u-42 tokens", "80", "search")
+    link = urlsplit(fired.link)
+    query = parse_qs(link.query)
+    assert (link.path, query["dims.user"], query["dims.business_line"]) == ("/overview/", ["u-42"], ["search"])
+    assert (query["from"], query["to"]) == (["2026-11-01T00:00:00+00:00"], ["2026-11-30T11:00:00+00:00"])
+    assert message_for(fired, "en").title.endswith("search · user u-42 (tokens)")
+    assert Notification.objects.filter(alert=fired).count() == 1
+    assert rule_evaluate(rule_id=strict.id, now=NOW) == []  # 85 % is under its 90 %
+    [quiet] = rule_evaluate(rule_id=muted.id, now=NOW)
+    assert quiet.suppressed == "muted" and not quiet.notifications.exists()
