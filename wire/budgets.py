@@ -1,14 +1,15 @@
 """Hard budgets at the edge: a poller that caches the platform's budget state and a gate that
-refuses new requests of a business line, team or caller whose hard budget is spent.
+refuses new requests of a business line, team, caller or dim value whose hard budget is spent.
 
 One implementation for the serving middleware and the proxy. `BudgetGate` polls
 GET <platform>/api/v1/budgets/state with the edge's collector key every `interval` seconds on
 a thread of its own; `check(dims)` answers from the cache, never from the network, so a
 request waits on nothing. A budget covers a request of its line and, where the budget names
-them, of its team and of its caller (the `caller` dim the attribution map's decision sets,
-wire/attribution.py). A refusal is an OpenAI-style error (HTTP 429, type and code
-`budget_exceeded`) naming the budget, what was used, the limit and when it resets, with
-Retry-After in seconds. Requests already running are never touched: they finish.
+them, of its team, of its caller (the `caller` dim the attribution map's decision sets,
+wire/attribution.py) and carrying its value of its dim (`user` `u-42`). A refusal is an
+OpenAI-style error (HTTP 429, type and code `budget_exceeded`) naming the budget, what was used,
+the limit and when it resets, with Retry-After in seconds. Requests already running are never
+touched: they finish.
 
 When the state is unknown (no answer yet, or none for `stale` seconds) the gate fails open
 (serves) or, with `fail_closed`, refuses every request with a 503 `budget_state_unavailable`.
@@ -138,6 +139,8 @@ class Budget:
     resets_at: str
     override_until: str | None = None
     caller: str = ""  # a platform that predates caller budgets does not send it: every caller
+    dim: str = ""  # nor one before dim budgets: none
+    value: str = ""
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> Budget:
@@ -150,13 +153,16 @@ class Budget:
             return False
         if self.team and dims.get("team", "") != self.team:
             return False
-        return not self.caller or dims.get(CALLER_DIM, "") == self.caller
+        if self.caller and dims.get(CALLER_DIM, "") != self.caller:
+            return False
+        return not self.dim or dims.get(self.dim, "") == self.value
 
     @property
     def scope(self) -> str:
         team = f", team {self.team!r}" if self.team else ""
         caller = f", caller {self.caller!r}" if self.caller else ""
-        return f"business line {self.business_line!r}{team}{caller}"
+        dim = f", {self.dim} {self.value!r}" if self.dim else ""
+        return f"business line {self.business_line!r}{team}{caller}{dim}"
 
     def usage_text(self) -> str:
         parts = []
@@ -193,6 +199,8 @@ def spent_refusal(budget: Budget, now: datetime) -> Refusal:
         "business_line": budget.business_line,
         "team": budget.team or None,
         "caller": budget.caller or None,
+        "dim": budget.dim or None,
+        "value": budget.value or None,
         "used_tokens": budget.used_tokens,
         "limit_tokens": budget.tokens,
         "used_amount": budget.used_amount if budget.amount is not None else None,

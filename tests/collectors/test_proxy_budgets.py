@@ -218,6 +218,32 @@ def test_a_callers_spent_budget_refuses_that_caller_only_and_names_it(
     assert refused.dims.dims["caller"] == "refunds-app" and refused.dims.dims["refused.caller"] == "refunds-batch"
 
 
+def test_a_users_spent_budget_refuses_that_users_requests_only_and_names_it(
+    platform_rig: tuple[Rig, Pipeline, str], settings: Any
+) -> None:
+    from apps.common.buckets import month_of
+    from apps.plans.planning import budget_set
+
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]  # the operator rolls the user id up
+    rig, pipeline, _ = platform_rig
+    month = month_of(datetime.now(UTC))
+    budget_set(business_line="refunds", dim="user", value="u-42", month=month, tokens=PER_REQUEST + 1, hard=True)
+    u42, u7 = {"X-Costplatform-User": "u-42"}, {"X-Costplatform-User": "u-7"}
+    assert (chat(rig, REFUNDS, **u42)[0], chat(rig, REFUNDS, **u7)[0]) == (200, 200)
+    settled(pipeline)
+    assert chat(rig, REFUNDS, **u42)[0] == 200  # 1 answer (its own) leaves it unspent; u-7's are not its
+    settled(pipeline)
+
+    status, _, body = chat(rig, REFUNDS, **u42)
+    batch, _, _ = chat(rig, REFUNDS_BATCH, **u42)  # another caller of the line: the same user's budget
+    other, nobody = chat(rig, REFUNDS, **u7)[0], chat(rig, REFUNDS)[0]
+
+    assert (status, batch, other, nobody) == (429, 429, 200, 200)
+    error = body["error"]
+    assert (error["budget"]["dim"], error["budget"]["value"], error["budget"]["caller"]) == ("user", "u-42", None)
+    assert "business line 'refunds', user 'u-42' is spent" in error["message"]
+
+
 # --- the platform down --------------------------------------------------------------------------
 
 
