@@ -26,7 +26,7 @@ from apps.classification.engine import (
 from apps.classification.models import DirtyDay, Reason, Rule, RuleSet
 from apps.classification.rules import Node, attribute_accessor, compile_predicate, parse_rule
 from apps.classification.sql import CLASS_ROLLUP, MoveRule, RuleSetSql, moves_sql, reclassify_insert_sql, ruleset_sql
-from apps.common.buckets import rollup_day_of, rollup_day_start
+from apps.common.buckets import rollup_day_start, rollup_days
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.db import bound_cursor
@@ -251,13 +251,13 @@ def _days_made_dirty(present: list[Candidate], stored: list[Candidate], window: 
         batch_times[c.key].append(c.ts)
     for values in batch_times.values():
         values.sort()
-    dirty = set()
+    dirty = []
     for s in stored:
         values = batch_times.get(s.key, [])
         i = bisect.bisect_left(values, s.ts)
         if i > 0 and values[i - 1] >= s.ts - window:
-            dirty.add(rollup_day_of(s.ts))
-    return dirty
+            dirty.append(s.ts)
+    return rollup_days(dirty)
 
 
 # One probe of the (prompt_hash, ts) index per hash (migration ingest 0007), the window part of

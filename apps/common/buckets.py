@@ -15,7 +15,7 @@ UTC. Functions that take `zone` use the accounting zone when it is None.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import TypeVar
@@ -169,6 +169,12 @@ def rollup_day_start(day: date) -> datetime:
 def rollup_day_of(at: datetime) -> date:
     """The rollup day holding the instant `at`: the UTC date its hour bucket starts on."""
     return (at.astimezone(UTC) - hour_origin()).date()
+
+
+def rollup_days(instants: Iterable[datetime]) -> set[date]:
+    """The rollup days holding the instants, the zone looked at once (a batch's many records)."""
+    origin = hour_origin()
+    return {(at.astimezone(UTC) - origin).date() for at in instants}
 
 
 def utc_buckets(instants: Sequence[datetime], bucket: Callable[[datetime], B]) -> set[B]:
