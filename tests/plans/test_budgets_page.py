@@ -73,7 +73,7 @@ def test_the_page_refuses_a_scoped_budget_naming_neither_team_nor_caller_in_the_
     page = finance.post("/budgets/scoped/", scoped_budget(), follow=True, HTTP_ACCEPT_LANGUAGE="zh-hans")
 
     assert not Budget.objects.exists()
-    assert "预算未设置" in page.content.decode() and "请填写团队或调用方" in page.content.decode()
+    assert "预算未设置" in page.content.decode() and "请填写团队、调用方或维度及其取值" in page.content.decode()
 
 
 def test_only_finance_within_its_lines_sets_a_scoped_budget(as_user) -> None:

@@ -65,8 +65,8 @@ class ScopedBudgetForm(forms.Form):
         ),
     )
     # Which dims are kept is checked by the budget itself (apps.plans.models.budget_dim_problem).
-    dim = forms.CharField(label=gettext_lazy("Dims"), max_length=64, required=False)
-    value = forms.CharField(label=gettext_lazy("Value"), max_length=256, required=False)
+    dim = forms.CharField(label=gettext_lazy("Dim"), max_length=64, required=False)
+    value = forms.CharField(label=gettext_lazy("Dim value"), max_length=256, required=False)
     month = forms.CharField(label=gettext_lazy("Month"), max_length=7)
     tokens = forms.IntegerField(label=gettext_lazy("Tokens"), min_value=0, required=False)
     amount = forms.DecimalField(
@@ -78,7 +78,9 @@ class ScopedBudgetForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if not (data.get("team") or data.get("caller") or data.get("dim")):
-            raise forms.ValidationError(_("Name a team or a caller: the line's own budget is set on the plans page."))
+            raise forms.ValidationError(
+                _("Name a team, a caller or a dim and its value: the line's own budget is set on the plans page.")
+            )
         return data
 
 
