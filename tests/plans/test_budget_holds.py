@@ -212,6 +212,24 @@ def test_finance_is_refused_a_budget_of_a_dim_the_rollup_does_not_keep(db: None,
     assert str(budget) == f"search user=u-42 {month}"
 
 
+def test_the_admin_refuses_a_budget_of_a_dim_the_rollup_does_not_keep(db: None, client: Client, settings: Any) -> None:
+    admin = factories.finance_user("staff-admin", role="admin")
+    admin.is_staff = True
+    admin.save()
+    client.force_login(admin)
+    month = f"{month_of(datetime.now(UTC)):%Y-%m-%d}"
+    form = {"business_line": "search", "month": month, "tokens": "100000", "dim": "user", "value": "u-42", "hard": "on"}
+
+    refused = client.post("/admin/plans/budget/add/", form)
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]
+    added = client.post("/admin/plans/budget/add/", form)
+
+    assert refused.status_code == 200 and "not of &#x27;user&#x27;" in refused.content.decode()
+    assert added.status_code == 302, added.content.decode()[-2000:]
+    (budget,) = Budget.objects.all()
+    assert (budget.dim, budget.value, budget.hard, budget.updated_by) == ("user", "u-42", True, admin)
+
+
 def test_a_dim_budget_counts_the_records_of_that_value_from_the_rollups(
     db: None, client: Client, collector: Collector, settings: Any
 ) -> None:
@@ -332,11 +350,16 @@ def test_the_budgets_page_shows_what_each_budget_used_its_kind_state_and_rejecti
     assert "Grant override" in search
 
 
-def test_metrics_show_each_budget_its_use_and_whether_it_holds(db: None, client: Client, collector: Collector) -> None:
+def test_metrics_show_each_budget_its_use_and_whether_it_holds(
+    db: None, client: Client, collector: Collector, settings: Any
+) -> None:
+    settings.ROLLUP_DIMS = [*settings.ROLLUP_DIMS, "user"]
     hard("search", 100)
     hard("search", 1000, caller="search-web")
+    budget_set(business_line="search", dim="user", value="u-42", month=month_of(datetime.now(UTC)), tokens=20)
     spend(collector, "search", 150)
     spend(collector, "search", 40, caller="search-web")
+    user_spend(collector, 30, "u-42")
     platform_collector.clear()
 
     text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
@@ -347,10 +370,13 @@ def test_metrics_show_each_budget_its_use_and_whether_it_holds(db: None, client:
     assert samples[("costplatform_budget_holding", scope)] == 1
     used = (("business_line", "search"), ("caller", ""), ("dim", ""), ("kind", "hard"), ("team", ""),
             ("unit", "tokens"), ("value", ""))  # fmt: skip
-    assert samples[("costplatform_budget_used", used)] == 190
+    assert samples[("costplatform_budget_used", used)] == 220
     assert samples[("costplatform_budget_limit", used)] == 100
     caller = (("business_line", "search"), ("caller", "search-web"), ("dim", ""), ("team", ""), ("value", ""))
     assert samples[("costplatform_budget_holding", caller)] == 0
+    user = (("business_line", "search"), ("caller", ""), ("dim", "user"), ("kind", "soft"), ("team", ""),
+            ("unit", "tokens"), ("value", "u-42"))  # fmt: skip
+    assert (samples[("costplatform_budget_used", user)], samples[("costplatform_budget_limit", user)]) == (30, 20)
     caller_used = (("business_line", "search"), ("caller", "search-web"), ("dim", ""), ("kind", "hard"),
                    ("team", ""), ("unit", "tokens"), ("value", ""))  # fmt: skip
     assert (
