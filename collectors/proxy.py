@@ -766,6 +766,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         budgets=budget_gate(args, collector_key(parser, args)),
         budget_max_tokens=args.budget_max_tokens or DEFAULT_MAX_TOKENS,
     )
+    if settings.budgets is not None:
+        pipeline.on_acked = settings.budgets.acked  # a stored record's use is held only until polled
     run_app(Proxy(settings, pipeline).app(), args.listen, pipeline)
 
 

@@ -425,8 +425,10 @@ class Runtime:
         self.served_model: str | None = None
         self.budgets = budget_gate(config)
         if self.budgets is not None and self.budgets.reserves:
-            # A reservation is settled once its record is in the pipeline (the record's thread).
+            # A reservation is settled once its record is in the pipeline (the record's thread),
+            # and its hold cut short once the platform has stored the record (the shipper's).
             self.emitter.observers.append(_settler(self.budgets))
+            self.pipeline.on_acked = self.budgets.acked
         self.door = Door(self.policy, budgets=self.budgets, size=sizer(config))
         self._tasks: set[asyncio.Task[Any]] = set()
 

@@ -19,9 +19,10 @@ With `reservations` (wire/reservations.py, a Redis every edge of the deployment 
 gate also reserves each new request's largest use against every hard token budget that
 covers it, and refuses it with the same 429 (reason `room`, the reservation in the body) when
 that would take a budget past its limit; `settle` turns the reservation into the real use once
-the request's record is built. Concurrent requests then cannot spend a budget past its limit
-between two polls (docs/budgets.md, "Reservations").
-Standard library, prometheus_client, redis-py and wire/ only: no Django, no vLLM.
+the request's record is built, and `acked` (told by the shipper, wire/shipper.py) shortens its
+hold once the platform has stored the record: two polls more, and the platform's figure has it.
+Concurrent requests then cannot spend a budget past its limit between two polls (docs/budgets.md, "Reservations").
+Standard library, msgspec, prometheus_client, redis-py and wire/ only: no Django, no vLLM.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 from prometheus_client import Counter, Gauge
 
 from wire.attribution import CALLER_DIM
@@ -277,6 +280,8 @@ class BudgetGate:
         self._reserving: tuple[Budget, ...] = ()  # hard token budgets without an active override
         # request id -> (the budgets it reserved against, when): settled from the record's thread
         self._held: dict[str, tuple[tuple[int, ...], float]] = {}
+        # request id -> (the same, when settled): until the platform acknowledges its record
+        self._settled: dict[str, tuple[tuple[int, ...], float]] = {}
         self._held_lock = threading.Lock()
         self._read_at: float | None = None  # time.monotonic() of the last good answer
         self._stop = threading.Event()
@@ -382,6 +387,33 @@ class BudgetGate:
             log.warning("budget reservation of %s not settled: %s", request_id, exc)
             return
         RESERVED.labels("settled").inc()
+        with self._held_lock:
+            self._settled[request_id] = (held[0], time.monotonic())
+
+    @property
+    def acked_hold(self) -> float:
+        """How long a use stays reserved once its record is stored: until a poll begun after
+        that has been read (two polls, and a second for the poll's own answer)."""
+        return 2 * self.interval + 1.0
+
+    def acked(self, lines: Sequence[bytes]) -> None:
+        """The platform stored these records (JSON lines, the shipper's batch): the uses they
+        settled stay reserved for acked_hold only, not the whole hold (which stays for records
+        that never reach it)."""
+        if self.reservations is None:
+            return
+        ids = [_record_id(line) for line in lines]
+        groups: dict[tuple[int, ...], list[str]] = defaultdict(list)
+        with self._held_lock:
+            for request_id in ids:
+                settled = self._settled.pop(request_id, None) if request_id else None
+                if settled is not None:
+                    groups[settled[0]].append(request_id)
+        for budget_ids, request_ids in groups.items():
+            try:
+                self.reservations.shorten(request_ids, budget_ids, self.acked_hold)
+            except Exception as exc:  # the hold runs its course
+                log.warning("budget reservations of %d stored records not shortened: %s", len(request_ids), exc)
 
     def settle_record(self, record: Mapping[str, Any]) -> None:
         """settle() with a record's use: prompt + completion tokens, as a budget counts them; an
@@ -396,10 +428,22 @@ class BudgetGate:
         Redis expired them already."""
         if self.reservations is None:
             return
-        horizon = time.monotonic() - self.reservations.ttl_ms / 1000
-        with self._held_lock:
-            for request_id in [r for r, (_, at) in self._held.items() if at < horizon]:
-                del self._held[request_id]
+        now = time.monotonic()
+        for notes, lifetime in ((self._held, self.reservations.ttl_ms), (self._settled, self.reservations.hold_ms)):
+            with self._held_lock:
+                for request_id in [r for r, (_, at) in notes.items() if at < now - lifetime / 1000]:
+                    del notes[request_id]
+
+
+class _RecordId(msgspec.Struct):
+    record_id: str = ""
+
+
+def _record_id(line: bytes) -> str:
+    try:
+        return msgspec.json.decode(line, type=_RecordId).record_id
+    except msgspec.DecodeError:
+        return ""
 
 
 def polling_gate(

@@ -6,7 +6,8 @@ reservation that would take a budget past its room (limit - the use the platform
 is refused, and the edge answers 429. After the answer (or the client's disconnect, or an
 error) the edge settles the reservation to the real use, which stays reserved for `hold`
 seconds: the time for the request's record to reach the platform and a poll to read it back,
-after which the platform's own figure counts it. A reservation never settled (its edge died)
+after which the platform's own figure counts it; once the platform acknowledges the record the
+hold is cut to the polls that read it (`shorten`). A reservation never settled (its edge died)
 expires after `ttl` seconds.
 
 Why Redis, with one Lua script per operation: a script runs alone on the server, so the check
@@ -104,6 +105,25 @@ return 0
 )
 
 
+# KEYS as RESERVE's. ARGV: hold ms, then request ids. Each of those whose entry would live
+# longer than the hold from now lives that long (their records are stored on the platform).
+SHORTEN = (
+    _PURGE
+    + """
+local cut = now + tonumber(ARGV[1])
+for i = 1, #KEYS / 3 do
+  local z = KEYS[3 * i - 1]
+  purge(KEYS[3 * i - 2], z, KEYS[3 * i])
+  for k = 2, #ARGV do
+    local at = redis.call('ZSCORE', z, ARGV[k])
+    if at and tonumber(at) > cut then redis.call('ZADD', z, 'XX', cut, ARGV[k]) end
+  end
+end
+return 0
+"""
+)
+
+
 @dataclass(frozen=True)
 class Need:
     """The most a request can use: its prompt and what it may generate (max_tokens x choices, or
@@ -190,6 +210,7 @@ class Reservations:
         self.prefix = prefix
         self._reserve = client.register_script(RESERVE)
         self._settle = client.register_script(SETTLE)
+        self._shorten = client.register_script(SHORTEN)
 
     @classmethod
     def from_url(cls, url: str, *, ttl: float, hold: float, timeout: float = 2.0) -> Reservations:
@@ -216,6 +237,10 @@ class Reservations:
         """The request's real use (None: unknown, its reservation stands) reserved for the hold."""
         args = [request_id, -1 if tokens is None else tokens, self.hold_ms, self.keep_ms]
         self._settle(keys=self.keys(budget_ids), args=args)
+
+    def shorten(self, request_ids: Sequence[str], budget_ids: Sequence[int], hold: float) -> None:
+        """The settled uses of these requests stay reserved `hold` seconds from now at most."""
+        self._shorten(keys=self.keys(budget_ids), args=[int(hold * 1000), *request_ids])
 
     def held(self, budget_id: int) -> int:
         """Tokens the budget holds now (expired entries included until the next operation)."""

@@ -160,6 +160,7 @@ class Pipeline:
         backoff_base: float = 0.5,
         backoff_cap: float = 60.0,
         ship: bool = True,
+        on_acked: Callable[[list[bytes]], None] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -169,6 +170,8 @@ class Pipeline:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.ship = ship
+        # Told of each batch the platform stored, its JSON lines (the edge's budget gate: BudgetGate.acked).
+        self.on_acked = on_acked
         self.sender = Sender(url, key, timeout=timeout, compress=compress)
         self.metrics = ShipperMetrics.on(registry if registry is not None else REGISTRY)
         self.spool = Spool(
@@ -407,6 +410,11 @@ class Pipeline:
                 first.get("record_id"),
                 first.get("errors"),
             )
+        if self.on_acked is not None:  # before the spool's ack: flush() returns once it was told
+            try:
+                self.on_acked(batch.records)
+            except Exception:  # never costs shipping
+                log.exception("shipper: the acknowledged batch's observer failed")
         self._ack(batch)
         self.metrics.shipped.inc(len(batch))
 

@@ -161,6 +161,19 @@ def test_it_retries_a_batch_after_server_errors_and_counts_them(tmp_path):
     assert metric(registry, "costplatform_shipper_queued_records") == 0
 
 
+def test_it_tells_its_observer_of_each_batch_the_platform_stored_once(tmp_path):
+    """The edge's budget gate learns which records are stored (BudgetGate.acked), not of a failed try."""
+    told: list[str] = []
+    receiver = Receiver((500, {}))
+    with http_server(receiver) as url, Pipeline(tmp_path, url=url, key="k", registry=CollectorRegistry(), **FAST) as p:
+        p.on_acked = lambda lines: told.extend(json.loads(line)["record_id"] for line in lines)
+        for n in range(3):
+            p.submit({"record_id": f"r{n}"})
+        assert p.flush(timeout=10)
+
+    assert len(receiver.bodies) == 2 and told == ["r0", "r1", "r2"]
+
+
 def test_it_waits_as_long_as_retry_after_says(tmp_path):
     receiver = Receiver((429, {"Retry-After": "1"}))
     with http_server(receiver) as url, Pipeline(tmp_path, url=url, key="k", registry=CollectorRegistry(), **FAST) as p:

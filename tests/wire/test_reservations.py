@@ -221,3 +221,32 @@ def test_an_unreachable_store_fails_as_the_gate_is_set(prefix: str) -> None:
         held.poll()
         refusal = held.check(SEARCH, "a", lambda: need)
         assert (refusal.status if refusal else None) == status
+
+
+def test_a_stored_records_use_is_held_only_until_the_polls_read_it(prefix: str) -> None:
+    """Once the shipper says the platform stored the record (BudgetGate.acked), its settled use
+    is held for two polls and a second, not the whole hold."""
+    held = BudgetGate(lambda: {"budgets": [BUDGET]}, interval=0.5, reservations=store(prefix, hold=600))
+    held.poll()
+    assert held.check(SEARCH, "a", lambda: Need(10, 10, 10, False)) is None
+    assert held.check(SEARCH, "b", lambda: Need(10, 10, 10, False)) is None
+    for request_id in ("a", "b"):
+        held.settle_record({"record_id": request_id, "tokens": {"prompt": 10, "completion": 5}, "outcome": {}})
+
+    held.acked([json.dumps({"record_id": "a", "tokens": {"prompt": 10}}).encode(), b"not json"])
+
+    client = redis.Redis.from_url(redis_url())
+    seconds, micros = client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    until = f"{prefix}:{BUDGET['id']}:until"
+    assert client.zscore(until, "a") <= now_ms + held.acked_hold * 1000  # two polls and a second
+    assert client.zscore(until, "b") > now_ms + 590_000  # not stored yet: the whole hold
+    assert store(prefix).held(BUDGET["id"]) == 30  # both still counted until then
+
+
+def test_shortening_to_nothing_releases_a_stored_use(prefix: str) -> None:
+    reservations = store(prefix)
+    reservations.reserve("a", 300, [(1, ROOM)])
+    reservations.settle("a", [1], 200)
+    reservations.shorten(["a", "unknown"], [1], 0)
+    assert reservations.reserve("b", ROOM, [(1, ROOM)]) == (None, [0])
