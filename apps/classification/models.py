@@ -156,10 +156,10 @@ class HourlyClass(models.Model):
 
 class DirtyDay(models.Model):
     """A day whose classification may be stale: a late record arrived before stored ones that
-    it may turn into duplicates. The reclassify job consumes these."""
+    it may turn into duplicates. One row a day, written and read through services.DIRTY; the
+    reclassify job consumes these."""
 
     day = models.DateField(primary_key=True)
-    marked_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return self.day.isoformat()

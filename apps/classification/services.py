@@ -31,6 +31,7 @@ from apps.common.composed import SQL, table, text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.db import bound_cursor
 from apps.common.models import JobRun
+from apps.common.rollup import Marks
 from apps.ingest.models import DimSet, Record, ServedModel
 from apps.ingest.retention import RecordsGone, records_available_check, records_gone
 
@@ -341,13 +342,25 @@ def batch_classify(*, source_id: int, records: Sequence[Any]) -> BatchClasses:
     return BatchClasses(classifier.ruleset_id, reasons, scan.dirty_days)
 
 
+# The days to reclassify (UTC dates), one row a day: marked in an ingest batch's transaction by
+# dirty_days_mark, read by dirty_days_reclassify and cleared by reclassify_day.
+DIRTY = Marks(DirtyDay._meta.db_table, "day", type="date", keyed=True)
+_MARK_DAYS = text(DIRTY.mark())
+_DIRTY_DAYS = text(DIRTY.marked())
+_DIRTY_CLEAR = text(DIRTY.clear())
+
+
 def dirty_days_mark(*, days: Iterable[date]) -> None:
-    DirtyDay.objects.bulk_create(
-        [DirtyDay(day=day) for day in sorted(days)],
-        update_conflicts=True,
-        unique_fields=["day"],
-        update_fields=["marked_at"],
-    )
+    """Mark days a late record may have changed (in day order, as every batch marks them)."""
+    distinct = sorted(set(days))
+    if distinct:
+        with connection.cursor() as cursor:
+            cursor.execute(_MARK_DAYS, [distinct])
+
+
+def dirty_days_clear(*, days: Iterable[date]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_DIRTY_CLEAR, [sorted(set(days))])
 
 
 # --- reclassification -------------------------------------------------------------------------
@@ -420,7 +433,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         cursor.execute(_CLASS_CLEAR, [start, start + DAY])
         cursor.execute(sql, params)
         written = cursor.rowcount
-        DirtyDay.objects.filter(day=day).delete()
+        cursor.execute(_DIRTY_CLEAR, [[day]])
     return written
 
 
@@ -465,10 +478,12 @@ def _records_present(start: date, end: date) -> None:
 def dirty_days_reclassify(*, max_days: int = 7) -> list[date]:
     """Reclassify, with the active rule set, the days a late record may have changed (DirtyDay),
     oldest first, at most `max_days` per call (the rest on the next call)."""
-    days = list(DirtyDay.objects.order_by("day").values_list("day", flat=True)[:max_days])
+    with connection.cursor() as cursor:
+        cursor.execute(_DIRTY_DAYS)
+        days = [day for (day,) in cursor.fetchmany(max_days)]
     gone = {d for d in days if records_gone(start=d, end=d + DAY)}
     if gone:  # their records were dropped by retention: the rollups stay as they are
-        DirtyDay.objects.filter(day__in=gone).delete()
+        dirty_days_clear(days=gone)
         days = [d for d in days if d not in gone]
     ruleset = active_ruleset() if days else None
     for day in days:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.common.composed import SQL, Composable, Composed, Identifier, Placeholder, commas, names
+from apps.common.composed import SQL, Composable, Composed, Identifier, Placeholder, commas, names, text
 
 
 @dataclass(frozen=True)
@@ -60,32 +60,71 @@ class Marks:
     """A consumer's table of change marks: the hours (or days) an upstream change touched, which
     the consumer rebuilds and then clears. Writers only append (no unique key, an existing mark is
     not repeated), so concurrent writers never wait on each other; a trigger on the upstream
-    rollup or the consumer's own service writes them (docs/architecture.md, "Change detection").
-    `column` is the time column of a mark; `day` the column of its UTC day where the table has one."""
+    rollup (`MarkTrigger`) or the consumer's own service writes them (docs/architecture.md,
+    "Change detection"). `column` is the time column of a mark, of SQL type `type` (an instant, or
+    the UTC date of a day's marks); `day` the column of its UTC day where the table has one. A
+    table `keyed` by `column` (one row a mark) skips a mark already there by its key instead.
+    Marks without a key have Django's `id`, which tells the marks read from those written later."""
 
     table: str
     column: str
     day: str | None = None
+    type: str = "timestamptz"
+    keyed: bool = False
+
+    def value(self, hour: Composable) -> Composable:
+        """The mark of the hour bucket starting at the instant `hour`: the instant, or its UTC date."""
+        return SQL("({} AT TIME ZONE 'UTC')::date").format(hour) if self.type == "date" else hour
 
     def mark(self) -> Composed:
-        """Mark the instants of the array parameter (timestamptz[]) not marked yet."""
-        return SQL(
-            "INSERT INTO {table} ({column}) SELECT h FROM unnest(%s::timestamptz[]) AS h\n"
-            "WHERE NOT EXISTS (SELECT 1 FROM {table} d WHERE d.{column} = h)"
-        ).format(table=Identifier(self.table), column=Identifier(self.column))
+        """Mark the instants (or days) of the array parameter not marked yet."""
+        return self.mark_from(SQL("unnest(%s::{}[]) AS h").format(SQL(self.type)))
 
-    def marked(self, *, before: bool = False) -> Composed:
+    def mark_from(self, marks: Composable) -> Composed:
+        """Mark the values of the relation `marks` (of one column, `h`) not marked yet."""
+        columns, values = [Identifier(self.column)], [SQL("h")]
+        if self.day is not None:
+            columns.append(Identifier(self.day))
+            values.append(SQL("(h AT TIME ZONE 'UTC')::date"))
+        skip = (
+            SQL("ON CONFLICT DO NOTHING")
+            if self.keyed
+            else SQL("WHERE NOT EXISTS (SELECT 1 FROM {} d WHERE d.{} = h)").format(
+                Identifier(self.table), Identifier(self.column)
+            )
+        )
+        return SQL("INSERT INTO {table} ({columns}) SELECT {values} FROM {marks}\n{skip}").format(
+            table=Identifier(self.table), columns=commas(columns), values=commas(values), marks=marks, skip=skip
+        )
+
+    def marked(self, *, before: bool = False, through: bool = False, within: bool = False) -> Composed:
         """The marked days (with a `day` column) or instants, each once, oldest first; only those
-        of marks before the parameter when `before`."""
+        of marks before the parameter when `before`, of the marks up to the id of the parameter
+        (`latest`) when `through`, from the first parameter to the second (both in) when `within`."""
         unit = Identifier(self.day or self.column)
-        where = SQL(" WHERE {} < %s").format(Identifier(self.column)) if before else SQL("")
+        where: Composable = SQL("")
+        if before:
+            where = SQL(" WHERE {} < %s").format(Identifier(self.column))
+        elif through:
+            where = SQL(" WHERE id <= %s")
+        elif within:
+            where = SQL(" WHERE {unit} >= %s AND {unit} <= %s").format(unit=unit)
         return SQL("SELECT DISTINCT {unit} FROM {table}{where} ORDER BY {unit}").format(
             unit=unit, table=Identifier(self.table), where=where
         )
 
+    def latest(self) -> Composed:
+        """The id of the latest mark (NULL when there is none): a consumer reads and clears the
+        marks up to it, and a mark written meanwhile stays for its next run."""
+        return SQL("SELECT max(id) FROM {}").format(Identifier(self.table))
+
     def clear(self) -> Composed:
-        """Clear the marks of the instants of the array parameter."""
+        """Clear the marks of the instants (or days) of the array parameter."""
         return SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(Identifier(self.table), Identifier(self.column))
+
+    def clear_through(self) -> Composed:
+        """Clear the marks up to the id of the parameter (`latest`)."""
+        return SQL("DELETE FROM {} WHERE id <= %s").format(Identifier(self.table))
 
     def take(self) -> Composed:
         """Clear the marks in [%s, %s) and return their instants."""
@@ -103,4 +142,55 @@ class Marks:
             c=Identifier(self.column),
             p_day=Placeholder(day),
             p_before=Placeholder(before),
+        )
+
+
+_EVENTS = ("INSERT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class MarkTrigger:
+    """The trigger by which a consumer learns what changed upstream: after every statement on the
+    upstream rollups `on` (tables with an `hour` column), its function `function` marks in
+    `marks` the hours (or days) of the rows the statement inserted, updated or deleted, read from
+    the transition table `changed`, in the statement's transaction. Its triggers are named
+    `{name}_insert`, `{name}_update` and `{name}_delete` on each table. With `lock`, the function
+    first holds the advisory lock (`lock`, the day's number from 1970-01-01) of each UTC day it
+    changed shared, until the writer commits: a consumer rebuilding a day takes it exclusively.
+
+    The migrations install what this generates; tests/common/test_mark_triggers.py checks that
+    the database holds exactly that."""
+
+    marks: Marks
+    function: str
+    name: str
+    on: tuple[str, ...]
+    lock: int | None = None
+
+    def body(self) -> str:
+        """The function's PL/pgSQL body, as PostgreSQL keeps it (pg_proc.prosrc)."""
+        changed = SQL("(SELECT DISTINCT {} FROM changed) AS c(h)").format(self.marks.value(SQL("hour")))
+        insert = text(self.marks.mark_from(changed)).replace("\n", "\n    ")
+        if self.lock is None:
+            return f"\nBEGIN\n    {insert};\n    RETURN NULL;\nEND\n"
+        return (
+            "\nDECLARE\n    changed_day date;\nBEGIN\n"
+            "    FOR changed_day IN SELECT DISTINCT (hour AT TIME ZONE 'UTC')::date FROM changed ORDER BY 1 LOOP\n"
+            f"        PERFORM pg_advisory_xact_lock_shared({int(self.lock)}, changed_day - DATE '1970-01-01');\n"
+            f"    END LOOP;\n    {insert};\n    RETURN NULL;\nEND\n"
+        )
+
+    def create_function(self) -> str:
+        """The statement that installs (or replaces) the function."""
+        return f"CREATE OR REPLACE FUNCTION {self.function}() RETURNS trigger LANGUAGE plpgsql AS $${self.body()}$$;"
+
+    def triggers(self) -> tuple[str, ...]:
+        """The statements that create the triggers, as pg_get_triggerdef gives them back (less
+        the schema of the table)."""
+        return tuple(
+            f"CREATE TRIGGER {self.name}_{event.lower()} AFTER {event} ON {table} "
+            f"REFERENCING {'OLD' if event == 'DELETE' else 'NEW'} TABLE AS changed "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {self.function}()"
+            for table in self.on
+            for event in _EVENTS
         )

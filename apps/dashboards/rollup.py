@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor
 from apps.common.composed import SQL, Composed, Identifier, Literal, col, commas, names, table, text
-from apps.common.rollup import Marks, Rollup
+from apps.common.rollup import Marks, MarkTrigger, Rollup
 from apps.dashboards.models import (
     BuiltDay,
     DailyClass,
@@ -37,7 +37,7 @@ from apps.pricing.models import HourlyCost
 log = logging.getLogger(__name__)
 
 DAY = timedelta(days=1)
-# The advisory lock namespace the triggers use (migrations/dashboards/0001_initial.py).
+# The advisory lock namespace the triggers use (STALE_TRIGGER).
 LOCK_SPACE = 1684108147
 EPOCH = date(1970, 1, 1)
 
@@ -51,8 +51,11 @@ DAILY_COST = Rollup(DailyCost._meta.db_table, (*_DAY_KEY, "currency"), ("tokens"
 DAILY_LINE_CLASS = Rollup(DailyLineClass._meta.db_table, _LINE_KEY, ("tokens",), grain="day")
 DAILY_LINE_COST = Rollup(DailyLineCost._meta.db_table, (*_LINE_KEY, "currency"), ("tokens", "cost"), grain="day")
 HOURLY_LINE_CLASS = Rollup(HourlyLineClass._meta.db_table, ("hour", *_LINE_KEY[1:]), ("tokens",))
-# The marks of changed hours the triggers on the class and cost rollups write.
+# The marks of changed hours the triggers on the class and cost rollups write, holding the day's
+# lock shared until the writer commits.
 STALE = Marks(StaleDay._meta.db_table, "hour", day="day")
+_HOURLY = (HourlyClass._meta.db_table, HourlyCost._meta.db_table)
+STALE_TRIGGER = MarkTrigger(STALE, "dashboards_mark_stale", "dashboards_stale", _HOURLY, lock=LOCK_SPACE)
 _HOURS = SQL("hour >= %(start)s AND hour < %(end)s")
 
 

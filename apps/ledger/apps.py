@@ -35,6 +35,6 @@ def _lines_planned() -> set[str]:
 
 def _rate_day_dirty(sender: Any, *, day: date, **kwargs: Any) -> None:
     """A day's rate was entered or changed: the next accrual books the day at it."""
-    from apps.ledger.models import DirtyDay
+    from apps.ledger.services.accrual import days_mark_dirty
 
-    DirtyDay.objects.create(day=day)
+    days_mark_dirty(days=[day])

@@ -316,9 +316,10 @@ class AccrualDay(models.Model):
 
 class DirtyDay(models.Model):
     """A day whose priced rows changed: the UTC date of an hour a statement on pricing_hourlycost
-    or pricing_poolidlehour touched (the trigger of migrations/ledger/0008, committed with the
-    change), or a day `books_zone_sync` marked. Append-only for writers (no unique key, so pricing
-    never waits on it); `recent_accrue` books the months around each and deletes what it read."""
+    or pricing_poolidlehour touched (the trigger declared as accrual.DIRTY_TRIGGER, committed with
+    the change), or a day `books_zone_sync` or a rate change marked. Append-only for writers (no
+    unique key, so pricing never waits on it); `recent_accrue` books the months around each and
+    deletes what it read. Read and written through accrual.DIRTY."""
 
     day = models.DateField(db_index=True)
 

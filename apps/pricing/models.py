@@ -212,7 +212,7 @@ class UnpricedHour(models.Model):
 
 class DirtyHour(models.Model):
     """An hour to price again: its classified tokens changed (marked by the statement-level
-    trigger on classification_hourlyclass, migrations/pricing/0003, committed with the change)
+    trigger on classification_hourlyclass, services.DIRTY_TRIGGER, committed with the change)
     or a price changed from it (`hours_mark_dirty`). Append-only for writers (no unique key, so
     ingest never waits on it); the pricing job deletes what it priced."""
 

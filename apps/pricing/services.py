@@ -27,7 +27,7 @@ from apps.common.buckets import hour_floor, rollup_day_of, rollup_day_start
 from apps.common.composed import SQL, table, text, unnest_insert
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
-from apps.common.rollup import Marks
+from apps.common.rollup import Marks, MarkTrigger
 from apps.ingest.models import ServedModel
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
 from apps.pricing.models import (
@@ -170,9 +170,11 @@ class PricedHours:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-# The hours to price again, marked as the trigger on the class rollup marks them
-# (migrations/pricing/0003): an hour already marked is not marked again.
+# The hours to price again, marked by the trigger on the class rollup (installed by the
+# migrations, checked against this declaration) and by hours_mark_dirty: an hour already marked
+# is not marked again.
 DIRTY = Marks(DirtyHour._meta.db_table, "hour")
+DIRTY_TRIGGER = MarkTrigger(DIRTY, "pricing_hours_mark_stale", "pricing_stale", (HourlyClass._meta.db_table,))
 _MARK_HOURS = text(DIRTY.mark())
 _DIRTY_CLEAR = text(DIRTY.clear())
 _DIRTY_HOURS = text(DIRTY.marked())
@@ -182,7 +184,7 @@ _DIRTY_TAKE = text(DIRTY.take())
 def hours_mark_dirty(*, hours: Iterable[datetime]) -> None:
     """Note hours to price again for a reason of pricing's own (a price changed from a past
     hour); `dirty_hours_price` prices them within a minute. Hours whose classified tokens
-    changed need no call: the trigger on the class rollup marks them (migrations/pricing/0003).
+    changed need no call: the trigger on the class rollup marks them (DIRTY_TRIGGER).
     It only appends rows, so concurrent callers never wait on each other."""
     distinct = sorted({hour_floor(h) for h in hours})
     if distinct:

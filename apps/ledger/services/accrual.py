@@ -63,6 +63,7 @@ from apps.common.buckets import (
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import jobrun_run
 from apps.common.hourgrid import grid_check
+from apps.common.rollup import Marks, MarkTrigger
 from apps.currencies.models import MissingRate
 from apps.currencies.rates import DayRate, functional_currency, rates_between
 from apps.ingest.models import DimSet
@@ -75,6 +76,28 @@ from apps.pricing.models import MINOR_UNITS, HourlyCost, PoolIdleHour
 
 DAY = timedelta(days=1)
 _MONTH_LOCK = 0x4C454447  # advisory lock namespace: (namespace, month ordinal) serialises a month's accrual
+
+# The days to book again (UTC dates), marked by the trigger on pricing's rollups and by
+# days_mark_dirty; recent_accrue reads the marks up to the latest and clears those it read.
+DIRTY = Marks(DirtyDay._meta.db_table, "day", type="date")
+DIRTY_TRIGGER = MarkTrigger(
+    DIRTY, "ledger_days_mark_stale", "ledger_stale", (HourlyCost._meta.db_table, PoolIdleHour._meta.db_table)
+)
+_MARK_DAYS = text(DIRTY.mark())
+_DIRTY_LATEST = text(DIRTY.latest())
+_DIRTY_DAYS = text(DIRTY.marked(through=True))
+_DIRTY_WITHIN = text(DIRTY.marked(within=True))
+_DIRTY_CLEAR = text(DIRTY.clear_through())
+
+
+def days_mark_dirty(*, days: Iterable[date]) -> None:
+    """Note days to book again for a reason of the ledger's own (a day's exchange rate, a month's
+    zone); the next recent_accrue books their months and the months around. Days whose priced
+    rows changed need no call: the trigger on pricing's rollups marks them (DIRTY_TRIGGER)."""
+    distinct = sorted(set(days))
+    if distinct:
+        with connection.cursor() as cursor:
+            cursor.execute(_MARK_DAYS, [distinct])
 
 
 @dataclass(frozen=True)
@@ -660,7 +683,9 @@ def booked_days(days: list[date]) -> set[date]:
         return set()
     version = mapping_load().version
     stored = dict(AccrualDay.objects.filter(day__gte=days[0], day__lte=days[-1]).values_list("day", "fingerprint"))
-    marks = set(DirtyDay.objects.filter(day__gte=days[0] - DAY, day__lte=days[-1] + DAY).values_list("day", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(_DIRTY_WITHIN, [days[0] - DAY, days[-1] + DAY])
+        marks = {day for (day,) in cursor.fetchall()}
     booked = {d for d in days if d in stored and stored[d].startswith(f"v{version}|")}
     marked = sorted(d for d in booked if {d - DAY, d, d + DAY} & marks)
     for month in sorted({month_of(d) for d in marked}):
@@ -765,16 +790,21 @@ def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
     books_zone_sync()
     today = day_of(now or timezone.now())
     months = {month_of(today - timedelta(days=i)) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)}
-    dirty = list(DirtyDay.objects.values_list("id", "day"))
+    with connection.cursor() as cursor:
+        cursor.execute(_DIRTY_LATEST)
+        (latest,) = cursor.fetchone()
+        cursor.execute(_DIRTY_DAYS, [latest])
+        dirty = [day for (day,) in cursor.fetchall()]
     # A dirty day is a UTC date (the trigger on pricing's rollups) or a date in the zone of when
     # it was marked (books_zone_sync); a neighbour month may hold its hours, so the months of the
     # day before and after are looked at too (their unchanged days are skipped by fingerprint).
-    months |= {month_of(d + i * DAY) for _, d in dirty for i in (-1, 0, 1)}
+    months |= {month_of(d + i * DAY) for d in dirty for i in (-1, 0, 1)}
     lookback = month_of(today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
     months |= set(Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback).values_list("month", flat=True))
     results = months_accrue(months=months)
-    if dirty:
-        DirtyDay.objects.filter(id__lte=max(i for i, _ in dirty)).delete()
+    if latest is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(_DIRTY_CLEAR, [latest])
     return results
 
 
@@ -791,6 +821,6 @@ def books_zone_sync() -> list[date]:
             # The first and last day of each: the edge hours move to or from the months around it,
             # which recent_accrue then looks at too (even if they have no period yet).
             edges = [d for m in months for d in (m, next_month(m) - DAY)]
-            DirtyDay.objects.bulk_create(DirtyDay(day=d) for d in edges)
+            days_mark_dirty(days=edges)
             Period.objects.filter(month__in=months, status=Period.Status.OPEN).update(tz=name)
     return months
