@@ -24,10 +24,10 @@ from django.utils import timezone
 from apps.classification.engine import COMPONENT_KIND
 from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor, rollup_day_of, rollup_day_start
-from apps.common.composed import SQL, table, text, unnest_insert
+from apps.common.composed import SQL, Identifier, names, table, text, unnest_insert
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.models import JobRun
-from apps.common.rollup import Marks, MarkTrigger
+from apps.common.rollup import Marks, MarkTrigger, Rollup
 from apps.ingest.models import ServedModel
 from apps.pricing.book import Basis, PoolTerms, PriceBook, allocate
 from apps.pricing.models import (
@@ -246,32 +246,40 @@ _PLAN = text(
         "WHERE hc.hour = ANY(%s) GROUP BY hc.hour, hc.model_id, m.name, hc.component HAVING SUM(hc.tokens) > 0"
     ).format(classes=table(HourlyClass), models=table(ServedModel))
 )
+# The cost rollup, declared once: the class rollup's key (summed over rule sets) and the cost of
+# its tokens; what priced a row (its currency, and the price version or the pool) is kept beside.
+# An hour is priced whole, deleted and written again: no row is ever added to.
+_COST_KEY = ("hour", "source_id", "model_id", "dims_id", "reason_id", "component")
+COSTS = Rollup(HourlyCost._meta.db_table, _COST_KEY, ("tokens", "cost"))
+_BASIS = ("currency", "price_version_id", "pool_id")
 # The price book's rows: the classified tokens at the price of each (hour, model, component) sent.
 # tokens x per_million x 0.000001 is exact (a division would round to the result's scale).
 _BOOK_ROWS = text(
     SQL(
-        "INSERT INTO {costs} "
-        "(hour, source_id, model_id, dims_id, reason_id, component, tokens, cost, currency, price_version_id, pool_id) "
-        "SELECT hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, SUM(hc.tokens), "
-        "SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
+        "INSERT INTO {costs} ({columns}) "
+        "SELECT {key}, SUM(hc.tokens), SUM(hc.tokens) * b.per_million * 0.000001, b.currency, b.version_id, NULL "
         "FROM {classes} hc "
         "JOIN unnest(%s::timestamptz[], %s::int[], %s::smallint[], %s::numeric[], %s::text[], %s::bigint[]) "
         "  AS b(hour, model_id, component, per_million, currency, version_id) "
         "  ON hc.hour = b.hour AND hc.model_id = b.model_id AND hc.component = b.component "
         "WHERE hc.hour = ANY(%s) "
-        "GROUP BY hc.hour, hc.source_id, hc.model_id, hc.dims_id, hc.reason_id, hc.component, "
-        "  b.per_million, b.currency, b.version_id "
+        "GROUP BY {key}, b.per_million, b.currency, b.version_id "
         "HAVING SUM(hc.tokens) > 0"
-    ).format(costs=table(HourlyCost), classes=table(HourlyClass))
+    ).format(
+        costs=Identifier(COSTS.table),
+        columns=names((*COSTS.columns, *_BASIS)),
+        key=names(COSTS.key, "hc"),
+        classes=table(HourlyClass),
+    )
 )
 # The class rollup's rows (summed over rule sets) of the ended pool-hours' models, in key order.
 _POOL_ROWS = text(
     SQL(
-        "SELECT hour, source_id, model_id, dims_id, reason_id, component, SUM(tokens) "
+        "SELECT {key}, SUM(tokens) "
         "FROM {classes} WHERE hour = ANY(%s) AND model_id = ANY(%s) "
-        "GROUP BY hour, source_id, model_id, dims_id, reason_id, component HAVING SUM(tokens) > 0 "
-        "ORDER BY hour, source_id, model_id, dims_id, reason_id, component"
-    ).format(classes=table(HourlyClass))
+        "GROUP BY {key} HAVING SUM(tokens) > 0 "
+        "ORDER BY {key}"
+    ).format(key=names(COSTS.key), classes=table(HourlyClass))
 )
 
 
@@ -333,20 +341,18 @@ def _pool_rows_insert(
                 costs.append((*key, tokens, cost, pool.currency, pool.id))
             cost_of_hour = (pool.hourly_cost, split.allocated, split.idle, split.used, split.utilisation)
             idle.append((pool.id, hour, pool.currency, *cost_of_hour))
-    _unnest_insert(cursor, HourlyCost._meta.db_table, _POOL_COST_COLUMNS, costs)
+    _unnest_insert(cursor, COSTS.table, _POOL_COST_COLUMNS, costs)
     _unnest_insert(cursor, PoolIdleHour._meta.db_table, _IDLE_COLUMNS, idle)
     return len(costs), len(idle)
 
 
+# A pool's rows: the cost rollup's columns, and the pool that priced them.
 _POOL_COST_COLUMNS = (
-    ("hour", "timestamptz"),
-    ("source_id", "bigint"),
-    ("model_id", "int"),
-    ("dims_id", "int"),
-    ("reason_id", "smallint"),
-    ("component", "smallint"),
-    ("tokens", "bigint"),
-    ("cost", "numeric"),
+    *zip(
+        COSTS.columns,
+        ("timestamptz", "bigint", "int", "int", "smallint", "smallint", "bigint", "numeric"),
+        strict=True,
+    ),
     ("currency", "text"),
     ("pool_id", "bigint"),
 )
