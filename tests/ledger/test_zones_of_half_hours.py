@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.core import checks
 from django.db.models import Sum
 from django.test import Client
 
@@ -71,6 +72,7 @@ def test_books_in_kolkata_put_23_45_and_00_15_around_the_1st_in_their_own_months
     }
     assert set(HourlyClass.objects.values_list("hour", flat=True)) == {local_midnight - HOUR, local_midnight}
     assert set(HourlyCost.objects.values_list("hour", flat=True)) == {local_midnight - HOUR, local_midnight}
+    assert not [m for m in checks.run_checks(databases=["default"]) if m.id == "costplatform.E002"]  # on its grid
 
     recent_accrue()
     period_close(month=NOV)
