@@ -44,9 +44,10 @@ COMPONENT_GROUPS = {
     "all": tuple(range(len(COMPONENTS))),
 }
 # The price kind of each component: rejected drafts, padding and recompute are priced as input;
-# reasoning as output, unless the price book has a reasoning price; prompt-cache writes as input,
-# unless it has a cache-write price (pricing.book.component_price).
-COMPONENT_KIND = ("cached_input", "input", "output", "output", "input", "input", "input", "output", "input")
+# reasoning as output, unless the price book has a reasoning price. Prompt-cache writes are their
+# own kind, cache_write, priced as input where the book has no cache-write price
+# (pricing.book.component_price).
+COMPONENT_KIND = ("cached_input", "input", "output", "output", "input", "input", "input", "output", "cache_write")
 
 CLASSES = ("effective", "waste", "cache", "shadow")
 

@@ -67,9 +67,12 @@ CENT = Decimal("0.01")
 # A price version's price is the list's (Standard); a cost pool's follows the pool's hours and use.
 STANDARD, DYNAMIC = "Standard", "Dynamic"
 EXACT = Decimal(1).scaleb(-12)  # the priced rows' precision
-METERS = {"input": "Input Tokens", "cached_input": "Cached Input Tokens", "output": "Output Tokens"}
-# A component metered apart from its price kind: prompt-cache writes, priced as input or at their own price.
-COMPONENT_METERS = {"cache_write": "Cache Write Input Tokens"}
+METERS = {
+    "input": "Input Tokens",
+    "cached_input": "Cached Input Tokens",
+    "output": "Output Tokens",
+    "cache_write": "Cache Write Input Tokens",
+}
 TOKEN_UNIT = f"{TOKENS_PER_PRICING_UNIT} Tokens"
 
 # A day's priced rows at the grain a line is split by, with the mapping rule that books them.
@@ -279,7 +282,7 @@ def _part_row(line: JournalLine, part: Part, billed: Decimal, priced: Decimal) -
         f"on {line.day}",
         "PricingCategory": STANDARD if part.price_version is not None else DYNAMIC,
         "SkuId": line.model.name,
-        "SkuMeter": COMPONENT_METERS.get(kind) or METERS[COMPONENT_KIND[part.component]],
+        "SkuMeter": METERS[COMPONENT_KIND[part.component]],
         "SkuPriceDetails": json.dumps(details, sort_keys=True),
         "SkuPriceId": f"{line.model.name}/{kind}/{part.price_ref}",
         "x_Caller": part.caller,

@@ -22,7 +22,12 @@ Rank = tuple[int, int]
 # The optional price kinds (pricing.models.Kind.REASONING, CACHE_WRITE) and the component each prices.
 REASONING_KIND = "reasoning"
 CACHE_WRITE_KIND = "cache_write"
-OPTIONAL_KINDS = {REASONING: REASONING_KIND, CACHE_WRITE: CACHE_WRITE_KIND}
+# The price kinds a component is priced at, the first the book sets: an optional kind, else the
+# kind priced before the book knew it.
+PRICE_KINDS: dict[int, tuple[str, ...]] = {
+    REASONING: (REASONING_KIND, COMPONENT_KIND[REASONING]),
+    CACHE_WRITE: (CACHE_WRITE_KIND, "input"),
+}
 
 
 def component_price(prices: Mapping[str, Decimal], component: int) -> Decimal | None:
@@ -30,10 +35,10 @@ def component_price(prices: Mapping[str, Decimal], component: int) -> Decimal | 
     tokens take the reasoning price where the book sets one, else the output price (so a book
     without reasoning prices prices them as it always priced completion); prompt-cache writes
     take the cache-write price where the book sets one, else the input price."""
-    optional = OPTIONAL_KINDS.get(component)
-    if optional is not None and optional in prices:
-        return prices[optional]
-    return prices.get(COMPONENT_KIND[component])
+    for kind in PRICE_KINDS.get(component, (COMPONENT_KIND[component],)):
+        if kind in prices:
+            return prices[kind]
+    return None
 
 
 def match_rank(pattern: str, name: str) -> Rank | None:

@@ -53,6 +53,17 @@ def test_cache_writes_are_stored_and_classed_effective_cache_write_apart_from_hi
     assert (listed["tokens"]["prompt"], listed["tokens"]["prompt_cache_write"]) == (1000, 600)
 
 
+def test_usage_by_component_names_the_kind_of_cache_writes_cache_write(collector, reader):
+    collector.send([writing(1000, 300, 600)])
+
+    window = {"from": T0.isoformat(), "to": (T0 + timedelta(hours=1)).isoformat(), "group_by": "component"}
+    rows = reader.get("/api/v1/usage/classes", window).json()["rows"]
+    kinds = {row["component"]: (row["kind"], row["tokens"]) for row in rows}
+    assert kinds["cache_write"] == ("cache_write", 600)
+    assert kinds["cached_prompt"] == ("cached_input", 300)
+    assert kinds["uncached_prompt"] == ("input", 100)
+
+
 def test_a_record_without_cache_writes_stays_valid_and_means_none(collector):
     result = collector.send([writing(1000, 300, None)]).json()
 
