@@ -54,6 +54,10 @@ here, never forwarded, and recorded as rejected. With --budget-reserve it also r
 request's largest use (its prompt bounded by its bytes, plus its max_tokens or
 --budget-max-tokens) in the deployment's Redis first (wire/reservations.py), refuses it with
 the same 429 when it does not fit, and settles the reservation from its record.
+
+With --otlp-metrics-endpoint (or $COSTPLATFORM_OTLP_METRICS_ENDPOINT) each record's tokens are
+also pushed as the OpenTelemetry GenAI token-usage metrics, as the vLLM server pushes its own
+(wire/genai_metrics.py), gen_ai.provider.name the upstream's (--otlp-metrics-provider).
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ from collectors.httpserve import (
     run_app,
 )
 from collectors.jsonscan import JsonScan
-from wire import attribution, edge
+from wire import attribution, edge, genai_metrics
 from wire.budgets import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TTL,
@@ -158,6 +162,7 @@ class Settings:
     max_queued_records: int = MAX_QUEUED_RECORDS
     budgets: BudgetGate | None = None  # hard budgets held here (wire/budgets.py); None: not held
     budget_max_tokens: int = DEFAULT_MAX_TOKENS  # reserved for a request that sets no max_tokens
+    token_metrics: genai_metrics.TokenMetrics | None = None  # the GenAI token metrics pushed; None: off
 
 
 @dataclass
@@ -451,6 +456,7 @@ class Proxy:
         # The prompt is reserved by its bytes: the tokenizer belongs to the record builder's thread.
         size = edge.sizer(default_max=settings.budget_max_tokens)
         self.door = edge.Door(settings.policy, defaults=settings.defaults, budgets=settings.budgets, size=size)
+        self.observers = edge.observers(metrics=settings.token_metrics, budgets=settings.budgets)
         self.upstream = settings.upstream.rstrip("/").removesuffix("/v1")
         self.session: aiohttp.ClientSession | None = None
         # One thread: tokenizers and the record builder stay off the event loop, in order. The
@@ -661,13 +667,9 @@ class Proxy:
 
     def _record(self, exchange: Exchange, settings: Settings) -> None:
         try:
-            record = build_record(exchange, settings)
-            self.sink.submit(record)
+            edge.hand_on(build_record(exchange, settings), self.sink, self.observers, exchange.model)
         except Exception:
             log.exception("no record for %s", exchange.record_id)
-            return
-        if settings.budgets is not None:
-            settings.budgets.settle_record(record)
 
 
 # --- starting it --------------------------------------------------------------------------------
@@ -743,7 +745,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--budget-stale", type=float, help="seconds a budget state stays usable (default: 4 polls, at least 30)"
     )
     add_reserve_arguments(parser, max_tokens_default=str(DEFAULT_MAX_TOKENS))
+    parser.add_argument(
+        "--otlp-metrics-endpoint",
+        default=genai_metrics.endpoint_from_env(),
+        help="push the OpenTelemetry GenAI token-usage metrics of the records to this OTLP/HTTP endpoint "
+        f"(default ${genai_metrics.ENV_ENDPOINT}; off without it)",
+    )
+    parser.add_argument(
+        "--otlp-metrics-provider",
+        help="their gen_ai.provider.name (default: the upstream's, e.g. openai, anthropic; else openai_compatible)",
+    )
     args = parser.parse_args(argv)
+    if args.otlp_metrics_endpoint and (missing := genai_metrics.missing_packages()):
+        parser.error(f"--otlp-metrics-endpoint needs: pip install {' '.join(missing)}")
     if args.budget_poll < 0:
         parser.error("--budget-poll: seconds, 0 or more")
     if args.budget_reserve and not args.budget_poll:
@@ -765,6 +779,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         policy=policy,
         budgets=budget_gate(args, collector_key(parser, args)),
         budget_max_tokens=args.budget_max_tokens or DEFAULT_MAX_TOKENS,
+        token_metrics=genai_metrics.TokenMetrics.from_env(
+            endpoint=args.otlp_metrics_endpoint,
+            provider=args.otlp_metrics_provider or genai_metrics.provider_of(args.upstream),
+            service=genai_metrics.PROXY_SERVICE,
+        ),
     )
     if settings.budgets is not None:
         pipeline.on_acked = settings.budgets.acked  # a stored record's use is held only until polled

@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 from serving import config as cfg
-from serving import genai_metrics
-from wire import attribution, budgets, keys
+from wire import attribution, budgets, genai_metrics, keys
 
 MIDDLEWARE = "serving.middleware.CostplatformMiddleware"
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"

@@ -23,12 +23,12 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from serving import genai_metrics
 from serving.config import ServingConfig
+from wire import genai_metrics
 from wire import record as rec
 from wire.attribution import Policy
 from wire.budgets import BudgetGate, default_hold, polling_gate
-from wire.edge import Door, Exchange, Sizer, exchange_record
+from wire.edge import Door, Exchange, RecordObserver, Sizer, exchange_record, hand_on, observers
 from wire.edge import sizer as edge_sizer
 from wire.reservations import Reservations
 
@@ -225,13 +225,9 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None or seconds < 0 else seconds * 1000.0
 
 
-# Told of each record once it is in the pipeline, on the emitter's thread: (record, served model).
-RecordObserver = Callable[[dict[str, Any], str | None], None]
-
-
 class Emitter:
     """A thread that turns joined requests into records and submits them to the pipeline, then
-    shows each to the observers (serving.genai_metrics)."""
+    shows each to the observers (wire.edge.hand_on, as every edge does)."""
 
     def __init__(
         self,
@@ -284,15 +280,7 @@ class Emitter:
             finally:
                 BUILD_SECONDS.inc(time.thread_time() - began)
             RECORDS.labels(record["outcome"]["status"]).inc()
-            self.pipeline.submit(record)
-            self._observe(record)
-
-    def _observe(self, record: dict[str, Any]) -> None:
-        for observe in self.observers:
-            try:
-                observe(record, self.served_model)
-            except Exception:  # an observer never costs a record
-                log.exception("record observer failed")
+            hand_on(record, self.pipeline, self.observers, self.served_model)
 
     def build(self, seen: Seen | None, counts: list[EngineCounts]) -> dict[str, Any]:
         status, finish_reason = outcome(seen, counts)
@@ -418,8 +406,7 @@ class Runtime:
         self.policy = Policy(config.attribution_map, config.dims)
         self.pipeline = Pipeline(config.spool_dir, url=config.platform_url, key=config.collector_key).start()
         self.token_metrics = genai_metrics.TokenMetrics.from_env()
-        observers = [self.token_metrics.observe] if self.token_metrics is not None else []
-        self.emitter = Emitter(config, self.pipeline, observers=observers)
+        self.emitter = Emitter(config, self.pipeline, observers=observers(metrics=self.token_metrics))
         self.join = Join(lambda counts: self.emitter.submit(None, [counts]))
         self.middleware_active = False
         self.served_model: str | None = None
@@ -427,7 +414,7 @@ class Runtime:
         if self.budgets is not None and self.budgets.reserves:
             # A reservation is settled once its record is in the pipeline (the record's thread),
             # and its hold cut short once the platform has stored the record (the shipper's).
-            self.emitter.observers.append(_settler(self.budgets))
+            self.emitter.observers += observers(budgets=self.budgets)
             self.pipeline.on_acked = self.budgets.acked
         self.door = Door(self.policy, budgets=self.budgets, size=sizer(config))
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -501,10 +488,6 @@ def _load_tokenizer(name: str | None) -> Any:
     except Exception:
         log.exception("cannot load the tokenizer %s: prompts reserved by their bytes", name)
         return None
-
-
-def _settler(gate: BudgetGate) -> RecordObserver:
-    return lambda record, _model: gate.settle_record(record)
 
 
 _runtime: Runtime | None = None

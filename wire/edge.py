@@ -28,6 +28,10 @@ Past those refusals every edge runs one pipeline, here, for each request it mete
   exchange_record(exchange, ...)      its record: the counts the edge measured, with what the
                                       request itself says (system, tool and structural tokens,
                                       the prompt hash, the retry chain)
+  hand_on(record, sink, observers)    the record into the pipeline (spool and shipper), then to
+                                      what watches records (observers()): the GenAI token
+                                      metrics (wire/genai_metrics.py) and the budget gate,
+                                      which settles the request's reservation
 
 The vLLM middleware (serving/), the proxy and the OTLP receiver (collectors/) keep only what is
 their own: how they read a request and its answer, and what they count. Pure Python: no
@@ -37,18 +41,22 @@ Django, no vLLM.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import Counter
 
 from wire import record as rec
 from wire.attribution import AttributionMap, Caller, Decision, Policy, bearer, decide
 from wire.budgets import DEFAULT_MAX_TOKENS, BudgetGate, Refusal
+from wire.genai_metrics import TokenMetrics
 from wire.record import ENDPOINT_PATHS
 from wire.reservations import Need, largest_use
+
+log = logging.getLogger("costplatform.wire")
 
 MAX_BODY = 32 * 1024 * 1024  # bytes of a request body an edge reads, decompressed
 
@@ -417,3 +425,42 @@ def exchange_record(
         retry_of=retry_of,
         prompt_hash=rec.prompt_hash(prompt, hash_key) if hash_key and prompt is not None else None,
     )
+
+
+# --- handing the record on -------------------------------------------------------------------
+
+
+class Sink(Protocol):
+    """Where an edge's records go: wire.shipper.Pipeline in production."""
+
+    def submit(self, record: Mapping[str, Any]) -> None: ...
+
+
+# Told of each record once it is in the pipeline, on the edge's record thread: (record, the model
+# that served it where the edge knows it better than the record's model).
+RecordObserver = Callable[[dict[str, Any], str | None], None]
+
+
+def observers(*, metrics: TokenMetrics | None = None, budgets: BudgetGate | None = None) -> list[RecordObserver]:
+    """What an edge shows each record to: its GenAI token metrics (when pushed) and its budget
+    gate (when it holds budgets), which settles the request's reservation from the record."""
+    found: list[RecordObserver] = []
+    if metrics is not None:
+        found.append(metrics.observe)
+    if budgets is not None:
+        found.append(lambda record, _model: budgets.settle_record(record))
+    return found
+
+
+def hand_on(
+    record: dict[str, Any], sink: Sink, observers: Sequence[RecordObserver], served_model: str | None = None
+) -> None:
+    """Hand a built record to the pipeline, then show it to the observers: every edge does it
+    here, so what the records say and what their metrics say cannot differ between edges. An
+    observer that fails is logged and costs neither the record nor the observers after it."""
+    sink.submit(record)
+    for observe in observers:
+        try:
+            observe(record, served_model)
+        except Exception:
+            log.exception("record observer failed")
