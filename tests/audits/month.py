@@ -52,6 +52,7 @@ class Month:
             "endpoint": "chat.completions",
             "dims": dims,
             "tokens": {"prompt": prompt, "prompt_cached": cached, "completion": completion}
+            | {"prompt_cache_write": extra.pop("written", 0)}
             | {"system": extra.pop("system", prompt // 5), "tool": extra.pop("tool", prompt // 5)}
             | {"reasoning": extra.pop("reasoning", 0)},
             "outcome": {"status": extra.pop("status", "ok"), "finish_reason": "stop"},
@@ -98,15 +99,18 @@ class Month:
             for h in range(30 * 24)
         ]
 
-    def duplicates(self) -> list[dict[str, Any]]:
-        """Five prompts asked 12 times each by different users (no conversation): 11 repeats each."""
+    def duplicates(self, written: int = 0) -> list[dict[str, Any]]:
+        """Five prompts asked 12 times each by different users (no conversation): 11 repeats each,
+        each writing `written` of its prompt to a provider's prompt cache."""
         made = []
         for _ in range(5):
             prompt_hash, prompt, completion = self.hash(), self.rng.randrange(800, 1200), self.rng.randrange(100, 200)
             for user in range(12):
                 at = START + timedelta(days=self.rng.randrange(30), hours=self.rng.randrange(12))
                 dims = DUPLICATES | {"user": f"u{user}"}
-                made.append(self.add(at, dims, prompt=prompt, completion=completion, prompt_hash=prompt_hash))
+                made.append(
+                    self.add(at, dims, prompt=prompt, completion=completion, prompt_hash=prompt_hash, written=written)
+                )
         return made
 
     def loops(self) -> list[dict[str, Any]]:
@@ -205,11 +209,15 @@ def tokens(records: list[dict[str, Any]]) -> int:
     return sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in records)
 
 
-def money(records: list[dict[str, Any]], scale: Decimal = Decimal(1)) -> Decimal:
-    """What the records cost at PRICES (times `scale`)."""
+def money(records: list[dict[str, Any]], scale: Decimal = Decimal(1), cache_write: str | None = None) -> Decimal:
+    """What the records cost at PRICES (times `scale`), their prompt-cache writes at `cache_write`
+    per million where given, else as input."""
     total = Decimal(0)
     for r in records:
         i, c, o = (Decimal(p) / 1_000_000 for p in PRICES[r["model"]])
+        w = Decimal(cache_write) / 1_000_000 if cache_write is not None else i
         t = r["tokens"]
-        total += (t["prompt"] - t["prompt_cached"]) * i + t["prompt_cached"] * c + t["completion"] * o
+        written = t["prompt_cache_write"]
+        total += (t["prompt"] - t["prompt_cached"] - written) * i + t["prompt_cached"] * c + t["completion"] * o
+        total += written * w
     return total * scale

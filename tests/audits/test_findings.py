@@ -4,7 +4,7 @@ money; a clean month of interactive traffic reports nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +15,7 @@ from django.core.management import call_command
 from apps.audits.models import AuditFinding, AuditReport, ModelDowngrade
 from apps.audits.services import audit_run
 from apps.ledger.models import Finding
+from apps.pricing.services import hours_price, price_set
 from tests.audits import month as gen
 
 pytestmark = [pytest.mark.django_db, pytest.mark.books_in("UTC")]
@@ -184,6 +185,27 @@ def test_it_finds_reasoning_a_rule_classed_overspent_with_its_priced_cost(client
     client.force_login(finance_user())
     page = client.get("/audits/2026-11/").content.decode()
     assert "Reasoning overspend" in page and "waste.reasoning_overspend" in page
+
+
+def test_it_prices_the_repeats_cache_writes_at_the_books_cache_write_price_else_as_input() -> None:
+    month = gen.Month()
+    planted = month.duplicates(written=400)
+    month.ingest()
+    repeats = Decimal(11) / 12
+
+    as_input = only("duplicate", audit_run(month=NOV))
+    assert as_input.savings_tokens == gen.tokens(planted) * 11 // 12
+    assert as_input.savings is not None
+    assert as_input.savings.quantize(CENT) == gen.money(planted, repeats).quantize(CENT)
+
+    book_start = datetime(2026, 10, 1, tzinfo=UTC)  # the version month.ingest priced with
+    price_set(model_pattern=gen.SMALL, prices={"cache_write": Decimal("2.5")}, effective_from=book_start)
+    hours_price(start=gen.START, end=gen.END)
+
+    at_write_price = only("duplicate", audit_run(month=NOV))
+    assert at_write_price.savings is not None
+    assert at_write_price.savings.quantize(CENT) == gen.money(planted, repeats, cache_write="2.5").quantize(CENT)
+    assert at_write_price.savings > as_input.savings  # 2.5 per million written, not the input's 2
 
 
 def test_it_reports_nothing_in_a_clean_month(downgrade: ModelDowngrade) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypedDict
@@ -13,24 +13,28 @@ from urllib.parse import urlencode
 
 from django.db import connection, transaction
 
+from apps.classification.engine import CACHE_WRITE
 from apps.common.composed import SQL, Composable, table, text
 from apps.ingest.models import DimSet, ServedModel
+from apps.pricing.book import PRICE_KINDS
 
 
 @dataclass(frozen=True)
 class Tokens:
-    """Tokens by price kind: uncached prompt (input), cached prompt, completion (output)."""
+    """Tokens by price kind: uncached prompt (input), cached prompt, completion (output) and
+    prompt-cache writes (cache_write)."""
 
     uncached: int = 0
     cached: int = 0
     completion: int = 0
+    written: int = 0
 
     @property
     def total(self) -> int:
-        return self.uncached + self.cached + self.completion
+        return self.uncached + self.cached + self.completion + self.written
 
     def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.uncached + other.uncached, self.cached + other.cached, self.completion + other.completion)
+        return Tokens(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> Tokens:
@@ -38,6 +42,9 @@ class Tokens:
 
 
 ModelTokens = dict[str, Tokens]  # by served model name
+# The price kinds of each of Tokens' counts, the first the month has a rate for: cache writes at
+# their own rate, else as input (as pricing prices them, book.component_price).
+_PRICE_KINDS = (("input",), ("cached_input",), ("output",), PRICE_KINDS[CACHE_WRITE])
 
 
 @dataclass
@@ -62,12 +69,11 @@ class Rates:
 
     def money(self, tokens: Tokens, model: str) -> Decimal | None:
         self._fill(model)
-        parts = (("input", tokens.uncached), ("cached_input", tokens.cached), ("output", tokens.completion))
         total = Decimal(0)
-        for kind, count in parts:
+        for kinds, count in zip(_PRICE_KINDS, astuple(tokens), strict=True):
             if not count:
                 continue
-            rate = self.per_token.get((model, kind))
+            rate = next((r for k in kinds if (r := self.per_token.get((model, k))) is not None), None)
             if rate is None:
                 return None
             total += rate * count
@@ -205,5 +211,11 @@ ROLLUP_JOIN = text(
     SQL("JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id FROM {}) d ON d.id = r.dims_id").format(table(DimSet))
 )
 MONTH = "r.ts >= %(start)s AND r.ts < %(end)s"
-# Token sums by price kind over records r (optionally FILTERed or scaled per group).
-KIND_SUMS = "sum(r.prompt - r.prompt_cached), sum(r.prompt_cached), sum(r.completion)"
+# A record r's tokens by price kind, in Tokens' order (the uncached prompt is what was neither
+# read from nor written to the prompt cache).
+KIND_TOKENS = (
+    "r.prompt - r.prompt_cached - r.prompt_cache_write",
+    "r.prompt_cached",
+    "r.completion",
+    "r.prompt_cache_write",
+)

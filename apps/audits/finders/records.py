@@ -12,6 +12,7 @@ from typing import Any
 
 from apps.audits import conf
 from apps.audits.finders.base import (
+    KIND_TOKENS,
     MONTH,
     ROLLUP_JOIN,
     AuditWindow,
@@ -40,7 +41,8 @@ _DUPLICATES_SQL = text(
 WITH h AS (
     SELECT d.rollup_id, r.model_id, count(*) AS n,
            count(DISTINCT d.conv) + count(*) FILTER (WHERE d.conv IS NULL) AS units,
-           sum(r.prompt - r.prompt_cached) AS u, sum(r.prompt_cached) AS c, sum(r.completion) AS o
+           sum(r.prompt - r.prompt_cached - r.prompt_cache_write) AS u, sum(r.prompt_cached) AS c,
+           sum(r.completion) AS o, sum(r.prompt_cache_write) AS w
     FROM {records} r
     JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id, dims ->> 'conversation_id' AS conv
           FROM {dims}) d ON d.id = r.dims_id
@@ -49,7 +51,8 @@ WITH h AS (
     HAVING count(*) > 1
 )
 SELECT rollup_id, model_id, count(*), sum(n)::bigint, sum(units - 1)::bigint,
-       sum(u * (units - 1) / n)::bigint, sum(c * (units - 1) / n)::bigint, sum(o * (units - 1) / n)::bigint
+       sum(u * (units - 1) / n)::bigint, sum(c * (units - 1) / n)::bigint, sum(o * (units - 1) / n)::bigint,
+       sum(w * (units - 1) / n)::bigint
 FROM h
 WHERE units > 1
 GROUP BY rollup_id, model_id
@@ -71,7 +74,7 @@ def duplicates(window: AuditWindow) -> list[Draft]:
     drafts = []
     for rollup_id, group in _grouped(rows).items():
         repeats = sum(int(r[4]) for r in group)
-        saved: ModelTokens = {names[r[1]]: Tokens.of(r[5:8]) for r in group}
+        saved: ModelTokens = {names[r[1]]: Tokens.of(r[5:9]) for r in group}
         saved_tokens = sum(t.total for t in saved.values())
         if repeats < conf.get("AUDIT_DUPLICATE_MIN_REPEATS") or saved_tokens < conf.get("AUDIT_MIN_TOKENS"):
             continue
@@ -104,7 +107,8 @@ _LOOPS_SQL = text(
     SQL("""
 WITH h AS (
     SELECT d.conv, d.rollup_id, r.model_id, r.prompt_hash IS NOT NULL AS hashed, count(*) AS n,
-           sum(r.prompt - r.prompt_cached) AS u, sum(r.prompt_cached) AS c, sum(r.completion) AS o
+           sum(r.prompt - r.prompt_cached - r.prompt_cache_write) AS u, sum(r.prompt_cached) AS c,
+           sum(r.completion) AS o, sum(r.prompt_cache_write) AS w
     FROM {records} r
     JOIN (SELECT id, coalesce(rollup_id, id) AS rollup_id, dims ->> 'conversation_id' AS conv
           FROM {dims} WHERE dims ? 'conversation_id') d ON d.id = r.dims_id
@@ -119,7 +123,8 @@ SELECT h.rollup_id, h.model_id, h.conv, sum(h.n)::bigint, coalesce(sum(h.n - 1) 
        coalesce(sum(h.u * (h.n - 1) / h.n) FILTER (WHERE h.hashed), 0)::bigint,
        coalesce(sum(h.c * (h.n - 1) / h.n) FILTER (WHERE h.hashed), 0)::bigint,
        coalesce(sum(h.o * (h.n - 1) / h.n) FILTER (WHERE h.hashed), 0)::bigint,
-       sum(h.u + h.c + h.o)::bigint
+       coalesce(sum(h.w * (h.n - 1) / h.n) FILTER (WHERE h.hashed), 0)::bigint,
+       sum(h.u + h.c + h.o + h.w)::bigint
 FROM h JOIN conv USING (conv)
 GROUP BY h.rollup_id, h.model_id, h.conv
 """).format(records=table(Record), dims=table(DimSet))
@@ -140,7 +145,7 @@ def loops(window: AuditWindow) -> list[Draft]:
         saved: ModelTokens = defaultdict(Tokens)
         calls: dict[str, int] = defaultdict(int)
         for row in group:
-            saved[names[row[1]]] += Tokens.of(row[5:8])
+            saved[names[row[1]]] += Tokens.of(row[5:9])
             calls[row[2]] += int(row[3])
         saved_tokens = sum(t.total for t in saved.values())
         if saved_tokens < conf.get("AUDIT_MIN_TOKENS"):
@@ -153,7 +158,7 @@ def loops(window: AuditWindow) -> list[Draft]:
                 title=f"Agent loops: {len(calls)} conversations repeating their own calls in {label(where)}",
                 dims=where,
                 model=", ".join(sorted(saved)),
-                tokens=sum(int(r[8]) for r in group),
+                tokens=sum(int(r[9]) for r in group),
                 savings_tokens=saved_tokens,
                 savings=window.rates.money_of(dict(saved)),
                 evidence=evidence_url(window, where | {"conversation_id": worst}),
@@ -179,16 +184,17 @@ _RETRIES = SQL("""
 WITH h AS (
     SELECT {hour} AS hour, d.rollup_id, r.model_id, count(*) AS n,
            count(*) FILTER (WHERE r.attempt > 1 OR r.retry_of IS NOT NULL) AS retries,
-           sum(r.prompt - r.prompt_cached) FILTER (WHERE r.status <> 0) AS u,
+           sum(r.prompt - r.prompt_cached - r.prompt_cache_write) FILTER (WHERE r.status <> 0) AS u,
            sum(r.prompt_cached) FILTER (WHERE r.status <> 0) AS c,
-           sum(r.completion) FILTER (WHERE r.status <> 0) AS o
+           sum(r.completion) FILTER (WHERE r.status <> 0) AS o,
+           sum(r.prompt_cache_write) FILTER (WHERE r.status <> 0) AS w
     FROM {records} r {rollup_join}
     WHERE {month}
     GROUP BY 1, 2, 3
 )
 SELECT rollup_id, model_id, count(*), sum(n)::bigint, sum(retries)::bigint,
        coalesce(sum(u), 0)::bigint, coalesce(sum(c), 0)::bigint, coalesce(sum(o), 0)::bigint,
-       min(hour), max(hour)
+       coalesce(sum(w), 0)::bigint, min(hour), max(hour)
 FROM h
 WHERE retries >= %(min_retries)s AND retries >= %(min_share)s * n
 GROUP BY rollup_id, model_id
@@ -216,7 +222,7 @@ def retry_storms(window: AuditWindow) -> list[Draft]:
     dims, names = named(rows)
     drafts = []
     for rollup_id, group in _grouped(rows).items():
-        wasted: ModelTokens = {names[r[1]]: Tokens.of(r[5:8]) for r in group}
+        wasted: ModelTokens = {names[r[1]]: Tokens.of(r[5:9]) for r in group}
         wasted_tokens = sum(t.total for t in wasted.values())
         if wasted_tokens < conf.get("AUDIT_MIN_TOKENS"):
             continue
@@ -238,8 +244,8 @@ def retry_storms(window: AuditWindow) -> list[Draft]:
                     "storm_hours": hours,
                     "requests": sum(int(r[3]) for r in group),
                     "retries": retries,
-                    "first_hour": min(r[8] for r in group).isoformat(),
-                    "last_hour": max(r[9] for r in group).isoformat(),
+                    "first_hour": min(r[9] for r in group).isoformat(),
+                    "last_hour": max(r[10] for r in group).isoformat(),
                 },
             )
         )
@@ -265,7 +271,7 @@ GROUP BY 1, 2
                 "coalesce(sum({}) FILTER (WHERE r.status = 0 AND r.prompt <= m.max_prompt "
                 "AND r.completion <= m.max_completion), 0)::bigint"
             ).format(SQL(tokens))
-            for tokens in ("r.prompt - r.prompt_cached", "r.prompt_cached", "r.completion")
+            for tokens in KIND_TOKENS
         ),
         records=table(Record),
         rollup_join=SQL(ROLLUP_JOIN),
@@ -305,7 +311,7 @@ def _mismatch_draft(
     requests, fitting = sum(int(r[2]) for r in group), sum(int(r[3]) for r in group)
     tokens = Tokens()
     for row in group:
-        tokens += Tokens.of(row[4:7])
+        tokens += Tokens.of(row[4:8])
     fits = share(fitting, requests)
     if fitting < conf.get("AUDIT_MISMATCH_MIN_REQUESTS") or fits < conf.get("AUDIT_MISMATCH_MIN_SHARE"):
         return None

@@ -56,7 +56,8 @@ GROUP BY 1, 2, 3, 4, 5
 )
 _MODEL_TOKENS_SQL = text(
     SQL("""
-SELECT u.dims_id, u.model_id, sum(u.prompt - u.prompt_cached), sum(u.prompt_cached), sum(u.completion)
+SELECT u.dims_id, u.model_id, sum(u.prompt - u.prompt_cached - u.prompt_cache_write), sum(u.prompt_cached),
+       sum(u.completion), sum(u.prompt_cache_write)
 FROM {usage} u WHERE {usage_month} AND u.dims_id = ANY(%(dims_ids)s)
 GROUP BY 1, 2
 """).format(usage=_USAGE, usage_month=_USAGE_MONTH)
@@ -83,7 +84,7 @@ def model_tokens(window: AuditWindow, dims_ids: list[int]) -> dict[int, ModelTok
     names = model_names(r[1] for r in rows)
     found: dict[int, ModelTokens] = defaultdict(dict)
     for row in rows:
-        found[row[0]][names[row[1]]] = Tokens.of(row[2:5])
+        found[row[0]][names[row[1]]] = Tokens.of(row[2:6])
     return found
 
 
