@@ -2,13 +2,15 @@
 what a window cost or how many tokens it processed reads them from here, for the same window,
 business lines and currency.
 
-**Spend** is the expense of the window's usage in the books' currency: what the ledger books for it.
-For each accounting day of the window that the journal holds as its priced rows stand (booked and not
-marked dirty since), the day's expense lines (accrual and adjusting entries alike); for the rest (a day
-not booked yet, today's hours priced since the last accrual, the hours of a partial day at the window's
-edges), the exact lines the accrual would book from the priced rows (`day_target`), rounded once at the
-end. Its parts: the tokens' cost (`usage`, of which `unassigned`: tokens no business line claimed) and
-pool capacity no token used (`idle`). A scoped reader's spend is that of their cost centres.
+**Spend** is the expense of the window's usage in the books' currency: what the ledger books for it. For
+each accounting day of the window that the journal holds as its priced rows stand (booked and not marked
+dirty since), the day's expense lines (accrual and adjusting entries alike); for the rest (a day not
+booked yet, today's hours priced since the last accrual, the hours of a partial day at the window's
+edges), the lines the accrual would book from the priced rows (`day_target`): a whole day rounded as the
+accrual will round it (its share of the month's rounding carry, split over the lines), so the figure does
+not move by a cent when the journal books it; the hours of a day the window cuts rounded once. Its parts:
+the tokens' cost (`usage`, of which `unassigned`: tokens no business line claimed) and pool capacity no
+token used (`idle`). A scoped reader's spend is that of their cost centres.
 
 **Tokens** is every token classified in the window (the class rollups: effective, waste, cache and
 shadow), of which `priced` the tokens that have a cost yet (a model without a price, or an hour not yet
@@ -17,6 +19,7 @@ priced, leaves tokens unpriced)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -24,18 +27,18 @@ from decimal import Decimal
 from django.db.models import F, Q, Sum
 
 from apps.classification.models import HourlyClass
-from apps.common.buckets import accounting_zone, day_end, day_of, day_start, zone_name
+from apps.common.buckets import accounting_zone, day_end, day_of, day_start, month_of, zone_name
 from apps.common.composed import SQL, table, text
 from apps.common.replica import read_connection
 from apps.currencies.models import MissingRate
 from apps.currencies.rates import functional_currency
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
-from apps.ledger.mapping import mapping_load
-from apps.ledger.models import Account, JournalLine
+from apps.ledger.mapping import Mapping, mapping_load
+from apps.ledger.models import Account, AccrualDay, JournalLine
 from apps.ledger.readings import day_readings, hours_where
 from apps.ledger.rounding import round_half_up
-from apps.ledger.services.accrual import booked_days, day_target
+from apps.ledger.services.accrual import DayTarget, LineKey, booked_days, day_target, target_round
 from apps.pricing.models import MINOR_UNITS, HourlyCost
 
 DAY = timedelta(days=1)
@@ -118,34 +121,76 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
             missed = MissingRate.objects.filter(day__in=booked, to=currency)
             for row in missed.values("currency").annotate(cost=Sum("amount")):
                 unconverted[row["currency"]] += row["cost"]
-    # The rest, as the accrual would book it (what it booked, for the hours of a booked day the window cuts).
+    # The rest, as the accrual would book it (what it booked, for the hours of a booked day the window cuts):
+    # whole days rounded as the accrual rounds them, the hours of a day the window cuts rounded once.
     model_id = ServedModel.objects.filter(name=model).values_list("id", flat=True).first() if model else None
     mapping = mapping_load()
-    exact_usage = exact_unassigned = exact_idle = exact_pending = ZERO
-    rest = [(d, day_start(d), day_end(d)) for d in whole if d not in booked_all] + partial
-    for day, lo, hi in rest:
-        target = day_target(day=day, mapping=mapping, bounds=(lo, hi))
-        for key, acc in target.lines.get(currency, {}).items():
-            if lines is not None and key.cost_centre not in lines:
-                continue
-            if model is not None and key.model_id != model_id:
-                continue
-            if key.model_id is None and key.pool_id is not None:  # idle, whichever cost centre the policy books
-                exact_idle += acc.exact
-            else:
-                exact_usage += acc.exact
-                exact_unassigned += acc.exact if key.cost_centre == unassigned_cc else ZERO
-            exact_pending += acc.exact if day not in booked_all else ZERO
+    whole_rest = [d for d in whole if d not in booked_all]
+    rounded, exact = _Parts(), _Parts()
+    for target, carry in _day_targets(whole_rest, mapping):
         for missing, (cost, _tokens) in target.missing.items():
             unconverted[missing] += cost
+        parts = target_round(target=target, carry=carry).get(currency, {})
+        rounded.add({key: part.amount for key, part in parts.items()}, lines, model_id, pending=True)
+    for day, lo, hi in partial:
+        target = day_target(day=day, mapping=mapping, bounds=(lo, hi))
+        for missing, (cost, _tokens) in target.missing.items():
+            unconverted[missing] += cost
+        amounts = {key: acc.exact for key, acc in target.lines.get(currency, {}).items()}
+        exact.add(amounts, lines, model_id, pending=day not in booked_all)
     return Spend(
         currency=currency,
-        usage=usage + _round(exact_usage, currency),
-        unassigned=unassigned + _round(exact_unassigned, currency),
-        idle=idle + _round(exact_idle, currency),
-        pending=_round(exact_pending, currency),
+        usage=usage + rounded.usage + _round(exact.usage, currency),
+        unassigned=unassigned + rounded.unassigned + _round(exact.unassigned, currency),
+        idle=idle + rounded.idle + _round(exact.idle, currency),
+        pending=rounded.pending + _round(exact.pending, currency),
         unconverted={c: v for c, v in unconverted.items() if v},
     )
+
+
+@dataclass
+class _Parts:
+    """Sums of a spend's parts over lines of the accrual's days (LineKey -> amount)."""
+
+    usage: Decimal = ZERO
+    unassigned: Decimal = ZERO
+    idle: Decimal = ZERO
+    pending: Decimal = ZERO
+
+    def add(
+        self, amounts: dict[LineKey, Decimal], lines: list[str] | None, model_id: int | None, *, pending: bool
+    ) -> None:
+        unassigned_cc = conf.get("LEDGER_UNASSIGNED")
+        for key, amount in amounts.items():
+            if lines is not None and key.cost_centre not in lines:
+                continue
+            if model_id is not None and key.model_id != model_id:
+                continue
+            if key.model_id is None and key.pool_id is not None:  # idle, whichever cost centre the policy books
+                self.idle += amount
+            else:
+                self.usage += amount
+                self.unassigned += amount if key.cost_centre == unassigned_cc else ZERO
+            self.pending += amount if pending else ZERO
+
+
+def _day_targets(days: list[date], mapping: Mapping) -> Iterator[tuple[DayTarget, dict[str, Decimal]]]:
+    """Each of `days` (ascending, none of them booked as its rows stand) with its target and the
+    month's rounding carry before it, as the accrual would book it: the exact totals of the month's
+    earlier days, those it last booked (AccrualDay) and those of `days` from their targets."""
+    if not days:
+        return
+    rows = AccrualDay.objects.filter(day__gte=month_of(days[0]), day__lt=days[-1]).values_list("day", "exact")
+    exacts = {day: {c: Decimal(v) for c, v in exact.items()} for day, exact in rows if day not in days}
+    for day in days:
+        target = day_target(day=day, mapping=mapping, bounds=(day_start(day), day_end(day)))
+        carry: dict[str, Decimal] = defaultdict(Decimal)
+        for earlier, exact in exacts.items():
+            if earlier < day and month_of(earlier) == month_of(day):
+                for currency, amount in exact.items():
+                    carry[currency] += amount
+        exacts[day] = target.exact
+        yield target, carry
 
 
 def tokens(*, start: datetime, end: datetime, lines: list[str] | None = None) -> Tokens:

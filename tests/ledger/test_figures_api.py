@@ -60,3 +60,22 @@ def test_tokens_without_money_and_bad_windows_refused(october: None) -> None:
         "",
     ):
         assert engineer.get(f"/api/v1/ledger/figures?{query}").status_code == 400, query
+
+
+def test_a_day_not_booked_yet_counts_its_share_of_the_months_rounding_as_the_journal_will() -> None:
+    def priced(day: int) -> None:
+        hour = datetime(2026, 10, day, 5, tzinfo=UTC)
+        factories.hourly_cost(hour=hour, cost="0.004", dims={"business_line": "support"})
+        factories.hourly_class(hour=hour, tokens=1000, dims={"business_line": "support"})
+
+    def total() -> tuple[Decimal, Decimal]:
+        spend = login_as("finance").get("/api/v1/ledger/figures?period=2026-10").json()["spend"]
+        return Decimal(spend["total"]), Decimal(spend["pending"])
+
+    priced(3)
+    month_accrue(month=OCT)  # the 3rd books 0.004 as 0.00
+    priced(4)
+    # The 4th books the month's 0.008 rounded (0.01) less what the 3rd booked, not 0.004 rounded alone.
+    assert total() == (Decimal("0.01"), Decimal("0.01"))
+    month_accrue(month=OCT)
+    assert total() == (Decimal("0.01"), 0)
