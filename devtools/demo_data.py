@@ -40,9 +40,11 @@ POOL = "demo-gpu-cluster"
 BIG, SMALL = "qwen2.5-72b-instruct", "qwen2.5-7b-instruct"  # self-hosted, in the pool
 HOSTED = {  # CNY per million tokens: input, cached input, output
     "deepseek-chat": ("2", "0.5", "8"),
-    "gpt-4o-mini": ("1.1", "0.55", "4.4"),
+    "claude-haiku": ("7.2", "0.72", "36"),
     "bge-m3": ("0.5", "0.5", "0"),
 }
+# CNY per million prompt tokens written to the provider's prompt cache (Anthropic-like: 1.25x input).
+CACHE_WRITE_PRICES = {"claude-haiku": "9"}
 # Beijing office hours (UTC+8) carry most interactive traffic: weight of each UTC hour.
 DAY_SHAPE = [8, 10, 10, 9, 8, 9, 10, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 1, 1, 1, 2, 3, 5]
 BATCH = 10_000
@@ -247,20 +249,27 @@ def autocomplete(g: Gen, n: int) -> Iterator[Record]:
 
 
 def copywriter(g: Gen, n: int) -> Iterator[Record]:
-    """Marketing copy: 70 % of the month's requests fall in the campaign window. The 1,200-token
-    brand guide goes first, so the provider caches it (from 1,024 tokens, in steps of 128)."""
+    """Marketing copy on a hosted Anthropic-like model: 70 % of the month's requests fall in the
+    campaign window. The 1,200-token brand guide goes first, marked for the provider's prompt
+    cache: a request that finds it there reads it, one that does not (3 %) writes it, and the
+    write is priced at the cache-write price."""
     start, end = g.plan.campaign
     dims = {"business_line": "marketing", "team": "growth", "feature": "copywriter", "env": "prod"}
     for _ in range(n):
         at = start + (end - start) * g.rng.random() if g.rng.random() < 0.7 else g.when()
         yield g.record(
             at,
-            "gpt-4o-mini",
+            "claude-haiku",
             dims,
             prompt=1200 + g.rng.randrange(200, 600),
             completion=g.rng.randrange(300, 900),
-            tokens={"system": 1200, "prompt_cached": 1152 if g.rng.random() < 0.97 else 0},
+            tokens=_brand_guide(read=g.rng.random() < 0.97),
         )
+
+
+def _brand_guide(*, read: bool) -> dict[str, int]:
+    """The brand guide's tokens in a copywriter prompt: read from the provider's prompt cache, or written to it."""
+    return {"system": 1200, "prompt_cached" if read else "prompt_cache_write": 1200}
 
 
 def forgotten_batch(g: Gen, n: int) -> Iterator[Record]:
@@ -379,12 +388,16 @@ def configure(plan: Plan, capacity: int) -> list[str]:
 
     notes = []
     for model, (i, c, o) in HOSTED.items():
+        written = {"cache_write": Decimal(CACHE_WRITE_PRICES[model])} if model in CACHE_WRITE_PRICES else {}
         price_set(
             model_pattern=model,
-            prices={"input": Decimal(i), "cached_input": Decimal(c), "output": Decimal(o)},
+            prices={"input": Decimal(i), "cached_input": Decimal(c), "output": Decimal(o)} | written,
             effective_from=plan.start,
         )
-    notes.append(f"prices from {plan.start:%Y-%m-%d} for {', '.join(HOSTED)} (CNY per million tokens)")
+    notes.append(
+        f"prices from {plan.start:%Y-%m-%d} for {', '.join(HOSTED)} (CNY per million tokens; "
+        f"a cache-write price for {', '.join(CACHE_WRITE_PRICES)})"
+    )
     pool = f"{POOL}-{plan.month:%Y-%m}"
     if not CostPool.objects.filter(name=pool).exists():
         cost_pool_create(

@@ -64,8 +64,13 @@ def test_demo_data_loads_a_priced_accrued_month_once() -> None:
         assert {
             "cache.prefix_cache", "effective.input", "effective.output", "effective.structural", "waste.aborted",
             "waste.timeout", "waste.truncated", "waste.duplicate", "waste.padding", "shadow.spec_rejected",
+            "effective.cache_write",
         } <= reasons  # fmt: skip
         assert not [row for row in rows if row["unpriced_tokens"]], "every model has a price or a pool"
+        # The copywriter's brand guide written to the hosted model's prompt cache, at its cache-write price.
+        [written] = [row for row in rows if row["reason"] == "effective.cache_write"]
+        assert written["model"] == "claude-haiku" and written["tokens"] % 1200 == 0
+        assert written["cost"]["CNY"] == (Decimal(written["tokens"]) * 9 / 1_000_000).quantize(Decimal("0.000001"))
         idle = PoolIdleHour.objects.filter(hour__gte=START, hour__lt=END)
         assert idle.count() == 31 * 24 and all(h.idle > 0 for h in idle[:5])
         assert JournalEntry.objects.filter(day__gte=START.date(), day__lt=END.date()).exists()
