@@ -62,6 +62,19 @@ def test_it_flags_a_missing_kind() -> None:
     assert (found.model, found.kinds, found.tokens) == ("llama-3", ("cached_input",), 10)
 
 
+def test_a_cache_write_is_priced_as_input_and_flagged_as_cache_write_only_when_input_is_missing_too() -> None:
+    price_version_create(effective_from=DAY1, prices={"claude": {"input": Decimal(3)}, "haiku": {"output": Decimal(5)}})
+    for model in ("claude", "haiku"):
+        factories.hourly_class(
+            hour=at(1), tokens=10, model=model, component="cache_write", reason="effective.cache_write"
+        )
+    hours_price(start=at(1), end=at(2))
+
+    [found] = unpriced_models(start=DAY1, end=NOW)
+    assert (found.model, found.kinds, found.tokens) == ("haiku", ("cache_write",), 10)
+    assert HourlyCost.objects.get(model__name="claude").cost == Decimal("0.00003")  # at the input price
+
+
 def test_it_clears_the_flag_once_a_price_is_added_and_the_hours_repriced(priced_day: None) -> None:
     price_set(model_pattern="mystery-*", prices={"input": Decimal(1), "output": Decimal(1)}, effective_from=DAY1)
     assert len(unpriced_models(start=DAY1, end=NOW)) == 2  # until repriced
