@@ -32,7 +32,7 @@ DimKey = Annotated[str, Meta(min_length=1, max_length=MAX_DIM_KEY, pattern=DIM_K
 DimValue = Annotated[str, Meta(max_length=MAX_DIM_VALUE)]
 RecordId = Annotated[str, Meta(min_length=1, max_length=MAX_RECORD_ID)]
 
-Endpoint = Literal["chat.completions", "completions", "responses", "embeddings"]
+Endpoint = Literal["chat.completions", "completions", "responses", "embeddings", "messages"]
 Status = Literal["ok", "error", "timeout", "aborted", "rejected"]
 FinishReason = Literal["stop", "length", "tool_calls", "abort", "error", "repetition"]
 QualityTier = Literal["high", "mid", "low"]

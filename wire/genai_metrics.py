@@ -72,6 +72,7 @@ OPERATIONS = {
     "responses": "chat",
     "completions": "text_completion",
     "embeddings": "embeddings",
+    "messages": "chat",
 }
 # error.type of a record that did not end well: the record's status, `_OTHER` for a plain error.
 ERROR_TYPES = {"error": "_OTHER", "timeout": "timeout", "aborted": "aborted", "rejected": "rejected"}

@@ -154,6 +154,7 @@ MAX_FIELDS = {
     "completions": ("max_tokens",),
     "responses": ("max_output_tokens",),
     "embeddings": (),
+    "messages": ("max_tokens",),
 }
 
 
@@ -181,7 +182,7 @@ def byte_bound(body: Mapping[str, Any]) -> int:
         return len(prompt)
     if isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
         return sum(len(p) for p in prompt)
-    parts = [body.get(name) for name in ("messages", "prompt", "input", "instructions", "tools")]
+    parts = [body.get(name) for name in ("system", "messages", "prompt", "input", "instructions", "tools")]
     return sum(len(json.dumps(part, ensure_ascii=False).encode()) for part in parts if part is not None)
 
 

@@ -14,6 +14,7 @@ class Endpoint(models.IntegerChoices):
     COMPLETIONS = 2, "completions"
     RESPONSES = 3, "responses"
     EMBEDDINGS = 4, "embeddings"
+    MESSAGES = 5, "messages"  # Anthropic's Messages API, through the proxy
 
 
 class Status(models.IntegerChoices):
