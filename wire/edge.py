@@ -18,7 +18,8 @@ costplatform_serving_edge_refused_total{reason}.
 
 Past those refusals every edge runs one pipeline, here, for each request it meters:
 
-  who = door.who(authorizations)      the caller its one Authorization names (none: no token or
+  who = door.who(authorizations)      the caller its one credential names (its Authorization; the
+                                      proxy reads an x-api-key too: client_token) (none: no token or
                                       one the map does not know); the proxy and the OTLP
                                       receiver answer 401 where they need a known caller
   door.admit(exchange, who)           the dims it is attributed to (the map's decision over its
@@ -231,9 +232,10 @@ def vllm_route(method: str, path: str) -> Route:
     return REFUSE
 
 
-def metered_endpoint(method: str, path: str) -> str | None:
-    """The record's endpoint of a metered request (POST to one of the four endpoints), else None."""
-    return _METERED[path.rstrip("/")].endpoint if method == "POST" and path.rstrip("/") in _METERED else None
+def metered_endpoint(method: str, path: str, paths: Mapping[str, str] = ENDPOINT_PATHS) -> str | None:
+    """The record's endpoint of a metered request (POST to one of `paths`: by default the four
+    endpoints vLLM serves metered), else None."""
+    return paths.get(path.rstrip("/")) if method == "POST" else None
 
 
 def route_refused(method: str, path: str) -> Refused:
@@ -255,6 +257,22 @@ def authorization(values: Iterable[str]) -> str | None:
     if len(found) > 1:
         raise Refused(400, "two_authorizations", "A request carries one Authorization header; this one had several.")
     return found[0] if found else None
+
+
+def client_token(authorizations: Iterable[str], api_keys: Iterable[str] = ()) -> str | None:
+    """The token a request names its caller by: the bearer token of its one Authorization, or its
+    one x-api-key (Anthropic's header). Refused (400) for two of either, and for both at once
+    unless they carry the same token: exactly one credential decides who pays, whichever one
+    the upstream reads."""
+    value = authorization(authorizations)
+    keys = [key.strip() for key in api_keys]
+    if len(keys) > 1:
+        raise Refused(400, "two_api_keys", "A request carries one x-api-key header; this one had several.")
+    if not keys:
+        return bearer(value)
+    if value is not None and bearer(value) != keys[0]:
+        raise Refused(400, "two_credentials", "A request carries one credential: Authorization or x-api-key, not both.")
+    return keys[0] or None
 
 
 def authorization_of(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | None:
@@ -361,10 +379,11 @@ class Door:
         async edge then calls it off its event loop."""
         return self.budgets is not None and self.budgets.reserves
 
-    def who(self, authorizations: Iterable[str]) -> Who:
-        """The sender of a request's Authorization values; Refused (400) for two or more."""
+    def who(self, authorizations: Iterable[str], api_keys: Iterable[str] = ()) -> Who:
+        """The sender of a request's Authorization and x-api-key values (client_token); Refused
+        (400) for two credentials or more."""
         amap = self.policy.current()
-        return Who(amap, amap.caller(bearer(authorization(authorizations))))
+        return Who(amap, amap.caller(client_token(authorizations, api_keys)))
 
     def decide(self, who: Who, claims: Mapping[str, str]) -> Decision:
         return who.decide(claims, self.defaults)
@@ -403,8 +422,8 @@ def exchange_record(
     record threads): only what the gate needs is decided on arrival."""
     body = exchange.body
     counts = dict(tokens)
-    messages = body.get("messages")
-    if tokenizer is not None and isinstance(messages, list) and messages:
+    messages = rec.chat_messages(body)
+    if tokenizer is not None and messages:
         counts["system"], counts["tool"] = rec.segments_for(tokenizer).count(messages)
     if tokenizer is not None and text and rec.wants_json(body):
         counts["structural"] = rec.structural_tokens(text, tokenizer)

@@ -45,6 +45,18 @@ ENDPOINT_PATHS = {
     "/v1/responses": "responses",
     "/v1/embeddings": "embeddings",
 }
+# The proxy's metered endpoints: those, and Anthropic's Messages API, which it forwards to an
+# Anthropic-style upstream. vLLM's own /v1/messages stays refused at its edge (wire.edge.VLLM_REFUSED):
+# its middleware reads OpenAI-style answers only.
+PROXY_ENDPOINT_PATHS = {**ENDPOINT_PATHS, "/v1/messages": "messages"}
+# An Anthropic answer's stop_reason as the record's finish reason (refusal, pause_turn: none).
+ANTHROPIC_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+}
 SYSTEM_ROLES = frozenset({"system", "developer"})
 TOOL_ROLES = frozenset({"tool", "function", "ipython"})
 
@@ -195,8 +207,22 @@ def usage_reasoning_tokens(usage: Mapping[str, Any] | None) -> int:
     return 0
 
 
+def chat_messages(body: Mapping[str, Any]) -> list[Any] | None:
+    """A request's chat messages (None: it has no list of them), an Anthropic request's top-level
+    `system` first as a system message: its system prompt is hashed and counted as a chat
+    request's is."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    system = body.get("system")
+    return [{"role": "system", "content": system}, *messages] if system else messages
+
+
 def prompt_of(body: Mapping[str, Any]) -> Any:
-    """What a request asks of the model: its messages, prompt or input (None: none of them)."""
+    """What a request asks of the model: its messages (chat_messages), prompt or input (None:
+    none of them)."""
+    if (messages := chat_messages(body)) is not None:
+        return messages
     for name in ("messages", "prompt", "input"):
         if body.get(name) is not None:
             return body[name]
@@ -213,9 +239,9 @@ def wants_json(body: Mapping[str, Any]) -> bool:
 def prompt_tokens(body: Mapping[str, Any], tokenizer: Any) -> int:
     """Prompt tokens counted with the model's tokenizer, for an answer that carries no usage;
     0 when they cannot be counted."""
-    messages = body.get("messages")
+    messages = chat_messages(body)
     try:
-        if isinstance(messages, list) and getattr(tokenizer, "chat_template", None):
+        if messages and getattr(tokenizer, "chat_template", None):
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
         prompt = prompt_of(body)
