@@ -1,5 +1,6 @@
-"""An OpenAI-compatible reverse proxy that records token usage for upstreams that cannot be
-instrumented (a hosted API, a vLLM nobody may restart, another engine).
+"""A reverse proxy that records token usage for upstreams that cannot be instrumented (a hosted
+API, a vLLM nobody may restart, another engine): OpenAI-compatible ones, and Anthropic-style
+ones through POST /v1/messages.
 
     python -m collectors.proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000
         [--upstream-key KEY --attribution-map MAP.toml] --spool DIR --platform-url URL --key KEY
@@ -8,14 +9,16 @@ instrumented (a hosted API, a vLLM nobody may restart, another engine).
          [--budget-reserve REDIS_URL [--budget-max-tokens N] [--budget-hold S] [--budget-reserve-ttl S]]]
 
 Only the metered endpoints (POST /v1/chat/completions, /v1/completions, /v1/embeddings,
-/v1/responses) and GET /v1/models(/<id>) are forwarded; any other path is answered 404 with an
-OpenAI-style error and never reaches the upstream. As at every edge (wire/edge.py), a request
-with two Authorization headers is answered 400, a body over 32 MiB 413, and a metered request
-whose body is no JSON object 400: none of them is forwarded. With --upstream-key the proxy spends the
-operator's key, so a client must present a token of the attribution map
-(`Authorization: Bearer <token>`, replaced by the upstream key on the way); without one it is
-answered 401. Without --upstream-key the client's own Authorization goes upstream and, when the
-map knows it, names the caller. Requests are forwarded (hop-by-hop and X-Costplatform-* headers
+/v1/responses, and Anthropic's /v1/messages) and GET /v1/models(/<id>) are forwarded; any other
+path is answered 404 with an OpenAI-style error and never reaches the upstream. As at every
+edge (wire/edge.py), a request with two Authorization headers is answered 400 (and so is one
+with two x-api-key headers, or with both naming different tokens), a body over 32 MiB 413, and
+a metered request whose body is no JSON object 400: none of them is forwarded. With
+--upstream-key the proxy spends the operator's key, so a client must present a token of the
+attribution map (`Authorization: Bearer <token>` or `x-api-key: <token>`, replaced by the
+upstream key on the way: x-api-key on /v1/messages, else Authorization); without one it is
+answered 401. Without --upstream-key the client's own key goes upstream and, when the map
+knows it, names the caller. Requests are forwarded (hop-by-hop and X-Costplatform-* headers
 removed) over one keep-alive connection pool, and the answer is streamed back chunk by chunk as
 it arrives: Server-Sent Events are never buffered beyond the event being read. Each metered
 request makes one record, built after the response has been sent (in a worker thread, through a
@@ -39,7 +42,10 @@ bounded queue) and handed to wire.shipper.Pipeline:
               reads and writes from prompt_tokens_details (cached_tokens, cache_write_tokens)
               or from a usage in Anthropic's shape (input_tokens, which excludes them, with
               cache_read_input_tokens and cache_creation_input_tokens): the record's prompt
-              includes both (wire.record.usage_tokens).
+              includes both (wire.record.usage_tokens). /v1/messages: Anthropic's usage, a
+              stream's from message_start (input and cache counts) merged with message_delta's
+              (the final output count, and any count it carries too); stop_reason as the
+              finish reason.
               With --tokenizer: system and tool prompt tokens, structural tokens of JSON output
               (response_format json_object/json_schema).
   outcome     2xx ok; 429 rejected; 408/504 and upstream read/connect timeouts timeout; other
@@ -106,7 +112,14 @@ from wire.budgets import (
     default_hold,
     polling_gate,
 )
-from wire.record import DIM_HEADER_PREFIX, prompt_tokens, usage_reasoning_tokens, usage_tokens
+from wire.record import (
+    ANTHROPIC_STOP_REASONS,
+    DIM_HEADER_PREFIX,
+    PROXY_ENDPOINT_PATHS,
+    prompt_tokens,
+    usage_reasoning_tokens,
+    usage_tokens,
+)
 from wire.reservations import Reservations
 
 log = logging.getLogger("collectors.proxy")
@@ -128,6 +141,8 @@ HOP_BY_HOP = frozenset(
     }
 )
 RECORD_ID_HEADER = "X-Costplatform-Record-Id"
+API_KEY_HEADER = "x-api-key"  # Anthropic's header of the caller's key
+CREDENTIAL_HEADERS = frozenset({"authorization", API_KEY_HEADER})
 MAX_KEPT_TEXT = 4 * 1024 * 1024  # of a non-streamed answer's text, kept only for the tokenizer
 MAX_QUEUED_RECORDS = 10_000
 # The upstream sees only these: the metered endpoints (POST) and the model list (GET).
@@ -181,6 +196,7 @@ class Exchange(edge.Exchange):
     finish_reason: str | None = None
     model: str | None = None
     response_status: str | None = None  # /v1/responses: completed, incomplete, failed
+    usage_partial: bool = False  # /v1/messages streamed: message_start's usage, no message_delta's yet
     scan: JsonScan | None = None  # reads a non-streamed answer as it passes
 
 
@@ -265,6 +281,32 @@ def _output_contents(doc: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
                     yield content
 
 
+def observe_messages_event(exchange: Exchange, doc: Mapping[str, Any], now: float) -> None:
+    """An event of Anthropic's streamed Messages answer: message_start carries the input and
+    cache counts (and an early output count), the content deltas the text, and message_delta
+    the stop reason and the final counts, which replace message_start's where it carries them
+    (output_tokens always; input and cache counts in newer versions of the API)."""
+    kind = doc.get("type")
+    if kind == "message_start" and isinstance(message := doc.get("message"), Mapping):
+        exchange.model = str(message.get("model") or "") or exchange.model
+        if isinstance(usage := message.get("usage"), Mapping):
+            exchange.usage, exchange.usage_partial = dict(usage), True
+    elif kind == "content_block_delta" and isinstance(delta := doc.get("delta"), Mapping):
+        part = delta.get("text") or delta.get("thinking") or delta.get("partial_json")
+        if part:
+            exchange.deltas += 1
+            exchange.first_token = exchange.first_token or now
+            if delta.get("type") == "text_delta" and isinstance(part, str):
+                exchange.text.append(part)
+    elif kind == "message_delta":
+        delta = doc.get("delta")
+        if isinstance(delta, Mapping) and delta.get("stop_reason"):
+            exchange.finish_reason = str(delta["stop_reason"])
+        if isinstance(usage := doc.get("usage"), Mapping):
+            final = {name: value for name, value in usage.items() if value is not None}
+            exchange.usage, exchange.usage_partial = {**(exchange.usage or {}), **final}, False
+
+
 def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     """The Responses API's usage in the chat form wire.record.usage_tokens reads."""
     details = usage.get("input_tokens_details") or {}
@@ -319,6 +361,9 @@ class StreamReader:
         if exchange.endpoint == "responses":
             observe_responses_event(exchange, doc, now)
             return False
+        if exchange.endpoint == "messages":
+            observe_messages_event(exchange, doc, now)
+            return False
         exchange.model = exchange.model or doc.get("model")
         if doc.get("usage"):
             exchange.usage = doc["usage"]
@@ -329,9 +374,14 @@ class StreamReader:
 def answer_scan(endpoint: str, *, keep_text: bool) -> JsonScan:
     """A scan of a non-streamed answer for what the record needs (the text only for the tokenizer)."""
     text = MAX_KEPT_TEXT if keep_text else 0
+    wanted: dict[tuple[str, ...], int]
+    repeat: frozenset[tuple[str, ...]]
     if endpoint == "responses":
         wanted = {("status",): 64, ("incomplete_details",): 4096, ("output", "*", "content", "*", "text"): text}
         repeat = frozenset({("output", "*", "content", "*", "text")})
+    elif endpoint == "messages":
+        wanted = {("stop_reason",): 256, ("content", "*", "text"): text}
+        repeat = frozenset({("content", "*", "text")})
     else:
         wanted = {("choices", "*", "finish_reason"): 256, ("choices", "*", "message", "content"): text}
         wanted[("choices", "*", "text")] = text
@@ -351,6 +401,10 @@ def read_scanned_response(exchange: Exchange, scan: JsonScan) -> None:
     exchange.model = str(model) if isinstance(model, str) and model else exchange.model
     if isinstance(scan.first("usage"), Mapping):
         exchange.usage = scan.first("usage")
+    if exchange.endpoint == "messages":
+        exchange.finish_reason = scan.first("stop_reason") or None
+        exchange.text = [t for t in scan.found.get(("content", "*", "text"), []) if isinstance(t, str)]
+        return
     if ("choices", "*", "finish_reason") in scan.found:
         exchange.finish_reason = scan.first("choices", "*", "finish_reason") or None
     content = scan.first("choices", "*", "message", "content")
@@ -386,16 +440,18 @@ def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
     text = "".join(exchange.text)
     tokens = usage_tokens(exchange.usage)
     if not tokens and 200 <= exchange.status_code < 300:
-        completion = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer and text else 0
         tokens = {"prompt": prompt_tokens(exchange.body, tokenizer) if tokenizer else 0}
-        tokens["completion"] = completion or exchange.deltas
+        tokens["completion"] = streamed_completion(exchange, text, tokenizer)
+    elif tokens and exchange.usage_partial:  # cut off before message_delta's final output count
+        tokens["completion"] = max(tokens["completion"], streamed_completion(exchange, text, tokenizer))
+    reasons = ANTHROPIC_STOP_REASONS if exchange.endpoint == "messages" else FINISH_REASONS
     end = exchange.finished or time.monotonic()
     return edge.exchange_record(
         exchange,
         model=str(exchange.model or exchange.body.get("model") or "unknown"),
         tokens=tokens,
         status=status,
-        finish_reason="abort" if status == "aborted" else FINISH_REASONS.get(exchange.finish_reason or ""),
+        finish_reason="abort" if status == "aborted" else reasons.get(exchange.finish_reason or ""),
         timing={
             "ttft": (exchange.first_token - exchange.started) * 1000 if exchange.first_token else None,
             "e2e": (end - exchange.started) * 1000,
@@ -407,11 +463,23 @@ def build_record(exchange: Exchange, settings: Settings) -> dict[str, Any]:
     )
 
 
+def streamed_completion(exchange: Exchange, text: str, tokenizer: Any) -> int:
+    """The completion tokens of what was streamed: its text counted with the tokenizer, else
+    its content deltas."""
+    counted = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer and text else 0
+    return counted or exchange.deltas
+
+
 # --- the proxy --------------------------------------------------------------------------------
 
 
-def forward_headers(headers: Mapping[str, str], upstream_key: str | None) -> CIMultiDict[str]:
+def forward_headers(headers: Mapping[str, str], upstream_key: str | None, endpoint: str | None) -> CIMultiDict[str]:
+    """The request's headers for the upstream: without hop-by-hop and X-Costplatform-* headers,
+    and with --upstream-key without the client's credential, the key sent instead as the
+    endpoint's upstream reads it (x-api-key for Anthropic's Messages API, else Authorization)."""
     named = {t.strip().lower() for t in headers.get("Connection", "").split(",") if t.strip()}
+    if upstream_key:
+        named |= CREDENTIAL_HEADERS
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in headers.items():
         lower = name.lower()
@@ -421,7 +489,9 @@ def forward_headers(headers: Mapping[str, str], upstream_key: str | None) -> CIM
         if lower == "content-encoding":
             continue
         out.add(name, value)
-    if upstream_key:
+    if upstream_key and endpoint == "messages":
+        out["x-api-key"] = upstream_key
+    elif upstream_key:
         out["Authorization"] = f"Bearer {upstream_key}"
     return out
 
@@ -443,7 +513,7 @@ def refused_response(refused: edge.Refused, **headers: str) -> web.Response:
 
 def forwarded(method: str, path: str) -> bool:
     """Whether a request may reach the upstream: the metered endpoints and the model list."""
-    if edge.metered_endpoint(method, path) is not None:
+    if edge.metered_endpoint(method, path, PROXY_ENDPOINT_PATHS) is not None:
         return True
     segments = path.split("/")
     return method in ("GET", "HEAD") and bool(MODELS_PATH.match(path)) and not {".", ".."} & set(segments)
@@ -495,7 +565,7 @@ class Proxy:
     def _exchange(self, request: web.Request, raw: bytes) -> tuple[Exchange | None, bytes]:
         """The exchange to record (None for an untracked request) and the body to send on;
         edge.Refused for a metered request whose body is no JSON object."""
-        endpoint = edge.metered_endpoint(request.method, request.path)
+        endpoint = edge.metered_endpoint(request.method, request.path, PROXY_ENDPOINT_PATHS)
         if endpoint is None:
             return None, raw
         body = edge.json_object(raw)
@@ -525,12 +595,12 @@ class Proxy:
             message = f"Invalid URL ({request.method} {request.path}): this proxy forwards only the metered endpoints"
             return error_response(404, message, "invalid_request_error")
         try:
-            who = self.door.who(request.headers.getall("Authorization", []))
+            who = self.door.who(request.headers.getall("Authorization", []), request.headers.getall(API_KEY_HEADER, []))
         except edge.Refused as refused:
             return refused_response(refused)
         if who.caller is None and self.settings.upstream_key:
             # The operator's key is spent for known clients only.
-            message = "a client token is needed: Authorization: Bearer <token> (ask the operator)"
+            message = "a client token is needed: Authorization: Bearer <token> or x-api-key: <token> (ask the operator)"
             return error_response(
                 401, message, "invalid_request_error", "invalid_api_key", **{"WWW-Authenticate": "Bearer"}
             )
@@ -544,7 +614,7 @@ class Proxy:
         refusal = await self._admit(exchange, who, request) if exchange is not None else None
         if exchange is not None and refusal is not None:
             return self._refused(exchange, refusal)
-        headers = forward_headers(request.headers, self.settings.upstream_key)
+        headers = forward_headers(request.headers, self.settings.upstream_key, exchange.endpoint if exchange else None)
         if exchange is not None or "Accept-Encoding" not in headers:
             # The proxy reads the usage out of the answer; and aiohttp would otherwise ask for
             # gzip on the client's behalf and pass it on undecoded.
@@ -719,8 +789,17 @@ def budget_gate(args: argparse.Namespace, key: str) -> BudgetGate | None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m collectors.proxy", description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, listen="127.0.0.1:8080")
-    parser.add_argument("--upstream", required=True, help="the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--upstream-key", help="API key sent upstream (default: the client's own Authorization)")
+    parser.add_argument(
+        "--upstream",
+        required=True,
+        help="the OpenAI-compatible server, e.g. http://127.0.0.1:8000 (an Anthropic-style one for /v1/messages, "
+        "e.g. https://api.anthropic.com)",
+    )
+    parser.add_argument(
+        "--upstream-key",
+        help="API key sent upstream, as x-api-key on /v1/messages, else Authorization: Bearer "
+        "(default: the client's own Authorization or x-api-key)",
+    )
     parser.add_argument("--tokenizer", help="Hugging Face tokenizer (path or name) for system/tool/structural counts")
     parser.add_argument("--hash-key-file", type=Path, help="key of the prompt hash (shared with other sources)")
     parser.add_argument("--model-version", help="model_version of every record, e.g. awq-int4")
