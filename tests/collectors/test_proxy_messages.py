@@ -14,13 +14,19 @@ from typing import Any
 
 import pytest
 import redis
+from prometheus_client import CollectorRegistry
 
 from collectors.httpserve import ServerThread
 from tests.collectors.anthropic_upstream import CACHE_READ, FINAL_INPUT, INPUT, WORDS, MessagesUpstream
 from tests.collectors.test_proxy import CLIENT_MAP, CLIENT_TOKEN, HASH_KEY, Rig, events, rig_for
+from tests.wire.otlp_receiver import Receiver, attrs, receiver_fixture, sums
+from wire import genai_metrics as gm
 from wire.budgets import BudgetGate
 from wire.record import prompt_hash
 from wire.reservations import Reservations, largest_use
+from wire.shipper import Pipeline
+
+__all__ = ["receiver_fixture"]
 
 SYSTEM = "You answer refund questions briefly."
 MESSAGES = [{"role": "user", "content": "Where is my refund?"}]
@@ -217,3 +223,52 @@ def test_with_reservations_a_message_is_served_only_while_its_largest_use_fits(u
     assert first == 200 and held == used  # settled to the record: input + cache reads + writes + output
     assert second == 429 and json.loads(raw)["error"]["reservation"]["tokens"] == need
     assert rig.upstream.counter == calls + 1  # the refused one never went upstream
+
+
+def test_the_genai_metrics_count_a_message_as_a_chat_of_its_whole_prompt(upstream, client_map, receiver: Receiver):
+    metrics = gm.TokenMetrics(receiver.url, provider="anthropic", service=gm.PROXY_SERVICE)
+    try:
+        for rig in rig_for(upstream, client_map, token_metrics=metrics):  # type: ignore[arg-type]
+            post(rig, message(cache_write_tokens=40))
+            post(rig, message(stream=True))
+            built = rig.records.wait(2)
+        assert metrics.flush()
+    finally:
+        metrics.shutdown()
+
+    got = receiver.latest()
+    assert (
+        sum(sums(got[gm.USAGE_INPUT]).values())
+        == 2 * (INPUT + CACHE_READ) + 40
+        == sum(r["tokens"]["prompt"] for r in built)
+    )
+    assert sum(sums(got[gm.USAGE_CACHE_WRITE]).values()) == 40
+    assert sum(sums(got[gm.USAGE_OUTPUT]).values()) == 2 * len(WORDS)
+    operations = [attrs(p.attributes) for p in got[gm.OPERATION_INPUT].histogram.data_points]
+    assert {(o["gen_ai.operation.name"], o["gen_ai.provider.name"]) for o in operations} == {("chat", "anthropic")}
+
+
+@pytest.mark.usefixtures("truncate_records")
+def test_its_messages_are_stored_by_the_platform_with_their_caller(live_server, upstream, client_map, tmp_path):
+    from apps.ingest.models import Endpoint, Record
+    from tests.factories import collector_key
+
+    key = collector_key()
+    with Pipeline(tmp_path / "spool", url=live_server.url, key=key.secret, registry=CollectorRegistry()) as pipeline:
+        for rig in rig_for(upstream, client_map, records=pipeline):  # type: ignore[arg-type]
+            _, plain, _ = post(rig, message(cache_write_tokens=1200))
+            _, streamed, _ = post(rig, message(stream=True, cache_write_tokens=1200, final_usage="full"))
+        assert pipeline.flush(10)
+
+    stored = Record.objects.select_related("dims").filter(source=key.key)
+    by_id = {r.record_id: r for r in stored}
+    for headers, uncached in ((plain, INPUT), (streamed, FINAL_INPUT)):
+        record = by_id[headers["X-Costplatform-Record-Id"]]
+        assert record.endpoint == Endpoint.MESSAGES
+        assert (record.prompt, record.prompt_cached, record.prompt_cache_write, record.completion) == (
+            uncached + CACHE_READ + 1200,
+            CACHE_READ,
+            1200,
+            len(WORDS),
+        )
+        assert record.dims.dims["caller"] == "refunds-app"  # named by its x-api-key
