@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.common.composed import SQL, Composable, Composed, Identifier, Placeholder, commas, names, text
+from apps.common.composed import SQL, Composable, Composed, Identifier, Literal, Placeholder, commas, names, text
 
 
 @dataclass(frozen=True)
@@ -173,12 +173,12 @@ class MarkTrigger:
         insert = text(self.marks.mark_from(changed)).replace("\n", "\n    ")
         if self.lock is None:
             return f"\nBEGIN\n    {insert};\n    RETURN NULL;\nEND\n"
-        return (
-            "\nDECLARE\n    changed_day date;\nBEGIN\n"
+        hold = SQL(
             "    FOR changed_day IN SELECT DISTINCT (hour AT TIME ZONE 'UTC')::date FROM changed ORDER BY 1 LOOP\n"
-            f"        PERFORM pg_advisory_xact_lock_shared({int(self.lock)}, changed_day - DATE '1970-01-01');\n"
-            f"    END LOOP;\n    {insert};\n    RETURN NULL;\nEND\n"
-        )
+            "        PERFORM pg_advisory_xact_lock_shared({lock}, changed_day - DATE '1970-01-01');\n"
+            "    END LOOP;\n"
+        ).format(lock=Literal(int(self.lock)))
+        return f"\nDECLARE\n    changed_day date;\nBEGIN\n{text(hold)}    {insert};\n    RETURN NULL;\nEND\n"
 
     def create_function(self) -> str:
         """The statement that installs (or replaces) the function."""
