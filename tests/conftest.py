@@ -17,6 +17,7 @@ import pytest
 import time_machine
 from django.db import connection
 from django.test import Client
+from hypothesis import HealthCheck, settings
 
 from apps.accounts.models import UserScope
 from apps.ingest import services
@@ -24,6 +25,16 @@ from apps.pricing.services import hours_price, price_set
 from tests import factories
 from tests.factories import record
 from tests.processes import XDIST_WORKER
+
+# --- property tests on a shared machine -----------------------------------------------------
+
+# The suite runs on two cores beside servers, browsers and engines the tests start: Hypothesis's
+# timing checks (an example's deadline, slow input generation) would fail a property on the
+# machine's load, not on the code. What the properties assert is untouched; a test's own
+# @settings still sets its examples and the rest.
+settings.register_profile("shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-machine")
+
 
 # --- running on several workers (`make test` runs `pytest -n 2`) ----------------------------
 
