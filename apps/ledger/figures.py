@@ -124,6 +124,7 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
     # The rest, as the accrual would book it (what it booked, for the hours of a booked day the window cuts):
     # whole days rounded as the accrual rounds them, the hours of a day the window cuts rounded once.
     model_id = ServedModel.objects.filter(name=model).values_list("id", flat=True).first() if model else None
+    by_model = ModelFilter(asked=model is not None, id=model_id)
     mapping = mapping_load()
     whole_rest = [d for d in whole if d not in booked_all]
     rounded, exact = _Parts(), _Parts()
@@ -131,13 +132,13 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
         for missing, (cost, _tokens) in target.missing.items():
             unconverted[missing] += cost
         parts = target_round(target=target, carry=carry).get(currency, {})
-        rounded.add({key: part.amount for key, part in parts.items()}, lines, model_id, pending=True)
+        rounded.add({key: part.amount for key, part in parts.items()}, lines, by_model, pending=True)
     for day, lo, hi in partial:
         target = day_target(day=day, mapping=mapping, bounds=(lo, hi))
         for missing, (cost, _tokens) in target.missing.items():
             unconverted[missing] += cost
         amounts = {key: acc.exact for key, acc in target.lines.get(currency, {}).items()}
-        exact.add(amounts, lines, model_id, pending=day not in booked_all)
+        exact.add(amounts, lines, by_model, pending=day not in booked_all)
     return Spend(
         currency=currency,
         usage=usage + rounded.usage + _round(exact.usage, currency),
@@ -146,6 +147,14 @@ def spend(*, start: datetime, end: datetime, lines: list[str] | None = None, mod
         pending=rounded.pending + _round(exact.pending, currency),
         unconverted={c: v for c, v in unconverted.items() if v},
     )
+
+
+@dataclass(frozen=True)
+class ModelFilter:
+    """The spend of one model (`asked`, its id None when the platform does not know the name), or of all."""
+
+    asked: bool
+    id: int | None
 
 
 @dataclass
@@ -158,13 +167,15 @@ class _Parts:
     pending: Decimal = ZERO
 
     def add(
-        self, amounts: dict[LineKey, Decimal], lines: list[str] | None, model_id: int | None, *, pending: bool
+        self, amounts: dict[LineKey, Decimal], lines: list[str] | None, model: ModelFilter, *, pending: bool
     ) -> None:
+        """Add the lines of `lines` (all when None) and of the model (all when not asked for; none
+        when asked for one the platform does not know: its id is then None)."""
         unassigned_cc = conf.get("LEDGER_UNASSIGNED")
         for key, amount in amounts.items():
             if lines is not None and key.cost_centre not in lines:
                 continue
-            if model_id is not None and key.model_id != model_id:
+            if model.asked and key.model_id != model.id:
                 continue
             if key.model_id is None and key.pool_id is not None:  # idle, whichever cost centre the policy books
                 self.idle += amount

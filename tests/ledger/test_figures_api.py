@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from apps.ledger.figures import spend
 from apps.ledger.services.accrual import month_accrue
 from tests import factories
 from tests.conftest import login_as
@@ -79,3 +80,10 @@ def test_a_day_not_booked_yet_counts_its_share_of_the_months_rounding_as_the_jou
     assert total() == (Decimal("0.01"), Decimal("0.01"))
     month_accrue(month=OCT)
     assert total() == (Decimal("0.01"), 0)
+
+
+def test_the_spend_of_a_model_the_platform_does_not_know_is_nothing(october: None) -> None:
+    start, end = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+    unknown = spend(start=start, end=end, model="no-such-model")
+    assert (unknown.usage, unknown.idle, unknown.pending) == (0, 0, 0)
+    assert spend(start=start, end=end).pending == 2  # the day not booked yet counts without the filter
