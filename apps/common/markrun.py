@@ -165,6 +165,10 @@ class MarkConsumer(Generic[U, R]):
             self._values_clear(sorted(marks))
         return result
 
+    def marked(self) -> list[Any]:
+        """The distinct marks a run would read now, oldest first."""
+        return self._marks_read()[1]
+
     def _marks_read(self) -> tuple[Any, list[Any]]:
         """The latest id (with `Read.LATEST`) and the distinct marks to do, oldest first."""
         with connection.cursor() as cursor:

@@ -12,15 +12,16 @@ hours after it come from the hourly rows."""
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import NamedTuple
 
-from django.db import connection, transaction
+from django.db import connection
 
 from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor
 from apps.common.composed import SQL, Composed, Identifier, Literal, col, commas, names, table, text
+from apps.common.markrun import Clear, MarkConsumer, Read
 from apps.common.rollup import Marks, MarkTrigger, Rollup
 from apps.dashboards.models import (
     BuiltDay,
@@ -147,7 +148,6 @@ REBUILD = tuple(
         ).format(table(BuiltDay)),
     )
 )
-_STALE_DAYS = text(STALE.marked(before=True))
 _BUILT_BETWEEN = text(
     SQL(
         "SELECT b.day, b.through FROM {built} b WHERE b.day >= %s AND b.day <= %s "
@@ -164,37 +164,53 @@ def hour_now() -> datetime:
     return hour_floor(datetime.now(UTC))
 
 
+@dataclass
+class StaleDays(MarkConsumer[date, bool]):
+    """The days with a changed hour before `now` (the hour in progress), rebuilt a day per
+    transaction under the day's lock; the rebuild clears the day's marks before its cutoff
+    (REBUILD's first statement), as it does for a day rebuilt on its own."""
+
+    marks = STALE
+    read = Read.BEFORE
+    clear = Clear.WORK
+    now: datetime = field(default_factory=hour_now)
+
+    def cutoff(self) -> datetime:
+        return self.now
+
+    def lock(self, unit: date) -> tuple[int, int]:
+        return LOCK_SPACE, (unit - EPOCH).days
+
+    def work(self, unit: date, values: list[date]) -> bool:
+        start = midnight(unit)
+        with connection.cursor() as cursor:
+            for statement in REBUILD:
+                cursor.execute(statement, {"day": unit, "start": start, "end": self.end(unit), "day_end": start + DAY})
+        return True
+
+    def end(self, day: date) -> datetime:
+        """The day's cutoff: its end, or the hour in progress."""
+        return min(midnight(day) + DAY, self.now)
+
+
 def refresh_day(day: date, *, now: datetime | None = None) -> bool:
     """Rebuild one UTC day's daily rows from its hourly rows before the hour in progress (all of
     them for a day that has ended) and clear the marks of those hours. False for a day not begun."""
-    start = midnight(day)
-    end = min(start + DAY, now or hour_now())
-    if end <= start:
+    stale = StaleDays(now=now or hour_now())
+    if stale.end(day) <= midnight(day):
         return False
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_SPACE, (day - EPOCH).days])
-        for statement in REBUILD:
-            cursor.execute(statement, {"day": day, "start": start, "end": end, "day_end": start + DAY})
-    return True
+    return stale.unit_run(day)
 
 
 def stale_days(*, now: datetime | None = None) -> list[date]:
     """Days with a changed hour that has ended: what the refresh job rebuilds."""
-    with connection.cursor() as cursor:
-        cursor.execute(_STALE_DAYS, [now or hour_now()])
-        return [row[0] for row in cursor.fetchall()]
+    return StaleDays(now=now or hour_now()).marked()
 
 
 def refresh_stale(*, seconds: float | None = None) -> list[date]:
     """Rebuild every day with a changed hour that has ended, oldest first (or until `seconds` have
     passed); returns those done. The day in progress is rebuilt once an hour as its hours end."""
-    started, done = time.monotonic(), []
-    now = hour_now()
-    for day in stale_days(now=now):
-        if seconds is not None and time.monotonic() - started > seconds:
-            break
-        if refresh_day(day, now=now):
-            done.append(day)
+    done = StaleDays().run(seconds=seconds).units
     if done:
         log.info("daily rollups rebuilt for %d day(s): %s .. %s", len(done), done[0], done[-1])
     return done
