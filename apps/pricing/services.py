@@ -26,6 +26,7 @@ from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor, rollup_day_of, rollup_day_start
 from apps.common.composed import SQL, Identifier, names, table, text, unnest_insert
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
+from apps.common.markrun import Clear, MarkConsumer
 from apps.common.models import JobRun
 from apps.common.rollup import Marks, MarkTrigger, Rollup
 from apps.ingest.models import ServedModel
@@ -177,8 +178,6 @@ DIRTY = Marks(DirtyHour._meta.db_table, "hour")
 DIRTY_TRIGGER = MarkTrigger(DIRTY, "pricing_hours_mark_stale", "pricing_stale", (HourlyClass._meta.db_table,))
 _MARK_HOURS = text(DIRTY.mark())
 _DIRTY_CLEAR = text(DIRTY.clear())
-_DIRTY_HOURS = text(DIRTY.marked())
-_DIRTY_TAKE = text(DIRTY.take())
 
 
 def hours_mark_dirty(*, hours: Iterable[datetime]) -> None:
@@ -412,25 +411,44 @@ def _unpriced_insert(cursor: Any, plan: _Plan) -> int:
 # --- fresh data: dirty hours and ended pool hours ---------------------------------------------
 
 
+@dataclass
+class DirtyHours(MarkConsumer[date, PricedHours]):
+    """The hours marked dirty and the ended pool-hours not allocated yet (PoolIdleHour), priced
+    a (rollup) day per transaction under the day's lock: the day's marks taken first, so a mark
+    written meanwhile is priced with them or stays for the next run."""
+
+    marks = DIRTY
+    clear = Clear.TAKE
+    ready_before: datetime = field(default_factory=pool_ready_before)
+    book: PriceBook | None = None
+
+    def unit(self, mark: datetime) -> date:
+        return rollup_day_of(mark)
+
+    def span(self, unit: date) -> tuple[datetime, datetime]:
+        return rollup_day_start(unit), rollup_day_start(unit) + DAY
+
+    def lock(self, unit: date) -> tuple[int, int]:
+        return _DAY_LOCK, unit.toordinal()
+
+    def extra(self, marks: list[datetime]) -> list[datetime]:
+        return _pool_hours_pending(self.ready_before)
+
+    def begin(self, units: list[date]) -> None:
+        self.book = price_book_load()
+
+    def work(self, unit: date, values: list[datetime]) -> PricedHours:
+        assert self.book is not None
+        with connection.cursor() as cursor:
+            return _hours_write(cursor, values, self.book, self.ready_before)
+
+
 def dirty_hours_price(*, max_days: int = 7) -> PricedHours:
     """Price the hours marked dirty and the ended pool-hours not allocated yet, oldest days
     first, at most `max_days` days per call (the rest on the next call)."""
-    ready_before = pool_ready_before()
-    with connection.cursor() as cursor:
-        cursor.execute(_DIRTY_HOURS)
-        dirty_days = {rollup_day_of(h) for (h,) in cursor.fetchall()}
-    pending = _pool_hours_pending(ready_before)
-    days = sorted(dirty_days | {rollup_day_of(h) for h in pending})[:max_days]
-    book = price_book_load() if days else None
     result = PricedHours()
-    for day in days:
-        assert book is not None
-        extra = [h for h in pending if rollup_day_of(h) == day]
-        with transaction.atomic(), connection.cursor() as cursor:
-            _day_lock(cursor, day)
-            cursor.execute(_DIRTY_TAKE, [rollup_day_start(day), rollup_day_start(day) + DAY])
-            hours = sorted({h for (h,) in cursor.fetchall()} | set(extra))
-            result.add(_hours_write(cursor, hours, book, ready_before))
+    for priced in DirtyHours().run(limit=max_days).results:
+        result.add(priced)
     return result
 
 
