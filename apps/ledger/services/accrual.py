@@ -63,6 +63,7 @@ from apps.common.buckets import (
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import jobrun_run
 from apps.common.hourgrid import grid_check
+from apps.common.markrun import Clear, MarkConsumer, Read
 from apps.common.rollup import Marks, MarkTrigger
 from apps.currencies.models import MissingRate
 from apps.currencies.rates import DayRate, functional_currency, rates_between
@@ -84,10 +85,7 @@ DIRTY_TRIGGER = MarkTrigger(
     DIRTY, "ledger_days_mark_stale", "ledger_stale", (HourlyCost._meta.db_table, PoolIdleHour._meta.db_table)
 )
 _MARK_DAYS = text(DIRTY.mark())
-_DIRTY_LATEST = text(DIRTY.latest())
-_DIRTY_DAYS = text(DIRTY.marked(through=True))
 _DIRTY_WITHIN = text(DIRTY.marked(within=True))
-_DIRTY_CLEAR = text(DIRTY.clear_through())
 
 
 def days_mark_dirty(*, days: Iterable[date]) -> None:
@@ -784,28 +782,41 @@ def range_accrue(*, start: date, end: date, force: bool = False) -> list[MonthRe
     return results
 
 
+@dataclass
+class DirtyMonths(MarkConsumer[date, MonthResult]):
+    """The months to book again: those of the marks up to the latest (a dirty day is a UTC date,
+    or a date in the zone of when it was marked (books_zone_sync): a neighbour month may hold its
+    hours, so the months of the day before and after are done too; their unchanged days are
+    skipped by fingerprint), of the last LEDGER_RECENT_DAYS days before `today`, and every open
+    month of the last LEDGER_OPEN_LOOKBACK_DAYS days. A month's days are booked a transaction each
+    under the month's lock (day_post), so a month is not run in one; the marks read are cleared
+    once every month is booked."""
+
+    marks = DIRTY
+    read = Read.LATEST
+    clear = Clear.THROUGH
+    atomic = False
+    today: date
+
+    def unit(self, mark: date) -> date:
+        return month_of(mark)
+
+    def extra(self, marks: list[date]) -> list[date]:
+        recent = [self.today - timedelta(days=i) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)]
+        around = [d + i * DAY for d in marks for i in (-1, 1)]
+        lookback = month_of(self.today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
+        open_months = Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback)
+        return [*recent, *around, *open_months.values_list("month", flat=True)]
+
+    def work(self, unit: date, values: list[date]) -> MonthResult:
+        return month_accrue(month=unit)
+
+
 def recent_accrue(*, now: datetime | None = None) -> list[MonthResult]:
-    """What the beat job runs: the months of the last LEDGER_RECENT_DAYS days, of days marked
-    dirty, and every open month of the last LEDGER_OPEN_LOOKBACK_DAYS days."""
+    """What the beat job runs: the zone of open months brought in line first (books_zone_sync),
+    then the months DirtyMonths names."""
     books_zone_sync()
-    today = day_of(now or timezone.now())
-    months = {month_of(today - timedelta(days=i)) for i in range(conf.get("LEDGER_RECENT_DAYS") + 1)}
-    with connection.cursor() as cursor:
-        cursor.execute(_DIRTY_LATEST)
-        (latest,) = cursor.fetchone()
-        cursor.execute(_DIRTY_DAYS, [latest])
-        dirty = [day for (day,) in cursor.fetchall()]
-    # A dirty day is a UTC date (the trigger on pricing's rollups) or a date in the zone of when
-    # it was marked (books_zone_sync); a neighbour month may hold its hours, so the months of the
-    # day before and after are looked at too (their unchanged days are skipped by fingerprint).
-    months |= {month_of(d + i * DAY) for d in dirty for i in (-1, 0, 1)}
-    lookback = month_of(today - timedelta(days=conf.get("LEDGER_OPEN_LOOKBACK_DAYS")))
-    months |= set(Period.objects.filter(status=Period.Status.OPEN, month__gte=lookback).values_list("month", flat=True))
-    results = months_accrue(months=months)
-    if latest is not None:
-        with connection.cursor() as cursor:
-            cursor.execute(_DIRTY_CLEAR, [latest])
-    return results
+    return DirtyMonths(today=day_of(now or timezone.now())).run().results
 
 
 def books_zone_sync() -> list[date]:
