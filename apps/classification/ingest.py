@@ -40,7 +40,7 @@ def class_rollup_ctes(rows: BatchRows) -> tuple[Cte, ...]:
     # The tokens of each component, in engine.COMPONENTS order, over the staging row s, summed per
     # group as the per-record filter `tokens > 0` would: only the positive parts count.
     sums = commas(
-        SQL("sum(greatest({}, 0)) AS {}").format(SQL(tokens), Identifier(f"tokens_{i}"))
+        SQL("sum(greatest({}, 0)) AS {}").format(tokens, Identifier(f"tokens_{i}"))
         for i, tokens in enumerate(component_tokens_sql("s"))
     )
     values = commas(

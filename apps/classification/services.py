@@ -30,6 +30,7 @@ from apps.common.buckets import rollup_day_start, rollup_days
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
 from apps.common.db import bound_cursor
+from apps.common.markrun import Clear, MarkConsumer
 from apps.common.models import JobRun
 from apps.common.rollup import Marks
 from apps.ingest.models import DimSet, Record, ServedModel
@@ -346,7 +347,6 @@ def batch_classify(*, source_id: int, records: Sequence[Any]) -> BatchClasses:
 # dirty_days_mark, read by dirty_days_reclassify and cleared by reclassify_day.
 DIRTY = Marks(DirtyDay._meta.db_table, "day", type="date", keyed=True)
 _MARK_DAYS = text(DIRTY.mark())
-_DIRTY_DAYS = text(DIRTY.marked())
 _DIRTY_CLEAR = text(DIRTY.clear())
 
 
@@ -419,7 +419,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         raise ReclassifyError(NOT_A_DRAFT)
     _records_present(day, day + DAY)
     start = rollup_day_start(day)
-    sql, params = reclassify_insert_sql(
+    statement, params = reclassify_insert_sql(
         compiled=ruleset_compiled(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
     )
     with transaction.atomic(), connection.cursor() as cursor:
@@ -431,7 +431,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         # longer (about 0.3 s a day) than the compiled expressions save on one day of records.
         cursor.execute("SET LOCAL jit = off")
         cursor.execute(_CLASS_CLEAR, [start, start + DAY])
-        cursor.execute(sql, params)
+        cursor.execute(text(statement), params)
         written = cursor.rowcount
         cursor.execute(_DIRTY_CLEAR, [[day]])
     return written
@@ -475,21 +475,33 @@ def _records_present(start: date, end: date) -> None:
         raise ReclassifyError(str(exc)) from exc
 
 
+@dataclass
+class DirtyDays(MarkConsumer[date, int]):
+    """The days a late record may have changed, reclassified with the active rule set (loaded
+    once a day is due). reclassify_day is a day's transaction, as in a range run: it compiles the
+    rule set before it takes the day's lock (held less) and clears the day's mark. A day whose
+    records retention dropped is cleared without work: its rollup stays as it is."""
+
+    marks = DIRTY
+    clear = Clear.WORK
+    atomic = False
+    ruleset: RuleSet | None = None
+
+    def dropped(self, units: list[date]) -> list[date]:
+        return [day for day in units if records_gone(start=day, end=day + DAY)]
+
+    def begin(self, units: list[date]) -> None:
+        self.ruleset = active_ruleset()
+
+    def work(self, unit: date, values: list[date]) -> int:
+        assert self.ruleset is not None
+        return reclassify_day(day=unit, ruleset=self.ruleset)
+
+
 def dirty_days_reclassify(*, max_days: int = 7) -> list[date]:
     """Reclassify, with the active rule set, the days a late record may have changed (DirtyDay),
     oldest first, at most `max_days` per call (the rest on the next call)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_DIRTY_DAYS)
-        days = [day for (day,) in cursor.fetchmany(max_days)]
-    gone = {d for d in days if records_gone(start=d, end=d + DAY)}
-    if gone:  # their records were dropped by retention: the rollups stay as they are
-        dirty_days_clear(days=gone)
-        days = [d for d in days if d not in gone]
-    ruleset = active_ruleset() if days else None
-    for day in days:
-        assert ruleset is not None
-        reclassify_day(day=day, ruleset=ruleset)
-    return days
+    return DirtyDays().run(limit=max_days).units
 
 
 class ReasonMove(NamedTuple):
@@ -517,11 +529,11 @@ def ruleset_try(*, ruleset: RuleSet, start: datetime | None = None, end: datetim
 
     before = ruleset_compiled(active_ruleset(), prefix="a_", reason_id=reason_id)
     after = ruleset_compiled(ruleset, prefix="b_", reason_id=reason_id)
-    sql, params = moves_sql(before=before, after=after, start=start, end=end)
+    statement, params = moves_sql(before=before, after=after, start=start, end=end)
     with transaction.atomic(), connection.cursor() as cursor:
         # A try is asked for once and read at once: compiling it (JIT) costs more than it saves.
         cursor.execute("SET LOCAL jit = off")
-        cursor.execute(sql, params)
+        cursor.execute(text(statement), params)
         rows = cursor.fetchall()
     moves = [ReasonMove(COMPONENTS[c], names[a], names[b], int(n)) for c, a, b, n in rows]
     return sorted(moves, key=lambda m: (-m.tokens, COMPONENTS.index(m.component), m.from_reason, m.to_reason))

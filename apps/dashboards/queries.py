@@ -286,30 +286,30 @@ def duplicates_query(where: list[Composable]) -> Composed:
 # its rows `x`), with the reason expression and the tokens of each component (in the same order).
 
 
-def record_components_query(records: str, reasons: Sequence[str], tokens: Sequence[str]) -> Composed:
+def record_components_query(
+    records: Composable, reasons: Sequence[Composable], tokens: Sequence[Composable]
+) -> Composed:
     """Each component's reason id and tokens of the one record of `records` with the ts, source,
     model, rollup dims and token counts given as parameters after the records' own."""
     return SQL(
         "SELECT {reasons}, {tokens} FROM ({records}) x "
         "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
         "AND x.prompt = %s AND x.completion = %s AND x.reasoning = %s LIMIT 1"
-    ).format(reasons=commas(map(SQL, reasons)), tokens=commas(map(SQL, tokens)), records=SQL(records))
+    ).format(reasons=commas(reasons), tokens=commas(tokens), records=records)
 
 
 def by_conversation_query(
-    records: str, reasons: Sequence[str], tokens: Sequence[str], where: Sequence[Composable]
+    records: Composable, reasons: Sequence[Composable], tokens: Sequence[Composable], where: Sequence[Composable]
 ) -> Composed:
     """Per conversation of `records` kept by `where`: the tokens whose reason is in a list (an
     int[] parameter a component, before the records' parameters and again after `where`'s), and
     all its tokens; largest first, as many as the last parameter."""
     chosen = SQL(" + ").join(
-        SQL("CASE WHEN {} = ANY(%s) THEN {} ELSE 0 END").format(SQL(reason), SQL(count))
+        SQL("CASE WHEN {} = ANY(%s) THEN {} ELSE 0 END").format(reason, count)
         for reason, count in zip(reasons, tokens, strict=True)
     )
     return SQL(
         "SELECT x.conversation, sum({chosen})::bigint AS measured, sum({total})::bigint "
         "FROM ({records}) x WHERE {where} GROUP BY x.conversation "
         "HAVING sum({chosen}) > 0 ORDER BY measured DESC, x.conversation LIMIT %s"
-    ).format(
-        chosen=chosen, total=SQL(" + ").join(map(SQL, tokens)), records=SQL(records), where=SQL(" AND ").join(where)
-    )
+    ).format(chosen=chosen, total=SQL(" + ").join(tokens), records=records, where=SQL(" AND ").join(where))

@@ -570,10 +570,10 @@ def by_conversation(*, flt: Filters, lines: list[str] | None, limit: int = 100) 
     compiled = ruleset_compiled(active_ruleset())
     # records_sql computes its flags per record over the records and their dim sets: these three
     # columns ride along (the reason expressions read only the rule set's own flags).
-    extra: list[tuple[str, tuple[str, list[object]]]] = [
-        ("conversation", ("d.dims ->> %s", [CONVERSATION_DIM])),
-        ("line_of", ("d.business_line", [])),
-        ("dims_match", ("d.dims @> %s::jsonb", [json.dumps(flt.dims)])),
+    extra: list[tuple[str, tuple[Composable, list[object]]]] = [
+        ("conversation", (SQL("d.dims ->> %s"), [CONVERSATION_DIM])),
+        ("line_of", (SQL("d.business_line"), [])),
+        ("dims_match", (SQL("d.dims @> %s::jsonb"), [json.dumps(flt.dims)])),
     ]
     inner, params = records_sql(start=start, end=flt.end, flags=[*compiled.flags, *extra])
     where: list[Composable] = [SQL("x.ts >= %s"), SQL("x.conversation IS NOT NULL"), SQL("x.dims_match")]

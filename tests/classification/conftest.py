@@ -13,6 +13,7 @@ from django.db import connection, transaction
 
 from apps.classification.rules import Column, compile_predicate, compile_sql, dict_accessor, parse_rule
 from apps.classification.rules.storage import choice_codes
+from apps.common.composed import PARAM, SQL, Composable, col, text
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS, Endpoint, FinishReason, QualityTier, Status
 
 ENUMS = {
@@ -23,11 +24,11 @@ ENUMS = {
 }
 PLAIN = ("record_id", "source", "model", "model_version", "attempt", "retry_of", "prompt_hash")
 COLUMNS: dict[str, Column] = {
-    **{name: Column(f"t.{name}") for name in PLAIN},
-    **{path: Column(f"t.{column}", codes) for path, (column, codes) in ENUMS.items()},
-    **{f"tokens.{name}": Column(f"t.{name}") for name in TOKEN_FIELDS},
-    **{f"timing.{name}": Column(f"t.{name}") for name in TIMING_FIELDS},
-    "dims.*": Column("COALESCE(t.dims ->> CAST(%s AS text), '')"),
+    **{name: Column(col("t", name)) for name in PLAIN},
+    **{path: Column(col("t", column), codes) for path, (column, codes) in ENUMS.items()},
+    **{f"tokens.{name}": Column(col("t", name)) for name in TOKEN_FIELDS},
+    **{f"timing.{name}": Column(col("t", name)) for name in TIMING_FIELDS},
+    "dims.*": Column(SQL("COALESCE(t.dims ->> CAST({} AS text), '')").format(PARAM)),
 }
 _TABLE = f"""
     CREATE TEMPORARY TABLE rule_records (
@@ -79,7 +80,7 @@ def _row(index: int, data: dict[str, Any]) -> list[Any]:
     return [index, *(flat[name] for name in _ORDER), json.dumps(data["dims"])]
 
 
-def sql_answers(sql: str, params: list[object], records: list[dict[str, Any]]) -> list[Any]:
+def sql_answers(expression: Composable, params: list[object], records: list[dict[str, Any]]) -> list[Any]:
     """The SQL expression's value for each record, in a savepoint (an error spoils nothing else)."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM rule_records")
@@ -88,7 +89,7 @@ def sql_answers(sql: str, params: list[object], records: list[dict[str, Any]]) -
             f"INSERT INTO rule_records (id, {', '.join(_ORDER)}, dims) VALUES ({placeholders}, %s::jsonb)",
             [_row(index, data) for index, data in enumerate(records)],
         )
-        cursor.execute(f"SELECT {sql} FROM rule_records AS t ORDER BY t.id", params)
+        cursor.execute(text(SQL("SELECT {} FROM rule_records AS t ORDER BY t.id").format(expression)), params)
         return [answer for (answer,) in cursor.fetchall()]
 
 

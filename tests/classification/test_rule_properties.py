@@ -26,6 +26,7 @@ from apps.classification.rules import (
     parse_rule,
 )
 from apps.classification.rules.storage import RECORD_FROM, record_columns
+from apps.common.composed import SQL, text
 from apps.ingest.contract import ENDPOINTS, FINISH_REASONS, QUALITY_TIERS, STATUSES, RecordV1, record_problems
 from apps.ingest.models import TIMING_FIELDS, TOKEN_FIELDS
 from tests import factories
@@ -249,9 +250,10 @@ def at_ingest_and_stored(
 
     source_id = sources[source]
     store(source_id, batch)
-    sql, params = compile_sql(tree, record_columns())
+    expression, params = compile_sql(tree, record_columns())
+    statement = SQL("SELECT {} FROM {} WHERE r.source_id = %s ORDER BY r.ts").format(expression, RECORD_FROM)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {sql} FROM {RECORD_FROM} WHERE r.source_id = %s ORDER BY r.ts", [*params, source_id])
+        cursor.execute(text(statement), [*params, source_id])
         in_sql = [answer for (answer,) in cursor.fetchall()]
         cursor.execute("DELETE FROM ingest_record WHERE source_id = %s", [source_id])  # a clean slate for the next
     assert len(in_sql) == len(batch), "not every record was stored"
@@ -305,8 +307,8 @@ def _exercise(text: str) -> None:
         return
     event("accepted")
     assert type(compile_predicate(tree, dict_accessor)(record())) is bool
-    sql, params = compile_sql(tree, COLUMNS)
-    assert sql.count("%s") == len(params)
+    expression, params = compile_sql(tree, COLUMNS)
+    assert expression.as_string(None).count("%s") == len(params)
 
 
 @settings(max_examples=1500, deadline=200)

@@ -13,6 +13,7 @@ from django.test import Client
 
 from apps.classification.rules import attribute_accessor, compile_predicate, compile_sql, parse_rule
 from apps.classification.rules.storage import RECORD_FROM, record_columns
+from apps.common.composed import SQL, text
 from apps.ingest.contract import RecordV1
 from tests import factories
 from tests.conftest import Collector
@@ -69,10 +70,10 @@ def _accessor(path: str) -> Any:
 def test_stored_records_answer_as_at_ingest(stored: list[RecordV1], rule: str) -> None:
     tree = parse_rule(rule)
     expected = {record.record_id: compile_predicate(tree, _accessor)(record) for record in stored}
-    sql, params = compile_sql(tree, record_columns())
+    expression, params = compile_sql(tree, record_columns())
 
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT r.record_id, {sql} FROM {RECORD_FROM}", params)
+        cursor.execute(text(SQL("SELECT r.record_id, {} FROM {}").format(expression, RECORD_FROM)), params)
         found = dict(cursor.fetchall())
 
     assert found == expected

@@ -170,7 +170,9 @@ def test_a_days_rebuild_is_generated_from_the_declared_rollups() -> None:
 
 
 def test_a_records_components_are_read_by_its_key_from_the_classified_records() -> None:
-    sql = record_components_query("SELECT 1", ["x.reason_0", "x.reason_1"], ["x.a", "x.b - x.a"])
+    sql = record_components_query(
+        SQL("SELECT 1"), [SQL("x.reason_0"), SQL("x.reason_1")], [SQL("x.a"), SQL("x.b - x.a")]
+    )
     assert sql.as_string(None) == (
         "SELECT x.reason_0, x.reason_1, x.a, x.b - x.a FROM (SELECT 1) x "
         "WHERE x.ts = %s AND x.source_id = %s AND x.model_id = %s AND x.rollup_dims_id = %s "
@@ -180,7 +182,7 @@ def test_a_records_components_are_read_by_its_key_from_the_classified_records() 
 
 def test_conversations_sum_the_tokens_of_the_chosen_reasons() -> None:
     where = [SQL("x.ts >= %s"), SQL("x.line_of = ANY(%s)")]
-    sql = by_conversation_query("SELECT 1", ["x.r0", "x.r1"], ["x.a", "x.b"], where)
+    sql = by_conversation_query(SQL("SELECT 1"), [SQL("x.r0"), SQL("x.r1")], [SQL("x.a"), SQL("x.b")], where)
     chosen = "CASE WHEN x.r0 = ANY(%s) THEN x.a ELSE 0 END + CASE WHEN x.r1 = ANY(%s) THEN x.b ELSE 0 END"
     assert sql.as_string(None) == (
         f"SELECT x.conversation, sum({chosen})::bigint AS measured, sum(x.a + x.b)::bigint "

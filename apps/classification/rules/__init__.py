@@ -2,7 +2,7 @@
 
     tree = check(parse('outcome.status == "ok" and tokens.prompt > 1000'), RECORD_SCHEMA)
     matches = compile_predicate(tree, attribute_accessor)      # at ingest, record by record
-    sql, params = compile_sql(tree, columns)                   # set-based, in PostgreSQL
+    condition, params = compile_sql(tree, columns)             # set-based, in PostgreSQL (composed)
 
 The grammar and the semantics are in docs/rules.md. Pure Python: no Django here.
 """

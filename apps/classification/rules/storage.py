@@ -2,8 +2,9 @@
 
 Apart from the language modules because it reads the enum codes from the Django models.
 
-    sql, params = compile_sql(tree, record_columns())
-    cursor.execute(f"SELECT r.record_key FROM {RECORD_FROM} WHERE {sql}", params)
+    condition, params = compile_sql(tree, record_columns())
+    statement = SQL("SELECT r.record_key FROM {} WHERE {}").format(RECORD_FROM, condition)
+    cursor.execute(text(statement), params)
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from apps.accounts.models import CollectorKey
+from apps.common.composed import PARAM, SQL, col, table
 from apps.ingest.models import (
     TIMING_FIELDS,
     TOKEN_FIELDS,
@@ -25,10 +27,9 @@ from apps.ingest.models import (
 
 from .compile_sql import Column
 
-RECORD_FROM = (
-    f"{Record._meta.db_table} r JOIN {ServedModel._meta.db_table} m ON m.id = r.model_id "
-    f"JOIN {DimSet._meta.db_table} d ON d.id = r.dims_id JOIN {CollectorKey._meta.db_table} k ON k.id = r.source_id"
-)
+RECORD_FROM = SQL(
+    "{} r JOIN {} m ON m.id = r.model_id JOIN {} d ON d.id = r.dims_id JOIN {} k ON k.id = r.source_id"
+).format(table(Record), table(ServedModel), table(DimSet), table(CollectorKey))
 
 
 def choice_codes(choices: Iterable[tuple[int, str]]) -> dict[str, int]:
@@ -41,18 +42,19 @@ def record_columns(*, record: str = "r", model: str = "m", dims: str = "d", sour
     A model version stored as "" (none sent) reads as null."""
     r = record
     return {
-        "record_id": Column(f"{r}.record_id"),
-        "source": Column(f"{source}.name"),
-        "model": Column(f"{model}.name"),
-        "model_version": Column(f"NULLIF({model}.version, '')"),
-        "endpoint": Column(f"{r}.endpoint", choice_codes(Endpoint.choices)),
-        "attempt": Column(f"{r}.attempt"),
-        "retry_of": Column(f"{r}.retry_of"),
-        "quality_tier": Column(f"{r}.quality_tier", choice_codes(QualityTier.choices)),
-        "prompt_hash": Column(f"encode({r}.prompt_hash, 'hex')"),
-        "outcome.status": Column(f"{r}.status", choice_codes(Status.choices)),
-        "outcome.finish_reason": Column(f"{r}.finish_reason", choice_codes(FinishReason.choices)),
-        **{f"tokens.{name}": Column(f"{r}.{name}") for name in TOKEN_FIELDS},
-        **{f"timing.{name}": Column(f"{r}.{name}") for name in TIMING_FIELDS},
-        "dims.*": Column(f"COALESCE({dims}.dims ->> CAST(%s AS text), '')"),
+        "record_id": Column(col(r, "record_id")),
+        "source": Column(col(source, "name")),
+        "model": Column(col(model, "name")),
+        "model_version": Column(SQL("NULLIF({}, '')").format(col(model, "version"))),
+        "endpoint": Column(col(r, "endpoint"), choice_codes(Endpoint.choices)),
+        "attempt": Column(col(r, "attempt")),
+        "retry_of": Column(col(r, "retry_of")),
+        "quality_tier": Column(col(r, "quality_tier"), choice_codes(QualityTier.choices)),
+        "prompt_hash": Column(SQL("encode({}, 'hex')").format(col(r, "prompt_hash"))),
+        "outcome.status": Column(col(r, "status"), choice_codes(Status.choices)),
+        "outcome.finish_reason": Column(col(r, "finish_reason"), choice_codes(FinishReason.choices)),
+        **{f"tokens.{name}": Column(col(r, name)) for name in TOKEN_FIELDS},
+        **{f"timing.{name}": Column(col(r, name)) for name in TIMING_FIELDS},
+        # The placeholder takes the name after "dims.".
+        "dims.*": Column(SQL("COALESCE({} ->> CAST({} AS text), '')").format(col(dims, "dims"), PARAM)),
     }
