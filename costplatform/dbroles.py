@@ -17,9 +17,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from psycopg import sql
 
 OWNER_ALIAS = "owner"
-DML = "SELECT, INSERT, UPDATE, DELETE"
+DML = sql.SQL("SELECT, INSERT, UPDATE, DELETE")
 # Rows here are history: the runtime role may add them, never change or remove them (their
 # triggers refuse it too).
 APPEND_ONLY = ("auditlog_auditentry", "ledger_periodevent", "ledger_mappingrulerevision")
@@ -60,28 +61,32 @@ def runtime_role_setup(*, role: str, password: str = "", alias: str | None = Non
         done = [_role_ensure(cursor, connection, role, password)]
         _role_check(cursor, role, owner)
         present = _present(cursor, schema)
-        for statement in _grants(connection.ops.quote_name, role, owner, database, schema, present):
-            cursor.execute(statement)
-    return [*done, f"granted {role} {DML} on the tables of {database}.{schema} (now and later), owner {owner}"]
+        for statement in _grants(role, owner, database, schema, present):
+            cursor.execute(statement.as_string(connection.connection))
+    dml = DML.as_string(None)
+    return [*done, f"granted {role} {dml} on the tables of {database}.{schema} (now and later), owner {owner}"]
 
 
 def _role_ensure(cursor: Any, connection: Any, role: str, password: str) -> str:
     cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
     if cursor.fetchone():
         return f"role {role} exists"
-    statement = (
-        f"CREATE ROLE {connection.ops.quote_name(role)} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
-        "NOREPLICATION NOBYPASSRLS NOINHERIT"
-    )
+    statement = sql.SQL(
+        "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT"
+    ).format(sql.Identifier(role))
     if password:
-        statement = connection.ops.compose_sql(statement + " PASSWORD %s", [password])
-    cursor.execute(statement)
+        # A utility statement takes no parameters: the password goes in as a quoted literal.
+        statement += sql.SQL(" PASSWORD {}").format(sql.Literal(password))
+    cursor.execute(statement.as_string(connection.connection))
     return f"created role {role}"
 
 
 def _role_check(cursor: Any, role: str, owner: str) -> None:
     """Refuse a runtime role with powers beyond DML: one it can use would defeat the split."""
-    cursor.execute(f"SELECT {', '.join(_POWERS)} FROM pg_roles WHERE rolname = %s", [role])
+    powers_of = sql.SQL("SELECT {} FROM pg_roles WHERE rolname = %s").format(
+        sql.SQL(", ").join(map(sql.Identifier, _POWERS))
+    )
+    cursor.execute(powers_of.as_string(None), [role])
     powers = [name[3:] for name, has in zip(_POWERS, cursor.fetchone(), strict=True) if has]
     if powers:
         raise RoleError(f"role {role} has {', '.join(powers)}: the runtime role must have none (ALTER ROLE ... NO…)")
@@ -100,18 +105,33 @@ def _present(cursor: Any, schema: str) -> set[str]:
     return {row[0] for row in cursor.fetchall()}
 
 
-def _grants(quote: Any, role: str, owner: str, database: str, schema: str, present: set[str]) -> list[str]:
-    r, o, s = quote(role), quote(owner), quote(schema)
+def _grants(role: str, owner: str, database: str, schema: str, present: set[str]) -> list[sql.Composed]:
+    """The statements that give `role` exactly DML on `schema`'s tables (now and later), each
+    name an identifier."""
+    names = {"r": sql.Identifier(role), "o": sql.Identifier(owner), "s": sql.Identifier(schema), "dml": DML}
+
+    def statement(template: str, **more: sql.Composable) -> sql.Composed:
+        return sql.SQL(template).format(**names, **more)
+
     return [
-        f"GRANT CONNECT, TEMPORARY ON DATABASE {quote(database)} TO {r}",
-        f"REVOKE CREATE ON SCHEMA {s} FROM {r}",
-        f"GRANT USAGE ON SCHEMA {s} TO {r}",
+        statement("GRANT CONNECT, TEMPORARY ON DATABASE {db} TO {r}", db=sql.Identifier(database)),
+        statement("REVOKE CREATE ON SCHEMA {s} FROM {r}"),
+        statement("GRANT USAGE ON SCHEMA {s} TO {r}"),
         # Exactly DML, whatever was granted before (TRUNCATE, REFERENCES, TRIGGER included).
-        f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {r}",
-        f"GRANT {DML} ON ALL TABLES IN SCHEMA {s} TO {r}",
-        *(f"REVOKE UPDATE, DELETE ON {s}.{quote(t)} FROM {r}" for t in APPEND_ONLY if t in present),
-        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO {r}",
-        f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} GRANT {DML} ON TABLES TO {r}",
-        f"ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} GRANT USAGE, SELECT ON SEQUENCES TO {r}",
-        *(f"GRANT EXECUTE ON FUNCTION {s}.{f} TO {r}" for f in DEFINER_FUNCTIONS if f in present),
+        statement("REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {r}"),
+        statement("GRANT {dml} ON ALL TABLES IN SCHEMA {s} TO {r}"),
+        *(
+            statement("REVOKE UPDATE, DELETE ON {table} FROM {r}", table=sql.Identifier(schema, t))
+            for t in APPEND_ONLY
+            if t in present
+        ),
+        statement("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO {r}"),
+        statement("ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} GRANT {dml} ON TABLES TO {r}"),
+        statement("ALTER DEFAULT PRIVILEGES FOR ROLE {o} IN SCHEMA {s} GRANT USAGE, SELECT ON SEQUENCES TO {r}"),
+        # A function by its signature ("name(argument types)"): the name and types are our own.
+        *(
+            statement("GRANT EXECUTE ON FUNCTION {s}.{function} TO {r}", function=sql.SQL(f))
+            for f in DEFINER_FUNCTIONS
+            if f in present
+        ),
     ]

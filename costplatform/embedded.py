@@ -3,9 +3,13 @@ filesystem Celery broker. Used only when DATABASE_URL / CELERY_BROKER_URL are un
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from psycopg import sql
+
 RUNTIME_ROLE = "costplatform_app"
+DATABASE = "costplatform"
 
 
 def embedded_database_urls(data_dir: Path) -> tuple[str, str]:
@@ -24,19 +28,30 @@ def embedded_database_urls(data_dir: Path) -> tuple[str, str]:
     pgdata = data_dir / "postgres"
     pgdata.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(pgdata, cleanup_mode=None)
-    database = "costplatform"
-    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
-    if "(1 row)" not in exists:
-        server.psql(f"CREATE DATABASE {database};")
-    role = server.psql(f"SELECT 1 FROM pg_roles WHERE rolname = '{RUNTIME_ROLE}';")
-    if "(1 row)" not in role:
-        # Processes starting together may both get here: the second one's CREATE is a no-op.
-        server.psql(
-            f"DO $$ BEGIN CREATE ROLE {RUNTIME_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT; "
-            "EXCEPTION WHEN duplicate_object THEN NULL; END $$;"
-        )
+    for statement in setup_statements(exists=lambda query: "(1 row)" in server.psql(query)):
+        server.psql(statement)
     info = server.get_postmaster_info()
-    return info.get_uri(user=RUNTIME_ROLE, database=database), server.get_uri(database)
+    return info.get_uri(user=RUNTIME_ROLE, database=DATABASE), server.get_uri(DATABASE)
+
+
+def setup_statements(*, exists: Callable[[str], bool]) -> Iterator[str]:
+    """The psql statements that make the database and the runtime role where `exists` (a query's
+    text to whether it found a row) says they are missing. psql takes text: each statement is
+    composed, its names identifiers and its values literals, and rendered without a connection."""
+    if not exists(_text(sql.SQL("SELECT 1 FROM pg_database WHERE datname = {};").format(sql.Literal(DATABASE)))):
+        yield _text(sql.SQL("CREATE DATABASE {};").format(sql.Identifier(DATABASE)))
+    if not exists(_text(sql.SQL("SELECT 1 FROM pg_roles WHERE rolname = {};").format(sql.Literal(RUNTIME_ROLE)))):
+        # Processes starting together may both get here: the second one's CREATE is a no-op.
+        yield _text(
+            sql.SQL(
+                "DO $$ BEGIN CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT; "
+                "EXCEPTION WHEN duplicate_object THEN NULL; END $$;"
+            ).format(sql.Identifier(RUNTIME_ROLE))
+        )
+
+
+def _text(statement: sql.Composable) -> str:
+    return statement.as_string(None)
 
 
 def filesystem_broker(data_dir: Path) -> tuple[str, dict[str, object]]:

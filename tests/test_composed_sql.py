@@ -38,6 +38,8 @@ COMPOSED = (
     "apps/pricing/selectors.py",
     "apps/pricing/services.py",
     "apps/reconciliation/matching.py",
+    "costplatform/dbroles.py",
+    "costplatform/embedded.py",
 )
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT INTO|DELETE FROM|UPDATE|JOIN|WHERE|LOCK TABLE|TRUNCATE|COPY|SET LOCAL)\b")
 

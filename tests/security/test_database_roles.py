@@ -30,7 +30,7 @@ from apps.ledger.models import JournalEntry, JournalLine, Period
 from apps.ledger.services.accrual import month_accrue
 from apps.ledger.services.periods import period_close, period_ensure
 from apps.pricing.services import hours_price
-from costplatform.dbroles import RoleError, runtime_role_setup
+from costplatform.dbroles import RoleError, _grants, runtime_role_setup
 from tests import factories
 from tests.conftest import Collector
 from tests.processes import PlatformServer, database_url_named, recreate_database
@@ -185,6 +185,26 @@ def test_it_refuses_to_set_up_a_member_of_the_owner(db: None) -> None:
 
     with pytest.raises(RoleError, match="member of the owner"):
         runtime_role_setup(role=role, alias="default")
+
+
+def test_the_grants_name_the_database_schema_roles_and_tables_as_identifiers() -> None:
+    present = {"ledger_periodevent", "ingest_record_partition_drop(date)"}
+
+    found = [statement.as_string(None) for statement in _grants("app", "own er", "cost-db", 'my "schema"', present)]
+
+    s, dml = '"my ""schema"""', "SELECT, INSERT, UPDATE, DELETE"
+    assert found == [
+        'GRANT CONNECT, TEMPORARY ON DATABASE "cost-db" TO "app"',
+        f'REVOKE CREATE ON SCHEMA {s} FROM "app"',
+        f'GRANT USAGE ON SCHEMA {s} TO "app"',
+        f'REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM "app"',
+        f'GRANT {dml} ON ALL TABLES IN SCHEMA {s} TO "app"',
+        f'REVOKE UPDATE, DELETE ON {s}."ledger_periodevent" FROM "app"',
+        f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO "app"',
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "own er" IN SCHEMA {s} GRANT {dml} ON TABLES TO "app"',
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "own er" IN SCHEMA {s} GRANT USAGE, SELECT ON SEQUENCES TO "app"',
+        f'GRANT EXECUTE ON FUNCTION {s}.ingest_record_partition_drop(date) TO "app"',
+    ]
 
 
 @pytest.mark.parametrize("table", BOOKS)
