@@ -52,7 +52,7 @@ class Read(Enum):
 class Clear(Enum):
     THROUGH = "through"  # by id, up to the latest read, once every unit is done
     TAKE = "take"  # in the unit's transaction, before its work: its span's marks, handed to the work
-    VALUES = "values"  # in the unit's transaction, after its work: the values read of the unit
+    VALUES = "values"  # in the unit's transaction, after its work: the values read of the unit (no `day` column)
     WORK = "work"  # by the work itself (a unit's rebuild that also runs on its own clears its marks)
 
 
@@ -184,5 +184,7 @@ class MarkConsumer(Generic[U, R]):
             return None, [value for (value,) in cursor.fetchall()]
 
     def _values_clear(self, values: list[Any]) -> None:
+        if self.marks.day is not None:  # its marks are read as days, its clear() takes instants
+            raise ValueError(f"{self.marks.table} is read by day: it cannot be cleared by the values read")
         with connection.cursor() as cursor:
             cursor.execute(text(self.marks.clear()), [values])
