@@ -755,10 +755,6 @@ def _carry_add(carry: dict[str, Decimal], exact: dict[str, Decimal]) -> None:
         carry[currency] += amount
 
 
-def months_accrue(*, months: Iterable[date], force: bool = False) -> list[MonthResult]:
-    return [month_accrue(month=m, force=force) for m in sorted({month_of(m) for m in months})]
-
-
 ACCRUE_KIND = "accrue"  # JobRun.kind of range accruals; key "force" for forced ones
 
 
