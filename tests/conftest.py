@@ -54,6 +54,9 @@ FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
 
 def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    DatabaseOperations.sql_flush = _flush_what_holds_rows(DatabaseOperations.sql_flush)  # type: ignore[method-assign]
 
     from costplatform.celery import app
 
@@ -151,6 +154,31 @@ def seeded_defaults() -> None:
     if not apps.get_model("alerts", "Rule").objects.exists():
         migration("alerts.0002_default_rules").create(apps, None)
         migration("alerts.0003_rule_every").set_every(apps, None)
+
+
+def _flush_what_holds_rows(original: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """The flush that ends a transactional test, as a TRUNCATE of the tables that hold rows (and,
+    CASCADE, of those referencing them), not of every table: a TRUNCATE gives each table and its
+    indexes new files, 0.4 s a test for the ~90 tables, where a test writes a few. The guards
+    that a TRUNCATE meets are the same. A flush that resets sequences is left to Django."""
+
+    def sql_flush(
+        self: Any, style: Any, tables: list[str], *, reset_sequences: bool = False, allow_cascade: bool = False
+    ) -> list[str]:
+        if reset_sequences or not tables:
+            return original(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        from psycopg import sql
+
+        quote = self.quote_name
+        holding = sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT {} WHERE EXISTS (SELECT FROM {})").format(sql.Literal(t), sql.Identifier(t)) for t in tables
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(holding.as_string(cursor.connection))
+            full = [t for (t,) in cursor.fetchall()]
+        return [f"TRUNCATE {', '.join(quote(t) for t in full)} CASCADE"] if full else []
+
+    return sql_flush
 
 
 _db_blocker: list[Any] = []

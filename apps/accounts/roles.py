@@ -102,10 +102,17 @@ def role_grants_of(role: str) -> tuple[Grant, ...]:
     return tuple(_grants[role])
 
 
-def role_permissions_sync(**kwargs: Any) -> None:
+def role_permissions_sync(*, app_config: Any = None, **kwargs: Any) -> None:
     """Give each role group exactly its admin permissions (run after every migrate, so models
-    added later are covered, and a permission taken from a role is taken from its group)."""
+    added later are covered, and a permission taken from a role is taken from its group).
+
+    As a post_migrate receiver it is sent once for each app in turn, each send making that app's
+    permissions first: it syncs once, at the last app's, when every permission exists."""
+    from django.apps import apps
     from django.contrib.auth.models import Group, Permission
+
+    if app_config is not None and app_config is not [c for c in apps.get_app_configs() if c.models_module][-1]:
+        return
 
     for role, grants in _grants.items():
         group, _ = Group.objects.get_or_create(name=role)
