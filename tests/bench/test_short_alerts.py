@@ -12,7 +12,7 @@ from tests.bench import short
 def test_bench_alerts_evaluates_and_delivers() -> None:
     env = {"CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"], "COSTPLATFORM_ALERTS_EVALUATE_EVERY": "2"}
     with short.database("bench_alerts") as url:
-        ran = short.run("bench-alerts", "--business-lines 5 --models 2 --cycles 2 --trials 1",
+        ran = short.run("bench-alerts", "--business-lines 5 --models 2 --cycles 2 --trials 1 --hour-margin 100",
                         env={**env, "DATABASE_URL": url}, timeout=240)  # fmt: skip
 
     assert ran.returncode == 0 and not short.crashed(ran), ran
