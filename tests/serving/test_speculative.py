@@ -42,7 +42,9 @@ def spec_counters(server: VllmServer) -> tuple[int, int]:
 
 
 def complete(server: VllmServer, prompt: str, run: str) -> dict[str, Any]:
-    body = {"model": MODEL, "prompt": prompt, "max_tokens": 40, "ignore_eos": True}
+    # Greedy: sampled, the random model's answer may never repeat what n-gram drafting proposes
+    # from, and a record with no drafts proves nothing.
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 40, "ignore_eos": True, "temperature": 0}
     headers = {"X-Costplatform-Run": run, "X-Costplatform-Feature": f"spec-{run}"}
     response = httpx.post(f"{server.url}/v1/completions", json=body, headers=headers, timeout=120)
     assert response.status_code == 200, response.text
