@@ -15,11 +15,13 @@ from apps.audits import conf
 from apps.audits.finders import FINDERS, AuditWindow, Draft
 from apps.audits.models import KIND_LABELS, AuditFinding, AuditReport, FindingKind
 from apps.audits.selectors import month_bounds, month_rates, month_tokens, report_findings
+from apps.common.db import xact_lock
 from apps.ingest.retention import records_available_check
 
 log = logging.getLogger(__name__)
 
 NOT_A_MONTH = "an audit covers a whole month: pass its first day"
+_REPORT_LOCK = 0x41554454  # advisory lock namespace "AUDT": (namespace, yyyymm) serialises a month's report
 
 
 def audit_run(*, month: date) -> AuditReport:
@@ -61,9 +63,7 @@ def _report_replace(
     with transaction.atomic():
         with connection.cursor() as cursor:
             # Two runs of one month take turns: the second replaces the first's report.
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('audits.report'), %s)", [month.year * 100 + month.month]
-            )
+            xact_lock(cursor, _REPORT_LOCK, month.year * 100 + month.month)
         AuditReport.objects.filter(month=month).delete()
         report = AuditReport.objects.create(
             month=month,

@@ -29,7 +29,7 @@ from apps.classification.sql import CLASS_ROLLUP, MoveRule, RuleSetSql, moves_sq
 from apps.common.buckets import rollup_day_start, rollup_days
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
-from apps.common.db import bound_cursor
+from apps.common.db import bound_cursor, xact_lock, xact_locks_shared
 from apps.common.markrun import Clear, MarkConsumer
 from apps.common.models import JobRun
 from apps.common.rollup import Marks
@@ -399,9 +399,7 @@ def days_lock_shared(*, days: Iterable[date]) -> None:
     ordinals = sorted(day.toordinal() for day in set(days))
     if ordinals:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock_shared(%s::int, d) FROM unnest(%s::int[]) AS d", [_DAY_LOCK, ordinals]
-            )
+            xact_locks_shared(cursor, _DAY_LOCK, ordinals)
 
 
 def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
@@ -423,7 +421,7 @@ def reclassify_day(*, day: date, ruleset: RuleSet) -> int:
         compiled=ruleset_compiled(ruleset), ruleset_id=ruleset.pk, start=start, end=start + DAY
     )
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
+        xact_lock(cursor, _DAY_LOCK, day.toordinal())
         # The records before the rollup: ingest holds them in that order when it makes a partition.
         cursor.execute(_LOCK_RECORDS)
         cursor.execute("SET LOCAL work_mem = '64MB'")  # the day's sorts in memory: the lock is held less

@@ -28,6 +28,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.common.db import xact_lock, xact_lock_try
 from apps.common.models import JobRun
 
 DAY = timedelta(days=1)
@@ -89,8 +90,7 @@ def _run_locked(run: JobRun) -> Iterator[None]:
     the lock with it."""
     holder = connection.get_new_connection(connection.get_connection_params())
     try:
-        locked = holder.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", [_RUN_LOCK, run.pk]).fetchone()
-        if not locked or not locked[0]:
+        if not xact_lock_try(holder.cursor(), _RUN_LOCK, run.pk):
             raise RunBusy(f"{run} is being run by another process")
         yield
     finally:
@@ -199,12 +199,8 @@ class _NotCommitted(Exception):
 
 
 # A day's place in a run's commit order, held to the end of the transaction (shared: by a reader).
-_LOCK = "SELECT pg_advisory_xact_lock(%s::int, %s::int)"
-_LOCK_SHARED = "SELECT pg_advisory_xact_lock_shared(%s::int, %s::int)"
-
-
 def _order_lock(cursor: Any, namespace: int, day: date, *, shared: bool = False) -> None:
-    cursor.execute(_LOCK_SHARED if shared else _LOCK, [namespace, day.toordinal()])
+    xact_lock(cursor, namespace, day.toordinal(), shared=shared)
 
 
 def _step_commit(plan: _Plan, work: Work, order: _StepOrder, namespace: int, index: int) -> None:

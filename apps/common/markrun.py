@@ -34,13 +34,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 from django.db import connection, transaction
 
 from apps.common.composed import text
+from apps.common.db import xact_lock
 from apps.common.rollup import Marks
 
 U = TypeVar("U")  # a unit of work: an hour, a day, a month
 R = TypeVar("R")  # what the work of a unit returns
 
 clock = time.monotonic  # the time budget's clock
-_LOCK = "SELECT pg_advisory_xact_lock(%s::int, %s::int)"
 
 
 class Read(Enum):
@@ -156,7 +156,7 @@ class MarkConsumer(Generic[U, R]):
         lock = self.lock(unit)
         with connection.cursor() as cursor:
             if lock is not None:
-                cursor.execute(_LOCK, list(lock))
+                xact_lock(cursor, *lock)
             if self.clear is Clear.TAKE:
                 cursor.execute(text(self.marks.take()), list(self.span(unit)))
                 marks = {value for (value,) in cursor.fetchall()}

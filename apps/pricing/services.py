@@ -26,6 +26,7 @@ from apps.classification.models import HourlyClass
 from apps.common.buckets import hour_floor, rollup_day_of, rollup_day_start
 from apps.common.composed import SQL, Identifier, names, table, text, unnest_insert
 from apps.common.dayrun import Progress, RunBusy, jobrun_run
+from apps.common.db import xact_lock
 from apps.common.markrun import Clear, MarkConsumer
 from apps.common.models import JobRun
 from apps.common.rollup import Marks, MarkTrigger, Rollup
@@ -219,7 +220,7 @@ def day_price(*, day: date, hours: list[datetime] | None = None, book: PriceBook
 
 
 def _day_lock(cursor: Any, day: date) -> None:
-    cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_DAY_LOCK, day.toordinal()])
+    xact_lock(cursor, _DAY_LOCK, day.toordinal())
 
 
 @dataclass

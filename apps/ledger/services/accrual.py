@@ -62,6 +62,7 @@ from apps.common.buckets import (
 )
 from apps.common.composed import SQL, table, text
 from apps.common.dayrun import jobrun_run
+from apps.common.db import xact_lock
 from apps.common.hourgrid import grid_check
 from apps.common.markrun import Clear, MarkConsumer, Read
 from apps.common.rollup import Marks, MarkTrigger
@@ -433,7 +434,7 @@ def _home(cursor: Any, day: date) -> tuple[date, str]:
 
 
 def month_lock(cursor: Any, month: date) -> None:
-    cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [_MONTH_LOCK, month.toordinal()])
+    xact_lock(cursor, _MONTH_LOCK, month.toordinal())
 
 
 def day_post(
