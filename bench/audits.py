@@ -51,14 +51,9 @@ GROUP BY 1, 2, 3, 4, 5, 6
 
 def database() -> None:
     url = os.environ.setdefault("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/costplatform_bench_audits")
-    name = url.rsplit("/", 1)[1]
-    if "bench" not in name:
-        raise SystemExit(f"refusing to drop {name!r}: the database name must contain 'bench'")
-    import psycopg
+    from bench.ingest import db_recreate
 
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+    db_recreate(url)
 
 
 def generate(records: int, conversations: int, features: int) -> None:

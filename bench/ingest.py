@@ -382,11 +382,12 @@ def wait_quiet(limit: float, idle_cores: float = 0.3) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def db_recreate(url: str) -> dict[str, Any]:
+def db_recreate(url: str, *, this_code: bool = True) -> dict[str, Any]:
     import psycopg
     from psycopg import sql
 
     from costplatform.env import database_from_url
+    from devtools import templatedb
 
     db = database_from_url(url)
     name = str(db["NAME"])
@@ -395,9 +396,14 @@ def db_recreate(url: str) -> dict[str, Any]:
     params: dict[str, Any] = {"host": db["HOST"], "port": db["PORT"] or None, "user": db["USER"] or None}
     params |= {"password": db["PASSWORD"] or None, **db["OPTIONS"]}  # type: ignore[dict-item]
     params = {key: value for key, value in params.items() if value}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    # The tests' short forms: a copy of this checkout's migrated database (their migrate: nothing to
+    # do). Another commit's code migrates its own from nothing.
+    if this_code and templatedb.wanted():
+        templatedb.database_copy(url)
+    else:
+        with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return {**params, "dbname": name}
 
 
@@ -552,7 +558,7 @@ def ref_prepare(ref: str, url: str) -> RefCode:
     git("worktree", "add", "--detach", str(root), sha)
     code = RefCode(ref, sha, short, tmp, root, ref_url(url), {})
     try:
-        code.conninfo = db_recreate(code.url)
+        code.conninfo = db_recreate(code.url, this_code=False)
         if not (root / "bench" / "settings.py").exists():
             sys.exit(f"{ref} ({short}) has no bench/settings.py: it predates the benchmark")
         done = subprocess.run([sys.executable, "-c", _REF_SETUP], cwd=root, env=code_env(root, code.url),

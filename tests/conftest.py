@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from apps.accounts.models import UserScope
 from apps.ingest import services
 from apps.pricing.services import hours_price, price_set
+from devtools import templatedb
 from tests import factories
 from tests.factories import record
 from tests.processes import XDIST_WORKER
@@ -66,6 +67,21 @@ def pytest_configure(config: pytest.Config) -> None:
     # make are hashed with a fast hasher instead, and a product hash still verifies. A server
     # a test starts in another process keeps the product's list: its users are made there.
     settings.PASSWORD_HASHERS = [FAST_HASHER, *settings.PASSWORD_HASHERS]
+    # The databases the tests make (each worker's, the servers' they start, the benchmarks'
+    # short forms') are copies of one migrated template, not a `migrate` from nothing each.
+    if templatedb.usable():
+        os.environ[templatedb.ENV] = "1"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """This worker's test database is made as a copy of the migrated template (Django's TEST
+    TEMPLATE); Django's `migrate` after it finds nothing to apply."""
+    from django.conf import settings
+    from django.db import connections
+
+    if templatedb.wanted():
+        connections["default"].settings_dict["TEST"]["TEMPLATE"] = templatedb.template_ready(settings.DATABASE_URL)
 
 
 # The tests of the real vLLM engines share them (tests/serving/conftest.py): one worker runs them

@@ -19,6 +19,8 @@ from typing import Any
 
 import psycopg
 
+from devtools import templatedb
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -97,7 +99,10 @@ class PlatformServer:
         return done.stdout
 
     def setup(self) -> PlatformServer:
-        recreate_database(self.database_url)
+        if templatedb.wanted():
+            templatedb.database_copy(self.database_url)  # migrate below finds nothing to apply
+        else:
+            recreate_database(self.database_url)
         self.manage("migrate", "--no-input")
         self.manage("createsuperuser", "--no-input")
         # The serving tests run the vLLM /metrics reconciler with this key too.
