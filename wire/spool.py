@@ -15,7 +15,9 @@ open that tail is cut off at the last complete, readable line.
 
 When a write would take the spool over `max_bytes`, `when_full` decides: "drop-oldest" deletes
 the oldest segments, unshipped records included, and logs and counts them; "refuse" raises
-SpoolFull and takes nothing. Standard library and msgspec only.
+SpoolFull and takes nothing. Records a read handed out to a send when their segment goes are
+counted once the send's fate is known: not at all when it is acknowledged (they were delivered),
+at the next read or the close when it is not. Standard library and msgspec only.
 """
 
 from __future__ import annotations
@@ -122,6 +124,11 @@ class Spool:
         self.when_full = when_full
         self.on_drop = on_drop  # called with a count each time records are dropped to make room
         self.dropped = 0  # records dropped to make room, since open
+        # The records the last read handed out, not acknowledged yet: a send may be carrying them.
+        self._out: tuple[int, int] | None = None
+        # Those of them whose segment was dropped meanwhile: lost only if their send fails, which
+        # the next read (or close) tells; an acknowledgement says they were delivered.
+        self._limbo: tuple[int, int] | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # state: segments, cursor, sizes
         self._append_lock = threading.Lock()  # one appender at a time; its fsync runs outside _lock
@@ -269,7 +276,12 @@ class Spool:
             if len(self._segments) == 1:  # the rotation found it fully acknowledged and deleted it
                 return True
         oldest, after = self._segments[0], self._segments[1]
-        unshipped = after.first_seq - max(oldest.first_seq, self._cursor.seq)
+        start = max(oldest.first_seq, self._cursor.seq)
+        unshipped = after.first_seq - start
+        out = self._out
+        if out is not None and start <= out[0] < out[1] <= after.first_seq:
+            self._limbo, self._out = out, None  # counted once its send is known to have failed
+            unshipped -= out[1] - out[0]
         if self._cursor.seq < after.first_seq:
             self._cursor = _Cursor(after.first_seq, 0, after.first_seq)
             self._save_cursor()
@@ -279,6 +291,14 @@ class Spool:
         if unshipped > 0:
             self._count_dropped(unshipped, f"segment {oldest.path.name}, {oldest.size} bytes")
         return True
+
+    def _limbo_lost(self) -> None:
+        """The records out in a send when their segment was dropped, and not acknowledged by the
+        next read (or the close): the send failed, and they are gone with the segment."""
+        if self._limbo is not None:
+            first, end = self._limbo
+            self._limbo = None
+            self._count_dropped(end - first, "records out in a failed send when their segment was dropped")
 
     def _drop_for_disk(self) -> bool:
         with self._lock:
@@ -304,12 +324,14 @@ class Spool:
         segment; empty when everything is acknowledged. Reading again before `ack` returns them again."""
         with self._lock:
             self._check_open()
+            self._limbo_lost()
             cursor = self._cursor
             segment = self._segments[0]
             records: list[bytes] = []
             end = cursor.offset
             if max_records > 0 and cursor.offset < segment.size:
                 records, end = _read_lines(segment.path, cursor.offset, segment.size, max_records, max_bytes)
+            self._out = (cursor.seq, cursor.seq + len(records)) if records else None
             return SpoolBatch(records, segment.first_seq, cursor.offset, end, cursor.seq, cursor.seq + len(records))
 
     def ack(self, batch: SpoolBatch) -> None:
@@ -317,6 +339,10 @@ class Spool:
         or dropped to make room meanwhile) changes nothing."""
         with self._lock:
             self._check_open()
+            if self._limbo == (batch.first_seq, batch.end_seq):
+                self._limbo = None  # delivered after all: its segment's drop lost none of it
+            if self._out == (batch.first_seq, batch.end_seq):
+                self._out = None
             if not batch.records or batch.end_seq <= self._cursor.seq:
                 return
             if batch.first_seq != self._cursor.seq or batch.segment != self._cursor.segment:
@@ -387,6 +413,7 @@ class Spool:
         with self._append_lock, self._lock:
             if self._closed:
                 return
+            self._limbo_lost()
             self._closed = True
             os.close(self._active_fd)
             os.close(self._lock_fd)

@@ -136,6 +136,46 @@ def test_drop_oldest_deletes_the_oldest_records_logs_and_counts_them(tmp_path, c
     assert f"dropped {counted[0]} unshipped records" in caplog.text
 
 
+@pytest.mark.parametrize("delivered", [True, False])
+def test_records_out_in_a_send_when_their_segment_goes_count_as_dropped_only_if_it_fails(tmp_path, delivered):
+    """A send carries the oldest batch while the writer drops its segment: delivered, none of it
+    was lost; failed (the next read finds the cursor past it), all of it was, and is counted."""
+    counted: list[int] = []
+    with Spool(tmp_path, max_bytes=2000, segment_bytes=500, on_drop=counted.append) as spool:
+        for n in range(8):
+            spool.append([rec(n, pad=40)])
+        out = spool.read(2)  # the send takes r0 and r1 of the first segment (r0..r3)
+        n = 8
+        while segments(tmp_path)[0].name.startswith("0" * 20):
+            spool.append([rec(n, pad=40)])  # until the first segment is dropped to make room
+            n += 1
+        in_first = ids(out.records)
+        if delivered:
+            spool.ack(out)  # a no-op for the cursor (it is past), but the records were delivered
+        after = spool.read(100)
+        first_kept = int(ids(after.records)[0][1:])
+        lost = first_kept - (len(in_first) if delivered else 0)
+        assert spool.dropped == sum(counted) == lost, (spool.dropped, first_kept, delivered)
+        assert first_kept > len(in_first)  # the whole first segment went, the batch and more
+        spool.ack(after)
+        assert spool.dropped == lost  # nothing counted twice
+
+
+def test_a_batch_out_when_the_spool_closes_unacknowledged_is_counted(tmp_path):
+    counted: list[int] = []
+    spool = Spool(tmp_path, max_bytes=2000, segment_bytes=500, on_drop=counted.append)
+    for n in range(8):
+        spool.append([rec(n, pad=40)])
+    out = spool.read(2)
+    n = 8
+    while segments(tmp_path)[0].name.startswith("0" * 20):
+        spool.append([rec(n, pad=40)])
+        n += 1
+    before = spool.dropped
+    spool.close()
+    assert spool.dropped == before + len(out) == sum(counted)
+
+
 def test_drop_oldest_keeps_the_newest_of_a_write_bigger_than_the_spool(tmp_path):
     with Spool(tmp_path, max_bytes=1000, segment_bytes=400) as spool:
         taken = spool.append([rec(n, pad=40) for n in range(30)])
