@@ -144,8 +144,17 @@ def _stale_drop(conn: psycopg.Connection[Any], *, keep: str) -> None:
 
 def database_copy(url: str) -> None:
     """Drop the database of `url` if it is there and make it anew as a copy of the template."""
-    template = template_ready(url)
     name = str(database_from_url(url)["NAME"])
-    with psycopg.connect(autocommit=True, **_admin_params(url)) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)))
+    for attempt in range(3):
+        template = template_ready(url)
+        with psycopg.connect(autocommit=True, **_admin_params(url)) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            try:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
+                )
+                return
+            except psycopg.errors.InvalidCatalogName:
+                # Dropped meanwhile by a process that made the next day's template: make it again.
+                if attempt == 2:
+                    raise

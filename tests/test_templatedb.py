@@ -85,3 +85,17 @@ def test_templates_of_other_migrations_are_dropped_and_one_in_use_is_kept():
             names = {row[0] for row in admin.execute("SELECT datname FROM pg_database").fetchall()}
         admin.execute(f'DROP DATABASE IF EXISTS "{busy}" WITH (FORCE)')
     assert current in names and busy in names and stale not in names
+
+
+def test_a_copy_whose_template_went_meanwhile_makes_it_again(monkeypatch):
+    """Another process made the next day's template and dropped this one between the lookup and
+    the copy: the copy looks again, and the template is made anew."""
+    ready = templatedb.template_ready
+    answers = iter([f"{templatedb.PREFIX}gone"])
+    monkeypatch.setattr(templatedb, "template_ready", lambda url: next(answers, None) or ready(url))
+    name = f"costplatform_copy_again{worker_suffix()}"
+    templatedb.database_copy(database_url_named(name))
+    with psycopg.connect(database_url_named("postgres"), autocommit=True) as admin:
+        made = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert made is not None
