@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
@@ -114,20 +114,19 @@ def template_ready(url: str) -> str:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
         env = dict(os.environ, DATABASE_URL=_url_named(url, building))
         env.pop("DJANGO_SETTINGS_MODULE", None)
-        done = subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--no-input", "-v0"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = manage_migrate(env)
         if done.returncode:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(building)))
             raise RuntimeError(f"migrating the template database failed:\n{done.stdout}\n{done.stderr}")
         conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(building), sql.Identifier(name)))
         _stale_drop(conn, keep=name)
     return name
+
+
+def manage_migrate(env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`manage.py migrate` from nothing in a process of its own, on `env`'s DATABASE_URL."""
+    command = [sys.executable, "manage.py", "migrate", "--no-input", "-v0"]
+    return subprocess.run(command, cwd=ROOT, env=dict(env), capture_output=True, text=True, check=False)
 
 
 def _stale_drop(conn: psycopg.Connection[Any], *, keep: str) -> None:

@@ -7,8 +7,6 @@ collector keys, and the table of faults survived printed at the end of the run.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +16,10 @@ import pytest
 import redis
 from django.conf import settings
 
+from devtools import templatedb
 from tests.faults.harness import OUTCOMES, REPEATS, Outcome, Row, ops_start, ops_wait, outcome_table, platform_env
 from tests.faults.postgres import PrivatePostgres
-from tests.processes import ROOT, PlatformServer
+from tests.processes import PlatformServer
 
 DATABASE = "faults"
 
@@ -68,13 +67,7 @@ def suite(broker_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         pg.execute("postgres", f'CREATE DATABASE "{DATABASE}"')
         url = pg.url(DATABASE)
         env = platform_env(url, broker_url)
-        migrated = subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--no-input", "-v0"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        migrated = templatedb.manage_migrate(env)  # a private server: no template there to copy
         assert migrated.returncode == 0, migrated.stderr[-4000:]
         names = [f"faults-{n}" for n in range(8 + 6 * REPEATS)]
         setup = ops_start(env, "setup", "--keys", ",".join(names))  # while gunicorn starts
