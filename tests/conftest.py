@@ -85,9 +85,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 
 # The tests of the real vLLM engines share them (tests/serving/conftest.py): one worker runs them
-# all. They and the other long ones start first; started last they would run on one worker alone.
+# all. They and the other long ones start first, longest first; started last they would run on one
+# worker alone while the other waits. (The moved clock's short form runs the last four first.)
 VLLM_TESTS = "tests/serving/"
-LONG_FIRST = (VLLM_TESTS, "tests/cluster/", "tests/faults/", "tests/test_run.py", "tests/hostile/", "tests/bench/")
+LONG_FIRST = (
+    VLLM_TESTS, "tests/cluster/", "tests/faults/", "tests/test_run.py", "tests/hostile/", "tests/bench/",
+    "tests/common/test_screens_browser.py", "tests/test_one_truth.py", "tests/dashboards/test_browser.py",
+    "tests/security/test_urlconf.py",
+)  # fmt: skip
 
 
 def work_unit(nodeid: str) -> str:
@@ -95,8 +100,11 @@ def work_unit(nodeid: str) -> str:
     return VLLM_TESTS if nodeid.startswith(VLLM_TESTS) else nodeid.split("::")[0]
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Node ids made unique, then the long work units first. After pytest-django's sort (the
+    database tests, then the transactional ones, then the rest), which would otherwise put the
+    vLLM tests, which use no database, last."""
     seen = collections.Counter(item.nodeid for item in items)
     for item in items:
         if seen[item.nodeid] > 1:

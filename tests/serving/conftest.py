@@ -18,6 +18,8 @@ def _database_name(suffix: str) -> str:
     return f"{urllib.parse.urlsplit(base).path.lstrip('/')}_{suffix}{worker_suffix()}"
 
 
+ADS_KEY, SEARCH_KEY = "sk-ads", "sk-search"  # the keys of the map's two keyed callers
+
 # The map the test servers run with. Requests without a key (most tests) may choose among the
 # lines the tests use; the two keyed callers are the attack tests' victim and attacker; the
 # workload's apps are billed to their own lines.
@@ -29,11 +31,11 @@ business_line = "allowed"
 allowed = {{ business_line = ["customer-service", "rag", "search", "ads", "support"] }}
 
 [callers.search-app]
-tokens = ["sk-search"]
+tokens = ["{SEARCH_KEY}"]
 dims = {{ business_line = "search", team = "search-web" }}
 
 [callers.ads-app]
-token_sha256 = ["{hashlib.sha256(b"sk-ads").hexdigest()}"]
+token_sha256 = ["{hashlib.sha256(ADS_KEY.encode()).hexdigest()}"]
 dims = {{ business_line = "ads", team = "ads-web" }}
 
 {workload.attribution_map()}
@@ -73,5 +75,24 @@ def vllm_server(
     sets them, and lifts them when done, so other tests' lines are served)."""
     extra = ["--attribution-map", str(attribution_map), "--budget-poll", str(BUDGET_POLL)]
     server = VllmServer(tmp_path_factory.mktemp("vllm"), tiny_model, platform, extra=extra).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gated_server(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
+) -> Iterator[VllmServer]:
+    """A second instrumented server of the session's platform with the two gates the first one
+    lacks: it checks keys itself (vLLM's --api-key, the map's two keys: a request names its caller
+    by its key or is refused), and it reserves each request's largest use in this worker's Redis
+    (`--budget-reserve`, the default hold: 3 s + 2 polls) before serving it. The key tests of
+    tests/serving/test_edge_on_vllm.py and the reservation test of test_budgets_on_vllm.py share
+    it: one engine start, where each gate had its own. A request to it reserves only against a
+    hard budget, which the tests set and lift (test_budgets_on_vllm.held_server)."""
+    redis_url = os.environ["CELERY_BROKER_URL"]  # this worker's database (tests/conftest.py)
+    extra = ["--attribution-map", str(attribution_map), "--api-key", ADS_KEY, SEARCH_KEY,
+             "--budget-poll", str(BUDGET_POLL), "--budget-reserve", redis_url]  # fmt: skip
+    server = VllmServer(tmp_path_factory.mktemp("vllm-gated"), tiny_model, platform, extra=extra).start()
     yield server
     server.stop()

@@ -15,10 +15,10 @@ import pytest
 
 from serving.middleware import trusted_salt
 from tests.processes import PlatformServer, VllmServer
+from tests.serving.conftest import ADS_KEY, SEARCH_KEY
 
 pytestmark = pytest.mark.slow
 
-SEARCH_KEY, ADS_KEY = "sk-search", "sk-ads"  # search-app and ads-app of the map
 # About 370 tokens: two full 128-token prefix-cache blocks.
 LONG_CONTEXT = " ".join(f"clause {i}: invoices are settled within {i % 7 + 2} days of delivery." for i in range(60))
 

@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,7 +26,7 @@ from django.utils import timezone
 
 from apps.common.buckets import accounting_zone, month_of
 from tests.processes import PlatformServer, VllmServer
-from tests.serving.conftest import BUDGET_POLL
+from tests.serving.conftest import BUDGET_POLL, SEARCH_KEY
 from wire.reservations import PREFIX
 
 pytestmark = pytest.mark.slow
@@ -36,7 +35,6 @@ POLL = BUDGET_POLL
 SET: set[tuple[str, str]] = set()  # (line, caller) of the budgets the running test set
 STATS_WAIT = 2.0  # the servers' COSTPLATFORM_STATS_WAIT (tests/processes.py)
 BASIC = ("tester", "pw-for-tests-only")  # the platform's superuser (tests/processes.py)
-SEARCH_KEY = "sk-search"  # search-app's key in the session's attribution map (tests/serving/conftest.py)
 QUESTION = [{"role": "user", "content": "how much is left in the budget?"}]
 
 
@@ -238,21 +236,8 @@ def test_a_callers_spent_budget_refuses_that_caller_while_another_caller_of_the_
 CLIENTS = 32
 
 
-@pytest.fixture(scope="module")
-def reserving_server(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
-) -> Iterator[VllmServer]:
-    """A second instrumented server of the same platform that reserves each request's largest use
-    in the tests' Redis (`--budget-reserve`) before serving it; its hold is the default (3 s + 2
-    polls)."""
-    extra = ["--attribution-map", str(attribution_map), "--budget-poll", str(POLL), "--budget-reserve", redis_url()]
-    server = VllmServer(tmp_path_factory.mktemp("vllm-reserving"), tiny_model, platform, extra=extra).start()
-    yield server
-    server.stop()
-
-
 def redis_url() -> str:
-    """This worker's Redis database (tests/conftest.py), read when a fixture starts."""
+    """This worker's Redis database (tests/conftest.py): the gated server reserves in it."""
     return os.environ["CELERY_BROKER_URL"]
 
 
@@ -283,7 +268,7 @@ class Run:
         return top
 
 
-def hammer(server: VllmServer, line: str, run: str, max_tokens: int) -> Run:
+def hammer(server: VllmServer, line: str, run: str, max_tokens: int, key: str | None) -> Run:
     """CLIENTS clients asking at once, each until it is refused."""
     seen, lock = Run(), threading.Lock()
     go = threading.Barrier(CLIENTS)
@@ -293,7 +278,7 @@ def hammer(server: VllmServer, line: str, run: str, max_tokens: int) -> Run:
             go.wait()
             for _ in range(200):
                 start = time.monotonic()
-                response = chat(server, line, run, max_tokens, client=http)
+                response = chat(server, line, run, max_tokens, key=key, client=http)
                 with lock:
                     if response.status_code != 200:
                         seen.refusals.append(response.json()["error"])
@@ -308,11 +293,13 @@ def hammer(server: VllmServer, line: str, run: str, max_tokens: int) -> Run:
     return seen
 
 
-def spend(server: VllmServer, platform: PlatformServer, line: str, requests: int, max_tokens: int) -> dict[str, Any]:
-    """A hard budget of `requests` answers past the line's use, spent by CLIENTS clients: the
-    figures of the run once every record is on the platform."""
+def spend(
+    server: VllmServer, platform: PlatformServer, line: str, requests: int, max_tokens: int, key: str | None = None
+) -> dict[str, Any]:
+    """A hard budget of `requests` answers past the line's use, spent by CLIENTS clients (with
+    `key`, as that caller): the figures of the run once every record is on the platform."""
     run = uuid.uuid4().hex
-    first = chat(server, line, run, max_tokens)
+    first = chat(server, line, run, max_tokens, key=key)
     assert first.status_code == 200, first.text
     per_request = used(first)
     budget_put(platform, line, 10**9)
@@ -323,7 +310,7 @@ def spend(server: VllmServer, platform: PlatformServer, line: str, requests: int
     _forget_reservations(state(platform, line)["id"])
     time.sleep(3 * POLL)
     began = time.monotonic()
-    seen = hammer(server, line, run, max_tokens)
+    seen = hammer(server, line, run, max_tokens, key)
     elapsed = time.monotonic() - began
     settle(platform, run, 1 + len(seen.served) + len(seen.refusals))
     after = state(platform, line)["used_tokens"]
@@ -346,7 +333,7 @@ def _forget_reservations(budget_id: int) -> None:
 
 
 def test_with_reservations_32_concurrent_clients_never_spend_a_hard_budget_past_its_limit(
-    held_server: VllmServer, reserving_server: VllmServer, platform: PlatformServer
+    held_server: VllmServer, gated_server: VllmServer, platform: PlatformServer
 ) -> None:
     """docs/budgets.md, "Reservations": the same 32 clients on a hard token budget of 120 answers,
     first on the server that polls alone (it overshoots by what was in flight and what was
@@ -354,7 +341,8 @@ def test_with_reservations_32_concurrent_clients_never_spend_a_hard_budget_past_
     its use stays within the limit, so within what was in flight when the budget was spent."""
     max_tokens = 16
     polling = spend(held_server, platform, "customer-service", 120, max_tokens)
-    reserving = spend(reserving_server, platform, "rag", 120, max_tokens)
+    # The reserving server checks keys too (tests/serving/conftest.py): search-app's key, its line.
+    reserving = spend(gated_server, platform, "search", 120, max_tokens, key=SEARCH_KEY)
     for name, got in (("polling alone", polling), ("reserving", reserving)):
         print(
             f"{name}: {got['served']} served at {got['rate']:.1f} req/s, overshoot {got['overshoot']} tokens "
@@ -370,7 +358,7 @@ def test_with_reservations_32_concurrent_clients_never_spend_a_hard_budget_past_
     assert reserving["served"] >= 60  # yet served far into the budget (the hold double-counts a little)
     room = [r for r in reserving["refusals"] if "reservation" in r]
     assert room, reserving["refusals"][:1]
-    assert room[0]["code"] == "budget_exceeded" and room[0]["budget"]["business_line"] == "rag"
+    assert room[0]["code"] == "budget_exceeded" and room[0]["budget"]["business_line"] == "search"
     reservation = room[0]["reservation"]
     assert reservation["tokens"] == reserving["per_request"]  # the prompt counted as the engine counts it, + 16
     assert reservation["max_tokens"] == max_tokens and reservation["max_tokens_from"] == "request"

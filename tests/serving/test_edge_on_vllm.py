@@ -10,20 +10,18 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.processes import PlatformServer, VllmServer
-from tests.serving.conftest import BUDGET_POLL
+from tests.serving.conftest import ADS_KEY, BUDGET_POLL, SEARCH_KEY
 from tests.serving.test_budgets_on_vllm import budget_put, held_server, settle  # noqa: F401 (a fixture)
 from wire import edge
 
 pytestmark = pytest.mark.slow
 
-ADS_KEY, SEARCH_KEY = "sk-ads", "sk-search"  # ads-app and search-app of the session's map
 QUESTION = [{"role": "user", "content": "who pays for this one?"}]
 CHAT = {"model": "tiny-llama", "max_tokens": 4, "ignore_eos": True, "messages": QUESTION}
 # The same request in the forms of the routes the middleware did not know (issue 31, finding 1).
@@ -118,28 +116,18 @@ def test_thirty_free_dims_never_push_the_caller_out_of_its_record(
     assert len(dims) == 32
 
 
-@pytest.fixture(scope="module")
-def keyed_server(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, platform: PlatformServer, attribution_map: Path
-) -> Iterator[VllmServer]:
-    """A second instrumented server that checks keys itself (vLLM's --api-key: the map's two keys)."""
-    extra = ["--attribution-map", str(attribution_map), "--api-key", ADS_KEY, SEARCH_KEY]
-    server = VllmServer(tmp_path_factory.mktemp("vllm-keyed"), tiny_model, platform, extra=extra).start()
-    yield server
-    server.stop()
-
-
 def test_with_vllms_api_key_the_caller_billed_is_the_one_vllm_authenticated(
-    keyed_server: VllmServer, platform: PlatformServer
+    gated_server: VllmServer, platform: PlatformServer
 ) -> None:
     """Finding 2 as the red team ran it: vLLM's key check reads the first Authorization, and the
     record must name that caller; a second Authorization is refused before either reads one."""
     run = uuid.uuid4().hex
+    time.sleep(3 * BUDGET_POLL)  # the server has read the lift of ads-app's budget the tests above spent
     two = [("Authorization", f"Bearer {ADS_KEY}"), ("Authorization", "Bearer anything"), ("X-Costplatform-Run", run)]
 
-    doubled = httpx.post(f"{keyed_server.url}/v1/chat/completions", json=CHAT, headers=two, timeout=120)
-    served = post(keyed_server, "/v1/chat/completions", CHAT, ADS_KEY, **{"X-Costplatform-Run": run})
-    unknown = post(keyed_server, "/v1/chat/completions", CHAT, "anything", **{"X-Costplatform-Run": run})
+    doubled = httpx.post(f"{gated_server.url}/v1/chat/completions", json=CHAT, headers=two, timeout=120)
+    served = post(gated_server, "/v1/chat/completions", CHAT, ADS_KEY, **{"X-Costplatform-Run": run})
+    unknown = post(gated_server, "/v1/chat/completions", CHAT, "anything", **{"X-Costplatform-Run": run})
 
     assert (doubled.status_code, served.status_code, unknown.status_code) == (400, 200, 401)
     assert doubled.json()["error"]["code"] == "two_authorizations"
