@@ -35,12 +35,13 @@ PASSWORD = "pw-for-tests-only"
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make browser` installs the Debian chromium package")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the fixtures
-    # (made before any page loads) are still synchronous.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    # Playwright's sync API runs an event loop in this thread; the ORM calls of the fixtures
+    # (made before any page loads) are still synchronous. Only while the browser is up: a
+    # process a later test starts (`check --deploy`) must not inherit it.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield launched
         launched.close()
