@@ -58,8 +58,10 @@ browser:
 
 # The slowest tests are listed at the end, to keep an eye on the suite's time. TEST_WORKERS
 # processes run it (a test file stays on one worker, the vLLM tests together: tests/conftest.py);
-# TEST_WORKERS=0 runs it in this process alone.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=0 runs it in this process alone. Three on two cores: the tests wait on the servers,
+# engines and browsers they start, and with two workers a core stood idle 15 % of the suite
+# (vmstat); with three, next to none (docs/benchmarks.md, "`make test` on a fresh clone").
+TEST_WORKERS ?= 3
 test: install services browser cluster-packages
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)

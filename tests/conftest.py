@@ -37,7 +37,7 @@ settings.register_profile("shared-machine", deadline=None, suppress_health_check
 settings.load_profile("shared-machine")
 
 
-# --- running on several workers (`make test` runs `pytest -n 2`) ----------------------------
+# --- running on several workers (`make test` runs `pytest -n 3`) ----------------------------
 
 
 def _broker_of_this_worker(url: str) -> str:
@@ -120,7 +120,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`make test` runs on two workers (`-n 2`): work units as work_unit says, in collection order."""
+    """`make test` runs on three workers (`-n 3`): work units as work_unit says, in collection order."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByWorkUnit(LoadScopeScheduling):
@@ -222,7 +222,7 @@ def _transactional(item: pytest.Item) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     """A transactional test ends with a flush, which empties the data migrations' rows too. In
-    one process pytest-django runs those tests last; on two workers (`make test`) a test file
+    one process pytest-django runs those tests last; on several workers (`make test`) a test file
     runs whole, and another file's tests may follow: the rows are written back after the flush."""
     try:
         return (yield)
