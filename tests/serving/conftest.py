@@ -45,6 +45,11 @@ dims = {{ business_line = "ads", team = "ads-web" }}
 BUDGET_POLL = 0.3  # seconds between the session server's polls of the budget state
 
 
+def redis_url() -> str:
+    """This worker's Redis database (tests/conftest.py): the gated server reserves in it."""
+    return os.environ["CELERY_BROKER_URL"]
+
+
 @pytest.fixture(scope="session")
 def attribution_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("attribution") / "attribution.toml"
@@ -86,13 +91,12 @@ def gated_server(
     """A second instrumented server of the session's platform with the two gates the first one
     lacks: it checks keys itself (vLLM's --api-key, the map's two keys: a request names its caller
     by its key or is refused), and it reserves each request's largest use in this worker's Redis
-    (`--budget-reserve`, the default hold: 3 s + 2 polls) before serving it. The key tests of
+    (`--budget-reserve`, the default hold: 3 s + 2 polls) before serving it. The key test of
     tests/serving/test_edge_on_vllm.py and the reservation test of test_budgets_on_vllm.py share
     it: one engine start, where each gate had its own. A request to it reserves only against a
     hard budget, which the tests set and lift (test_budgets_on_vllm.held_server)."""
-    redis_url = os.environ["CELERY_BROKER_URL"]  # this worker's database (tests/conftest.py)
     extra = ["--attribution-map", str(attribution_map), "--api-key", ADS_KEY, SEARCH_KEY,
-             "--budget-poll", str(BUDGET_POLL), "--budget-reserve", redis_url]  # fmt: skip
+             "--budget-poll", str(BUDGET_POLL), "--budget-reserve", redis_url()]  # fmt: skip
     server = VllmServer(tmp_path_factory.mktemp("vllm-gated"), tiny_model, platform, extra=extra).start()
     yield server
     server.stop()

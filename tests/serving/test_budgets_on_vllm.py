@@ -9,7 +9,6 @@ request's largest use keeps 32 concurrent clients within the limit."""
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 import time
@@ -26,7 +25,7 @@ from django.utils import timezone
 
 from apps.common.buckets import accounting_zone, month_of
 from tests.processes import PlatformServer, VllmServer
-from tests.serving.conftest import BUDGET_POLL, SEARCH_KEY
+from tests.serving.conftest import BUDGET_POLL, SEARCH_KEY, redis_url
 from wire.reservations import PREFIX
 
 pytestmark = pytest.mark.slow
@@ -234,11 +233,6 @@ def test_a_callers_spent_budget_refuses_that_caller_while_another_caller_of_the_
 # --- reservations: 32 concurrent clients, side by side with polling alone --------------------------------------
 
 CLIENTS = 32
-
-
-def redis_url() -> str:
-    """This worker's Redis database (tests/conftest.py): the gated server reserves in it."""
-    return os.environ["CELERY_BROKER_URL"]
 
 
 @dataclass
