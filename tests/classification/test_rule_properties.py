@@ -5,6 +5,7 @@ column mapping); for any text at all, parsing either succeeds or raises RuleErro
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -311,13 +312,13 @@ def _exercise(text: str) -> None:
     assert expression.as_string(None).count("%s") == len(params)
 
 
-@settings(max_examples=1500, deadline=200)
+@settings(max_examples=1500)
 @given(text=st.text(max_size=300))
 def test_arbitrary_text_either_parses_or_raises_rule_error(text: str) -> None:
     _exercise(text)
 
 
-@settings(max_examples=1500, deadline=200)
+@settings(max_examples=1500)
 @given(words=st.lists(st.sampled_from(VOCABULARY), max_size=40), glue=st.sampled_from([" ", ""]))
 def test_token_soup_either_parses_or_raises_rule_error(words: list[str], glue: str) -> None:
     _exercise(glue.join(words))
@@ -336,13 +337,24 @@ def edited_rules(draw: Any) -> str:
     return rule[:start] + middle + rule[end:]
 
 
-@settings(max_examples=1500, deadline=200)
+@settings(max_examples=1500)
 @given(text=edited_rules())
 def test_edited_rules_either_parse_or_raise_rule_error(text: str) -> None:
     _exercise(text)
 
 
-@settings(max_examples=300, deadline=500)
+# "Quickly" is read on the processor time the parse itself used, not on the wall clock: the suite
+# shares two cores with servers, engines and browsers, and a wall-clock deadline failed a rule of
+# a few characters (about 2 ms of work) at 422 ms on that load. A parse that backtracks or goes
+# quadratic on 2,000 characters costs seconds of processor time whatever the load; a linear one
+# costs about 8 ms here.
+HOSTILE_CPU_SECONDS = 0.5
+
+
+@settings(max_examples=300)
 @given(text=st.text(alphabet=st.sampled_from('(-"\\ n[ot'), min_size=1500, max_size=2100))
 def test_long_hostile_text_is_refused_quickly(text: str) -> None:
+    started = time.process_time()
     _exercise(text)
+    used = time.process_time() - started
+    assert used < HOSTILE_CPU_SECONDS, f"{used:.3f} s of processor time on {len(text)} characters"

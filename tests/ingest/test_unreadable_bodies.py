@@ -115,9 +115,9 @@ def test_a_body_of_many_empty_gzip_members_is_refused_at_once() -> None:
     sender, _ = limited(rate_records=10**9)
     body = gzip.compress(b"") * 120_000  # 2.4 MB: 7 s before
 
-    began = time.monotonic()
+    began = time.process_time()  # the work itself, not the shared machine's load
     answer = sender.post(body, HTTP_CONTENT_ENCODING="gzip")
-    took = time.monotonic() - began
+    took = time.process_time() - began
 
-    assert took < 1.0, f"{took:.1f} s"
+    assert took < 1.0, f"{took:.1f} s of processor time"
     assert answer.status_code == 400 and "gzip members" in str(answer.json())
