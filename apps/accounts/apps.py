@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import m2m_changed, post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
@@ -12,15 +12,17 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib import admin
+        from django.contrib.auth.models import User
 
         from apps.accounts.admin_scope import site_scope_others
         from apps.accounts.models import CollectorKey, UserScope
-        from apps.accounts.roles import role_permissions_sync
+        from apps.accounts.roles import role_permissions_sync, roles_forgotten
         from apps.auditlog.registry import audited
 
         audited(CollectorKey, UserScope)
         _roles_granted(self.label)
         post_migrate.connect(role_permissions_sync, dispatch_uid="accounts.role_permissions_sync")
+        m2m_changed.connect(roles_forgotten, sender=User.groups.through, dispatch_uid="accounts.roles_forgotten")
         # Every admin module is loaded by now (the admin app, listed first, loads them in its
         # ready()): the ModelAdmins of other packages (auth's groups, the beat schedules) are
         # scoped too, as models spanning business lines.

@@ -19,6 +19,27 @@ from apps.accounts.models import ROLES
 READERS = ROLES
 
 
+# A user object's roles, read once: a page asks for them a dozen times (its view, the nav's
+# links, the header's), and each asked the database. Django keeps a user's permissions on the
+# user object alike (ModelBackend's _perm_cache): a request loads its user afresh; a change of
+# the user's groups through this object drops what was kept (AccountsConfig.ready).
+ROLES_KEPT = "_costplatform_roles"
+
+
+def role_names(user: Any) -> frozenset[str]:
+    """The roles of a signed-in user's groups (not the superuser's implied ones)."""
+    kept = getattr(user, ROLES_KEPT, None)
+    if kept is None:
+        kept = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        setattr(user, ROLES_KEPT, kept)
+    return kept
+
+
+def roles_forgotten(instance: Any, **_: Any) -> None:
+    """m2m_changed on a user's groups: the roles kept on that user object are read again."""
+    instance.__dict__.pop(ROLES_KEPT, None)
+
+
 def user_has_role(user: Any, *roles: str) -> bool:
     if not (user and user.is_authenticated) or not hasattr(user, "groups"):
         return False
@@ -27,7 +48,7 @@ def user_has_role(user: Any, *roles: str) -> bool:
     unknown = set(roles) - set(ROLES)
     if unknown:
         raise ValueError(f"unknown roles {sorted(unknown)}")
-    return user.groups.filter(name__in=roles).exists()
+    return not role_names(user).isdisjoint(roles)
 
 
 def roles_required(*roles: str) -> type[BasePermission]:
