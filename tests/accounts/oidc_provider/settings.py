@@ -38,3 +38,6 @@ OAUTH2_PROVIDER = {
     "SCOPES": {"openid": "OpenID Connect", "email": "e-mail", "profile": "profile and groups"},
     "PKCE_REQUIRED": True,
 }
+# A fast hasher for its users' passwords and its client's secret (django-oauth-toolkit hashes it
+# as a password): PBKDF2 costs half a second of a core a hash here, and a login hashes twice.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
