@@ -31,7 +31,7 @@ from apps.common.buckets import accounting_zone, day_end, day_of, day_start, mon
 from apps.common.composed import SQL, table, text
 from apps.common.replica import read_connection
 from apps.currencies.models import MissingRate
-from apps.currencies.rates import functional_currency
+from apps.currencies.rates import functional_currency, rates_between
 from apps.ingest.models import DimSet, ServedModel
 from apps.ledger import conf
 from apps.ledger.mapping import Mapping, mapping_load
@@ -193,8 +193,9 @@ def _day_targets(days: list[date], mapping: Mapping) -> Iterator[tuple[DayTarget
         return
     rows = AccrualDay.objects.filter(day__gte=month_of(days[0]), day__lt=days[-1]).values_list("day", "exact")
     exacts = {day: {c: Decimal(v) for c, v in exact.items()} for day, exact in rows if day not in days}
+    rates = rates_between(start=days[0], end=days[-1] + DAY)  # one read for the days, not one a day
     for day in days:
-        target = day_target(day=day, mapping=mapping, bounds=(day_start(day), day_end(day)))
+        target = day_target(day=day, mapping=mapping, bounds=(day_start(day), day_end(day)), rates=rates.get(day, {}))
         carry: dict[str, Decimal] = defaultdict(Decimal)
         for earlier, exact in exacts.items():
             if earlier < day and month_of(earlier) == month_of(day):
