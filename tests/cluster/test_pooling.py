@@ -3,6 +3,7 @@ prepared by name, and the day-run's lock held in a transaction, not by the sessi
 
 from __future__ import annotations
 
+import time
 from datetime import date
 
 import pytest
@@ -26,7 +27,7 @@ def test_a_run_holds_its_lock_in_a_transaction_of_its_own_and_no_session_lock() 
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT l.granted, a.state FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.classid = %s::oid",
+                f"WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND {THIS_DATABASE}",
                 [dayrun._RUN_LOCK],
             )
             seen.extend((state, granted) for granted, state in cursor.fetchall())
@@ -35,8 +36,26 @@ def test_a_run_holds_its_lock_in_a_transaction_of_its_own_and_no_session_lock() 
     assert run.status == JobRun.Status.DONE
     # One lock a step, held by another backend, idle in the transaction that holds it.
     assert seen == [("idle in transaction", True)] * 2
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid", [dayrun._RUN_LOCK]
-        )
-        assert cursor.fetchone()[0] == 0  # gone with its connection
+    assert run_locks_left() == 0  # gone with its connection
+
+
+# pg_locks is the cluster's: the other workers' databases run day-runs of their own.
+THIS_DATABASE = "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
+
+def run_locks_left(wait: float = 10.0) -> int:
+    """The day-run locks still held in this database, once they are gone or `wait` seconds have
+    passed: the server ends a closed connection's backend, and frees its locks, a moment after
+    the client has closed it."""
+    deadline = time.monotonic() + wait
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks l "
+                f"WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND {THIS_DATABASE}",
+                [dayrun._RUN_LOCK],
+            )
+            left = int(cursor.fetchone()[0])
+        if left == 0 or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
