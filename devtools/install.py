@@ -20,7 +20,7 @@ from pathlib import Path
 
 # A setuptools deprecation banner: the warning's line, a "!!" fence, the boxed text, a closing
 # "!!", and the source line Python's warning shows under it.
-BANNER_START = re.compile(r"(SetuptoolsDeprecationWarning|_DeprecatedInstaller|SetuptoolsWarning):")
+BANNER_START = re.compile(r"(SetuptoolsDeprecationWarning|_DeprecatedInstaller|SetuptoolsWarning|BuildBackendWarning):")
 FENCE = "!!"
 HARMLESS_LINES = (
     re.compile(r"^\s*warnings\.warn\("),

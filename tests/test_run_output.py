@@ -36,8 +36,13 @@ BANNER = textwrap.dedent("""\
 REAL = "ERROR: No matching distribution found for nosuchpackage==9"
 
 
-def test_the_install_drops_setuptools_banners_and_keeps_everything_else():
-    lines = [*BANNER.splitlines(), REAL, *BANNER.splitlines(), "WARNING: a warning of pip's own"]
+# Newer setuptools names the same banner a build backend warning.
+BACKEND_BANNER = BANNER.replace("SetuptoolsDeprecationWarning", "BuildBackendWarning")
+
+
+@pytest.mark.parametrize("banner", [BANNER, BACKEND_BANNER], ids=["setuptools", "build-backend"])
+def test_the_install_drops_setuptools_banners_and_keeps_everything_else(banner):
+    lines = [*banner.splitlines(), REAL, *banner.splitlines(), "WARNING: a warning of pip's own"]
     assert list(install.harmless_filtered(lines)) == [REAL, "WARNING: a warning of pip's own"]
 
 
