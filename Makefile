@@ -62,6 +62,12 @@ browser:
 # engines and browsers they start, and with two workers a core stood idle 15 % of the suite
 # (vmstat); with three, next to none (docs/benchmarks.md, "`make test` on a fresh clone").
 TEST_WORKERS ?= 3
+# The suite keeps the bytecode it compiles, where the environment says not to (PYTHONDONTWRITEBYTECODE,
+# as on CI's machine): each of its workers, and each server, Celery worker and command the tests
+# start (a few hundred processes), would otherwise compile the project from its sources again, and
+# pytest would rewrite every test module's asserts again in each worker (7 s of its collection's
+# 15 s). __pycache__ is ignored by git.
+test test-moved-clock test-dates: export PYTHONDONTWRITEBYTECODE :=
 test: install services browser cluster-packages
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
