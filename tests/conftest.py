@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import gzip
 import importlib
@@ -211,6 +212,20 @@ _db_blocker: list[Any] = []
 @pytest.fixture(scope="session", autouse=True)
 def _keep_db_blocker(django_db_blocker: Any) -> None:
     _db_blocker.append(django_db_blocker)
+
+
+@contextlib.contextmanager
+def shared_by_the_module(django_db_blocker: Any, **overrides: Any) -> Iterator[None]:
+    """Rows a module's tests share, written once (in a module fixture, inside this): a transaction
+    rolled back after the module's last test, each test in a savepoint within it, so that each
+    finds the rows as they were written (Django's TestCase.setUpTestData does the same). Not for
+    transactional tests, whose flush would empty it."""
+    from django.db import transaction
+    from django.test import override_settings
+
+    with django_db_blocker.unblock(), override_settings(**overrides), transaction.atomic():
+        yield
+        transaction.set_rollback(True)
 
 
 def _transactional(item: pytest.Item) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from html import unescape
 from typing import Any
@@ -16,6 +16,8 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.test import Client
+
+from tests.conftest import shared_by_the_module
 
 pytestmark = pytest.mark.books_in("UTC")
 
@@ -50,31 +52,46 @@ def empty(html: str) -> str:
     return ""
 
 
-@pytest.mark.django_db
-def test_every_page_shows_data_to_every_role(settings: Any, as_user: Callable[..., Client]) -> None:
+NOW = datetime(2026, 11, 3, 12, 5, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def demo_books(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """`make demo-data`'s books, small, once for the module's tests (each finds them as written)."""
+    with shared_by_the_module(django_db_blocker, ACCOUNTING_TZ="Asia/Shanghai"):
+        with time_machine.travel(NOW, tick=True):
+            call_command("demo_data", "--records", "3000", stdout=io.StringIO())
+        yield
+
+
+@pytest.fixture
+def books(demo_books: None, db: None, settings: Any) -> Iterator[None]:
     settings.ACCOUNTING_TZ = "Asia/Shanghai"
-    with time_machine.travel(datetime(2026, 11, 3, 12, 5, tzinfo=UTC), tick=True):
-        call_command("demo_data", "--records", "3000", stdout=io.StringIO())
-        roles = {
-            "admin": as_user("admin"),
-            "finance": as_user("finance"),
-            "engineer of legal": as_user("engineer", lines=["legal"]),
-            "viewer": as_user("viewer"),
-        }
-        shown: dict[str, int] = dict.fromkeys(roles, 0)
-        left: dict[str, str] = {}
-        listed = {role: pages(client) for role, client in roles.items()}  # a record of the role's own lines
-        for role, client in roles.items():
-            for page in listed[role]:
-                response = client.get(page, follow=True)
-                if response.status_code == 403:  # not this role's page (the nav does not offer it)
-                    continue
-                shown[role] += 1
-                if response.status_code != 200:
-                    left[f"{role}: {page}"] = f"answered {response.status_code}"
-                elif why := empty(response.content.decode()):
-                    left[f"{role}: {page}"] = why
-        last_month = roles["admin"].get("/overview/?range=last-month").content.decode()
+    with time_machine.travel(NOW, tick=True):
+        yield
+
+
+def test_every_page_shows_data_to_every_role(books: None, as_user: Callable[..., Client]) -> None:
+    roles = {
+        "admin": as_user("admin"),
+        "finance": as_user("finance"),
+        "engineer of legal": as_user("engineer", lines=["legal"]),
+        "viewer": as_user("viewer"),
+    }
+    shown: dict[str, int] = dict.fromkeys(roles, 0)
+    left: dict[str, str] = {}
+    listed = {role: pages(client) for role, client in roles.items()}  # a record of the role's own lines
+    for role, client in roles.items():
+        for page in listed[role]:
+            response = client.get(page, follow=True)
+            if response.status_code == 403:  # not this role's page (the nav does not offer it)
+                continue
+            shown[role] += 1
+            if response.status_code != 200:
+                left[f"{role}: {page}"] = f"answered {response.status_code}"
+            elif why := empty(response.content.decode()):
+                left[f"{role}: {page}"] = why
+    last_month = roles["admin"].get("/overview/?range=last-month").content.decode()
 
     assert shown["admin"] == len(listed["admin"]) == 20 and min(shown.values()) >= 8, shown
     assert not left, "\n".join(f"{page}: {why}" for page, why in left.items())
@@ -91,21 +108,17 @@ def test_the_check_tells_an_empty_page() -> None:
     assert not empty('<main><span data-figure="tokens" data-value="1200">1,200</span></main>')
 
 
-@pytest.mark.django_db
-def test_the_demo_fills_what_a_new_user_opens_first(settings: Any, as_user: Callable[..., Client]) -> None:
+def test_the_demo_fills_what_a_new_user_opens_first(books: None, as_user: Callable[..., Client]) -> None:
     """The closed month's audit, a supplier's bill that reconciles but for one planted difference, an
     enabled alert channel that delivered, every collector key seen and its rejections in words."""
     from apps.alerts.models import Channel
     from devtools.demo_ops import PLANTED_AMOUNT, SUPPLIER
 
-    settings.ACCOUNTING_TZ = "Asia/Shanghai"
-    with time_machine.travel(datetime(2026, 11, 3, 12, 5, tzinfo=UTC), tick=True):
-        call_command("demo_data", "--records", "3000", stdout=io.StringIO())
-        admin = as_user("admin")
-        audits = admin.get("/audits/").content.decode()
-        bills = admin.get(f"/finance/reconciliation/?month={CLOSED:%Y-%m}").content.decode()
-        channels = admin.get("/alerts/channels/").content.decode()
-        collectors = admin.get("/collectors/").content.decode()
+    admin = as_user("admin")
+    audits = admin.get("/audits/").content.decode()
+    bills = admin.get(f"/finance/reconciliation/?month={CLOSED:%Y-%m}").content.decode()
+    channels = admin.get("/alerts/channels/").content.decode()
+    collectors = admin.get("/collectors/").content.decode()
 
     assert f'href="/audits/{CLOSED:%Y-%m}/"' in audits
     assert SUPPLIER in bills and f"{PLANTED_AMOUNT:,.2f}" in bills

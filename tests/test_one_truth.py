@@ -19,15 +19,14 @@ from urllib.parse import urlencode
 import pytest
 import time_machine
 from django.core.management import call_command
-from django.db import transaction
-from django.test import Client, override_settings
+from django.test import Client
 
 from apps.common.buckets import day_start, month_days, next_month
 from apps.ledger.models import Account, JournalLine
 from apps.ledger.services.accrual import recent_accrue
 from apps.plans.models import Budget
 from apps.pricing.services import hours_price
-from tests.conftest import login_as
+from tests.conftest import login_as, shared_by_the_module
 from tests.factories import record
 
 pytestmark = pytest.mark.books_in("Asia/Shanghai")  # as make demo-data keeps them
@@ -70,14 +69,11 @@ def expense_posted(client: Client, month: date) -> Decimal:
 
 @pytest.fixture(scope="module")
 def demo_books(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """`demo_data` once for the module's tests, in a transaction rolled back after the last one;
-    each test runs in a savepoint inside it and leaves the books as it found them (Django's
-    TestCase.setUpTestData does the same)."""
-    with django_db_blocker.unblock(), override_settings(ACCOUNTING_TZ="Asia/Shanghai"), transaction.atomic():
+    """`demo_data` once for the module's tests, each of which finds them as written."""
+    with shared_by_the_module(django_db_blocker, ACCOUNTING_TZ="Asia/Shanghai"):
         with time_machine.travel(NOW, tick=True):
             call_command("demo_data", "--records", "3000", stdout=io.StringIO())
         yield
-        transaction.set_rollback(True)
 
 
 @pytest.fixture
