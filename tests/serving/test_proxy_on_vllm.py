@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-from transformers import AutoTokenizer
 
 from collectors.proxy import Settings, proxy_thread
 from tests.processes import PlatformServer, VllmServer
@@ -25,6 +24,8 @@ pytestmark = pytest.mark.slow
 def proxy(
     vllm_server: VllmServer, platform: PlatformServer, tiny_model: Path, tmp_path: Path, attribution_map: Path
 ) -> Iterator[str]:
+    from transformers import AutoTokenizer  # here: every worker collects this module, one runs it
+
     pipeline = Pipeline(tmp_path / "spool", url=platform.url, key=platform.key, registry=CollectorRegistry()).start()
     settings = Settings(
         upstream=vllm_server.url,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from transformers import AutoTokenizer
 
 from apps.ingest.contract import RecordV1
 from serving.config import parse_dims
@@ -91,6 +90,8 @@ def test_it_reads_a_json_output_cut_short() -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
+    from transformers import AutoTokenizer  # here: every worker collects this module, one runs it
+
     from devtools.tiny_model import build_tiny_model
 
     path: Path = build_tiny_model(tmp_path_factory.mktemp("tok"))
