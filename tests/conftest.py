@@ -5,6 +5,7 @@ import contextlib
 import functools
 import gzip
 import importlib
+import io
 import itertools
 import json
 import os
@@ -226,6 +227,18 @@ def shared_by_the_module(django_db_blocker: Any, **overrides: Any) -> Iterator[N
     with django_db_blocker.unblock(), override_settings(**overrides), transaction.atomic():
         yield
         transaction.set_rollback(True)
+
+
+@contextlib.contextmanager
+def demo_books_shared(django_db_blocker: Any, at: datetime) -> Iterator[None]:
+    """`manage.py demo_data` (a few thousand records, the books in Shanghai's calendar as `make
+    demo-data` keeps them) written at `at`, once for a module's tests (shared_by_the_module)."""
+    from django.core.management import call_command
+
+    with shared_by_the_module(django_db_blocker, ACCOUNTING_TZ="Asia/Shanghai"):
+        with time_machine.travel(at, tick=True):
+            call_command("demo_data", "--records", "3000", stdout=io.StringIO())
+        yield
 
 
 def _transactional(item: pytest.Item) -> bool:

@@ -5,7 +5,6 @@ and at least one row or one figure that is not zero."""
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
@@ -14,10 +13,9 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.core.management import call_command
 from django.test import Client
 
-from tests.conftest import shared_by_the_module
+from tests.conftest import demo_books_shared
 
 pytestmark = pytest.mark.books_in("UTC")
 
@@ -57,10 +55,7 @@ NOW = datetime(2026, 11, 3, 12, 5, tzinfo=UTC)
 
 @pytest.fixture(scope="module")
 def demo_books(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """`make demo-data`'s books, small, once for the module's tests (each finds them as written)."""
-    with shared_by_the_module(django_db_blocker, ACCOUNTING_TZ="Asia/Shanghai"):
-        with time_machine.travel(NOW, tick=True):
-            call_command("demo_data", "--records", "3000", stdout=io.StringIO())
+    with demo_books_shared(django_db_blocker, NOW):
         yield
 
 

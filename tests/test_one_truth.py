@@ -8,7 +8,6 @@ then hours priced after the last accrual, which every page must count alike befo
 from __future__ import annotations
 
 import html
-import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -18,7 +17,6 @@ from urllib.parse import urlencode
 
 import pytest
 import time_machine
-from django.core.management import call_command
 from django.test import Client
 
 from apps.common.buckets import day_start, month_days, next_month
@@ -26,7 +24,7 @@ from apps.ledger.models import Account, JournalLine
 from apps.ledger.services.accrual import recent_accrue
 from apps.plans.models import Budget
 from apps.pricing.services import hours_price
-from tests.conftest import login_as, shared_by_the_module
+from tests.conftest import demo_books_shared, login_as
 from tests.factories import record
 
 pytestmark = pytest.mark.books_in("Asia/Shanghai")  # as make demo-data keeps them
@@ -69,10 +67,7 @@ def expense_posted(client: Client, month: date) -> Decimal:
 
 @pytest.fixture(scope="module")
 def demo_books(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """`demo_data` once for the module's tests, each of which finds them as written."""
-    with shared_by_the_module(django_db_blocker, ACCOUNTING_TZ="Asia/Shanghai"):
-        with time_machine.travel(NOW, tick=True):
-            call_command("demo_data", "--records", "3000", stdout=io.StringIO())
+    with demo_books_shared(django_db_blocker, NOW):
         yield
 
 
