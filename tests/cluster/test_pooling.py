@@ -3,7 +3,6 @@ prepared by name, and the day-run's lock held in a transaction, not by the sessi
 
 from __future__ import annotations
 
-import time
 from datetime import date
 
 import pytest
@@ -11,6 +10,7 @@ from django.db import connection
 
 from apps.common import dayrun
 from apps.common.models import JobRun
+from tests.faults.harness import wait_until
 
 
 @pytest.mark.django_db
@@ -36,26 +36,21 @@ def test_a_run_holds_its_lock_in_a_transaction_of_its_own_and_no_session_lock() 
     assert run.status == JobRun.Status.DONE
     # One lock a step, held by another backend, idle in the transaction that holds it.
     assert seen == [("idle in transaction", True)] * 2
-    assert run_locks_left() == 0  # gone with its connection
+    # Gone with its connection: the server ends a closed connection's backend, and frees its
+    # locks, a moment after the client has closed it.
+    wait_until(lambda: run_locks_held() == 0, 10, "the day-run locks gone with their connection")
 
 
 # pg_locks is the cluster's: the other workers' databases run day-runs of their own.
 THIS_DATABASE = "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 
 
-def run_locks_left(wait: float = 10.0) -> int:
-    """The day-run locks still held in this database, once they are gone or `wait` seconds have
-    passed: the server ends a closed connection's backend, and frees its locks, a moment after
-    the client has closed it."""
-    deadline = time.monotonic() + wait
-    while True:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_locks l "
-                f"WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND {THIS_DATABASE}",
-                [dayrun._RUN_LOCK],
-            )
-            left = int(cursor.fetchone()[0])
-        if left == 0 or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
+def run_locks_held() -> int:
+    """The day-run locks held in this database."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l "
+            f"WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND {THIS_DATABASE}",
+            [dayrun._RUN_LOCK],
+        )
+        return int(cursor.fetchone()[0])
